@@ -1,0 +1,1 @@
+//! Placeholder: the cost model is being written.

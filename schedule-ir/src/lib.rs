@@ -1,0 +1,489 @@
+//! The schedule IR of topoc: what a compiled collective *is*.
+//!
+//! A [`Schedule`] is the whole output of the compiler for one machine: a summary of the
+//! machine (nodes and links, with the names the user wrote) and one [`Phase`] per exchange
+//! phase of the BSP program. A phase is one collective (allreduce, reduce-scatter, …) on one
+//! vector, cut into [`Chunk`]s, and one [`Program`] per node.
+//!
+//! # Contents
+//! - the IR types (this module), with their invariants written on the fields;
+//! - [`serial`]: reading and writing schedules as RON (the default) and JSON;
+//! - [`verify`]: the verifier, which turns a [`Schedule`] into a [`VerifiedSchedule`] or a list
+//!   of every problem it found;
+//! - [`cost`]: the α-β cost model and lower bounds.
+//!
+//! # Execution semantics (BSP)
+//!
+//! Every program of a phase has exactly [`Phase::steps`] steps. Step `k` of every node runs
+//! "at the same time", in three parts:
+//!
+//! 1. **Read.** Every instruction that reads a buffer — [`Instr::Send`] and the source side of
+//!    [`Instr::Reduce`] / [`Instr::Copy`] — reads the node's state *as it was at the start of
+//!    step `k`*. Nothing written during step `k` is visible to a read of step `k`.
+//! 2. **Transfer.** Every send of step `k` travels over its link (and the further links of its
+//!    route) and is matched by exactly one [`Instr::Recv`] of step `k` on the receiving node,
+//!    naming the same final link, the sender, and the same chunks.
+//! 3. **Write.** At the end of step `k`, each node applies its writes — receives and the
+//!    destination side of local reduce/copy — **in program order**. A write either replaces the
+//!    destination chunk ([`RecvMode::Store`]) or combines into it with the phase's op
+//!    ([`RecvMode::Reduce`]: `dst = dst ⊕ incoming`).
+//!
+//! Then every node passes a barrier and step `k + 1` begins. Because reads see only the state
+//! at the start of a step and writes are applied in a fixed order, the result never depends on
+//! timing: the same schedule on the same inputs gives bit-identical outputs, floats included.
+//!
+//! # Buffers
+//!
+//! Every node has the buffers of [`Phase::buffers`]. Each buffer holds the whole vector,
+//! laid out by the phase's chunking (chunk `c` is elements `chunks[c].start..chunks[c].end`).
+//! [`BufferId`] 0 is always the user's data buffer (input and output); further buffers are
+//! scratch space whose contents start undefined.
+//!
+//! # Ids
+//!
+//! Entities live in vectors and are named by newtype ids that index them ([`NodeId`] into
+//! [`Machine::nodes`], [`LinkId`] into [`Machine::links`], [`ChunkId`] into
+//! [`Phase::chunks`], [`BufferId`] into [`Phase::buffers`]). Ids serialise as plain numbers.
+//! The verifier checks every id is in range before anything else looks at the schedule.
+#![deny(missing_docs)]
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+pub mod cost;
+pub mod serial;
+pub mod verify;
+
+pub use verify::{verify, Report, VerifiedSchedule, VerifyError, VerifyErrors};
+
+/// The IR format version written into every schedule. Readers refuse other versions.
+pub const FORMAT_VERSION: u32 = 1;
+
+macro_rules! entity_id {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            /// The index of this entity in the vector that holds it.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+
+            /// The id of the entity at `index`.
+            ///
+            /// Panics if `index` does not fit in a `u32`; schedules never hold that many
+            /// entities of one kind.
+            pub fn new(index: usize) -> Self {
+                Self(u32::try_from(index).expect("entity index fits in u32"))
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+    };
+}
+
+entity_id!(
+    /// A node of the machine (compute node or switch); indexes [`Machine::nodes`].
+    NodeId,
+    "node#"
+);
+entity_id!(
+    /// A link of the machine; indexes [`Machine::links`].
+    LinkId,
+    "link#"
+);
+entity_id!(
+    /// A chunk of a phase's vector; indexes [`Phase::chunks`].
+    ChunkId,
+    "chunk "
+);
+entity_id!(
+    /// A buffer of a phase; indexes [`Phase::buffers`]. Buffer 0 is the user's data.
+    BufferId,
+    "buffer "
+);
+entity_id!(
+    /// A BSP step of a phase, counted from 0.
+    StepId,
+    "step "
+);
+
+/// A whole compiled schedule: the machine it is for and one phase per exchange phase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// Always [`FORMAT_VERSION`] when written by this crate; readers refuse other values.
+    pub format_version: u32,
+    /// The machine the schedule was compiled for.
+    pub machine: Machine,
+    /// The exchange phases, in program order. Names are unique.
+    pub phases: Vec<Phase>,
+}
+
+/// The machine summary carried by a schedule: everything the verifier and the runtime need to
+/// know about the hardware.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// The machine's name from the topology file.
+    pub name: String,
+    /// Nodes, indexed by [`NodeId`]. Names are unique.
+    pub nodes: Vec<Node>,
+    /// Links, indexed by [`LinkId`]. Names are unique.
+    pub links: Vec<Link>,
+}
+
+/// A node of the machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// The name the user knows the node by (`N3`, `a`, `gpu0`).
+    pub name: String,
+    /// Whether the node computes or only forwards.
+    pub kind: NodeKind,
+}
+
+/// What a node can do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NodeKind {
+    /// A processing node: holds a data buffer, sends, receives and reduces.
+    Compute,
+    /// A switch: forwards transfers along routes and does no arithmetic. It runs no program.
+    Switch,
+}
+
+/// A bidirectional link between two distinct nodes. Each direction is independent: in one step
+/// `a → b` and `b → a` may each carry up to `lanes` transfers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Link {
+    /// The link identifier from the topology file (`L011`, `L02`, …).
+    pub name: String,
+    /// One endpoint. `a != b`.
+    pub a: NodeId,
+    /// The other endpoint.
+    pub b: NodeId,
+    /// Bandwidth of each direction, in gigabits per second. Positive and finite.
+    pub bandwidth_gbps: f64,
+    /// One-way latency, in microseconds. Non-negative and finite.
+    pub latency_us: f64,
+    /// How many transfers each direction may carry in one step. At least 1.
+    pub lanes: u32,
+}
+
+impl Link {
+    /// The endpoint opposite `node`, or `None` if `node` is not an endpoint of this link.
+    pub fn other(&self, node: NodeId) -> Option<NodeId> {
+        if node == self.a {
+            Some(self.b)
+        } else if node == self.b {
+            Some(self.a)
+        } else {
+            None
+        }
+    }
+}
+
+/// One exchange phase: a collective on one vector, and one program per node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// The phase's name from the topology file; the runtime runs phases by name.
+    pub name: String,
+    /// What the phase promises at its end.
+    pub collective: Collective,
+    /// The combining operation used by [`RecvMode::Reduce`] and [`Instr::Reduce`].
+    pub op: ReduceOp,
+    /// The element type the phase was compiled for (the schedule itself is type-agnostic).
+    pub dtype: DType,
+    /// The vector's length in elements.
+    pub elements: u64,
+    /// Which method produced the schedule (`ring`, `ladder-rings`, …), for humans.
+    pub algorithm: String,
+    /// The chunking of the vector: chunk `i` is elements `start..end`. Chunks are in order,
+    /// contiguous, start at 0 and end at `elements`; a chunk may be empty.
+    pub chunks: Vec<Chunk>,
+    /// Buffers every node has. Entry 0 is the data buffer.
+    pub buffers: Vec<Buffer>,
+    /// The number of BSP steps; every program has exactly this many.
+    pub steps: u32,
+    /// One program per node, indexed by [`NodeId`]. Switch programs are empty.
+    pub programs: Vec<Program>,
+}
+
+/// A contiguous range of the vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// First element (inclusive).
+    pub start: u64,
+    /// One past the last element. `start <= end`.
+    pub end: u64,
+    /// The node that owns this chunk where the collective gives chunks owners: the node that
+    /// must hold it reduced after a reduce-scatter, or that contributes it to an allgather.
+    /// `None` for collectives where every node ends with every chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<NodeId>,
+}
+
+impl Chunk {
+    /// Number of elements in the chunk.
+    pub fn len(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// Whether the chunk holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A buffer declaration. Every buffer spans the whole vector.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Buffer {
+    /// A name for humans (`data`, `scratch`).
+    pub name: String,
+    /// Whether the buffer is the user's data or scratch space.
+    pub kind: BufferKind,
+}
+
+/// The role of a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BufferKind {
+    /// The user's vector: input at the start of the phase, result at its end. Exactly one,
+    /// at index 0.
+    Data,
+    /// Scratch space; undefined at the start of the phase.
+    Scratch,
+}
+
+/// The program of one node: `steps[k]` is what the node does in step `k`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    /// Exactly [`Phase::steps`] entries; an entry may be empty (the node idles).
+    pub steps: Vec<Vec<Instr>>,
+}
+
+/// One instruction of a step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Instr {
+    /// Send `chunks` of `buffer` (as they were at the start of the step) to node `to`.
+    Send {
+        /// The link the transfer leaves on; one endpoint is the sending node.
+        link: LinkId,
+        /// Further links of the route, in order, through forwarding switches. Empty for a
+        /// direct transfer. The last link of the route ends at `to`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        via: Vec<LinkId>,
+        /// The receiving compute node.
+        to: NodeId,
+        /// The buffer read.
+        buffer: BufferId,
+        /// The chunks sent, in order; non-empty and without repeats.
+        chunks: Vec<ChunkId>,
+    },
+    /// Receive `chunks` from node `from`, arriving over `link`, into `buffer`.
+    Recv {
+        /// The last link of the sender's route; one endpoint is the receiving node.
+        link: LinkId,
+        /// The sending compute node.
+        from: NodeId,
+        /// The buffer written at the end of the step.
+        buffer: BufferId,
+        /// The chunks received; the same list, in the same order, as the matching send.
+        chunks: Vec<ChunkId>,
+        /// Replace the destination, or combine into it.
+        mode: RecvMode,
+    },
+    /// Combine `chunks` of `src` (start-of-step state) into `dst` with the phase's op.
+    Reduce {
+        /// Buffer read.
+        src: BufferId,
+        /// Buffer written at the end of the step. May equal `src` only if the chunks differ.
+        dst: BufferId,
+        /// The chunks combined; non-empty and without repeats.
+        chunks: Vec<ChunkId>,
+    },
+    /// Copy `chunks` of `src` (start-of-step state) into `dst`.
+    Copy {
+        /// Buffer read.
+        src: BufferId,
+        /// Buffer written at the end of the step. Differs from `src`.
+        dst: BufferId,
+        /// The chunks copied; non-empty and without repeats.
+        chunks: Vec<ChunkId>,
+    },
+}
+
+/// How a receive writes its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RecvMode {
+    /// Replace the destination chunks with the incoming data.
+    Store,
+    /// `dst = dst ⊕ incoming`, with the phase's op.
+    Reduce,
+}
+
+/// A collective: what every node must hold when the phase ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Collective {
+    /// Every compute node ends with every chunk combined over all compute nodes' inputs.
+    AllReduce,
+    /// Every chunk's owner ends with that chunk combined over all inputs.
+    ReduceScatter,
+    /// Every compute node ends with every chunk as its owner contributed it.
+    AllGather,
+    /// Every compute node ends with the root's vector.
+    Broadcast {
+        /// The node whose vector is broadcast.
+        root: NodeId,
+    },
+    /// The root ends with every chunk combined over all inputs.
+    Reduce {
+        /// The node that receives the result.
+        root: NodeId,
+    },
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Collective::AllReduce => f.write_str("allreduce"),
+            Collective::ReduceScatter => f.write_str("reduce-scatter"),
+            Collective::AllGather => f.write_str("allgather"),
+            Collective::Broadcast { root } => write!(f, "broadcast from {root}"),
+            Collective::Reduce { root } => write!(f, "reduce to {root}"),
+        }
+    }
+}
+
+/// The combining operation of a phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReduceOp {
+    /// Addition (wrapping for integers).
+    Sum,
+    /// Multiplication (wrapping for integers).
+    Prod,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+}
+
+impl ReduceOp {
+    /// Whether combining the same input twice leaves the result unchanged.
+    pub fn is_idempotent(self) -> bool {
+        matches!(self, ReduceOp::Max | ReduceOp::Min)
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        })
+    }
+}
+
+/// Element types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// 64-bit float.
+    F64,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer.
+    I64,
+}
+
+impl DType {
+    /// Size of one element in bytes.
+    pub fn size_bytes(self) -> u64 {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F64 | DType::I64 => 8,
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+        })
+    }
+}
+
+impl Machine {
+    /// The node's user-facing name, or its raw id if out of range.
+    pub fn node_name(&self, id: NodeId) -> String {
+        self.nodes
+            .get(id.index())
+            .map_or_else(|| id.to_string(), |n| n.name.clone())
+    }
+
+    /// The link's user-facing name, or its raw id if out of range.
+    pub fn link_name(&self, id: LinkId) -> String {
+        self.links
+            .get(id.index())
+            .map_or_else(|| id.to_string(), |l| l.name.clone())
+    }
+
+    /// Ids of the compute nodes, in order.
+    pub fn compute_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Compute)
+            .map(|(i, _)| NodeId::new(i))
+    }
+}
+
+impl Schedule {
+    /// The phase called `name`.
+    pub fn phase(&self, name: &str) -> Option<&Phase> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+}
+
+impl Phase {
+    /// Bytes in `chunk` for this phase's dtype.
+    pub fn chunk_bytes(&self, chunk: ChunkId) -> u64 {
+        self.chunks
+            .get(chunk.index())
+            .map_or(0, |c| c.len() * self.dtype.size_bytes())
+    }
+
+    /// The same phase re-chunked for a vector of `elements` elements: every chunk keeps its
+    /// place and its share of the vector (cumulative boundaries are scaled), so the programs
+    /// stay valid. Used to run a schedule on a different vector length.
+    pub fn with_elements(&self, elements: u64) -> Phase {
+        let mut phase = self.clone();
+        let old = self.elements;
+        let n = self.chunks.len() as u128;
+        for (i, chunk) in phase.chunks.iter_mut().enumerate() {
+            let i = i as u128;
+            let scale = |x: u64, fallback: u128| -> u64 {
+                let v = if old == 0 {
+                    fallback * elements as u128 / n.max(1)
+                } else {
+                    x as u128 * elements as u128 / old as u128
+                };
+                v as u64
+            };
+            chunk.start = scale(chunk.start, i);
+            chunk.end = scale(chunk.end, i + 1);
+        }
+        phase.elements = elements;
+        phase
+    }
+}
