@@ -1,1 +1,45 @@
-fn main() {}
+//! Compile + verify time of ladder allreduce schedules, 4 to 128 pairs.
+//!
+//! Run: `cargo bench -p topoc --bench compile`. The schedule of a `p`-pair ladder has
+//! `2(2p-1)` steps of `8` instructions per node, so its size grows as `p²`; the figures in
+//! BENCHMARKS.md divide the time by the instruction count to show the per-instruction cost.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
+
+fn ladder_source(pairs: usize) -> String {
+    format!(
+        "Topology(name: \"ladder-{pairs}\", machine: Ladder(pairs: {pairs}), phases: [\
+         Exchange(name: \"grads\", collective: AllReduce, op: Sum, dtype: F32, elements: 16777216)])"
+    )
+}
+
+fn instructions(pairs: usize) -> u64 {
+    let source = ladder_source(pairs);
+    let compiled = topoc::compile(&source, &topoc::Options::default()).expect("ladder compiles");
+    compiled.schedule.schedule().phases[0]
+        .programs
+        .iter()
+        .map(|p| p.steps.iter().map(Vec::len).sum::<usize>() as u64)
+        .sum()
+}
+
+fn compile_and_verify(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ladder_allreduce_compile_verify");
+    group.sample_size(10);
+    for pairs in [4usize, 8, 16, 32, 64, 128] {
+        let source = ladder_source(pairs);
+        group.throughput(Throughput::Elements(instructions(pairs)));
+        group.bench_with_input(BenchmarkId::from_parameter(pairs), &source, |b, s| {
+            b.iter(|| {
+                let compiled =
+                    topoc::compile(black_box(s), &topoc::Options::default()).expect("compiles");
+                black_box(compiled.schedule.report().phases.len())
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, compile_and_verify);
+criterion_main!(benches);

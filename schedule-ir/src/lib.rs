@@ -158,6 +158,9 @@ pub enum NodeKind {
 
 /// A bidirectional link between two distinct nodes. Each direction is independent: in one step
 /// `a → b` and `b → a` may each carry up to `lanes` transfers.
+///
+/// Link directions are numbered machine-wide: direction `2·l` is link `l` from `a` to `b`, and
+/// `2·l + 1` is link `l` from `b` to `a` (see [`Hop::direction`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Link {
     /// The link identifier from the topology file (`L011`, `L02`, …).
@@ -300,7 +303,8 @@ pub enum Instr {
     Reduce {
         /// Buffer read.
         src: BufferId,
-        /// Buffer written at the end of the step. May equal `src` only if the chunks differ.
+        /// Buffer written at the end of the step. Differs from `src` (a chunk combined with
+        /// itself would count its inputs twice).
         dst: BufferId,
         /// The chunks combined; non-empty and without repeats.
         chunks: Vec<ChunkId>,
@@ -445,6 +449,75 @@ impl Machine {
             .enumerate()
             .filter(|(_, n)| n.kind == NodeKind::Compute)
             .map(|(i, _)| NodeId::new(i))
+    }
+}
+
+/// One hop of a route: a link crossed in one direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    /// The link crossed.
+    pub link: LinkId,
+    /// The node the hop leaves.
+    pub from: NodeId,
+    /// The node the hop reaches.
+    pub to: NodeId,
+    /// Whether the hop goes from the link's `b` end to its `a` end.
+    pub backward: bool,
+}
+
+impl Hop {
+    /// The machine-wide index of the link direction crossed: `2·link` for `a → b`,
+    /// `2·link + 1` for `b → a`.
+    pub fn direction(&self) -> usize {
+        2 * self.link.index() + usize::from(self.backward)
+    }
+}
+
+impl Machine {
+    /// The hops of a transfer that leaves `from` on `first` and then crosses `via`, in order
+    /// (the route of an [`Instr::Send`]). The iterator stops early at a link that does not
+    /// exist or does not touch the node reached so far; in a verified schedule it never does.
+    pub fn route<'a>(
+        &'a self,
+        from: NodeId,
+        first: LinkId,
+        via: &'a [LinkId],
+    ) -> impl Iterator<Item = Hop> + 'a {
+        let mut at = Some(from);
+        std::iter::once(first)
+            .chain(via.iter().copied())
+            .map_while(move |link| {
+                let here = at.take()?;
+                let l = self.links.get(link.index())?;
+                let to = l.other(here)?;
+                at = Some(to);
+                Some(Hop {
+                    link,
+                    from: here,
+                    to,
+                    backward: here != l.a,
+                })
+            })
+    }
+}
+
+impl Instr {
+    /// The chunks the instruction reads or writes.
+    pub fn chunks(&self) -> &[ChunkId] {
+        match self {
+            Instr::Send { chunks, .. }
+            | Instr::Recv { chunks, .. }
+            | Instr::Reduce { chunks, .. }
+            | Instr::Copy { chunks, .. } => chunks,
+        }
+    }
+
+    /// For a send, the last link of its route (the one the receive names); `None` otherwise.
+    pub fn final_link(&self) -> Option<LinkId> {
+        match self {
+            Instr::Send { link, via, .. } => Some(via.last().copied().unwrap_or(*link)),
+            _ => None,
+        }
     }
 }
 

@@ -43,10 +43,13 @@ pub enum ReadError {
 pub fn to_string(schedule: &Schedule, format: Format) -> String {
     let text = match format {
         Format::Ron => {
+            // One struct per line (a node, a link, a chunk, an instruction) and one list
+            // nesting level per line below a program: readable, and diffs stay local.
             let config = ron::ser::PrettyConfig::new()
                 .indentor("  ".to_string())
                 .struct_names(true)
-                .compact_arrays(true);
+                .compact_structs(true)
+                .depth_limit(4);
             ron::ser::to_string_pretty(schedule, config)
                 .unwrap_or_else(|e| unreachable_serialise(&e.to_string()))
         }

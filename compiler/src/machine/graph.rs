@@ -1,0 +1,168 @@
+//! `Graph(nodes, links)`: an explicit machine with user-chosen node names and link ids.
+
+use super::{LinkInfo, Machine, NodeInfo, Shape};
+use crate::diag::Problem;
+use crate::path;
+use crate::topology::ast::{LinkDecl, LinkParams};
+use petgraph::graph::{NodeIndex, UnGraph};
+use std::collections::BTreeMap;
+
+/// Builds an explicit graph, reporting every problem in its declaration.
+pub fn graph(
+    name: &str,
+    nodes: &[String],
+    links: &[LinkDecl],
+    defaults: LinkParams,
+) -> Result<Machine, Vec<Problem>> {
+    let mut problems = Vec::new();
+    if nodes.is_empty() {
+        problems.push(
+            Problem::at(
+                path!["machine", "nodes"],
+                "the graph has no nodes",
+                "empty list",
+            )
+            .hint("list the compute nodes, e.g. `nodes: [\"a\", \"b\", \"c\"]`"),
+        );
+    }
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if n.trim().is_empty() {
+            problems.push(Problem::at(
+                path!["machine", "nodes", i],
+                "a node name is empty",
+                "give the node a name",
+            ));
+        } else if let Some(&first) = index.get(n.as_str()) {
+            problems.push(
+                Problem::at(
+                    path!["machine", "nodes", i],
+                    format!("node `{n}` is declared twice"),
+                    "declared again here",
+                )
+                .also(path!["machine", "nodes", first], "first declared here")
+                .hint("node names must be unique; rename or remove one"),
+            );
+        } else {
+            index.insert(n, i);
+        }
+    }
+
+    let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut edges = Vec::new();
+    for (j, l) in links.iter().enumerate() {
+        let at = path!["machine", "links", j];
+        if l.id.trim().is_empty() {
+            problems.push(Problem::at(
+                at.field("id"),
+                "a link id is empty",
+                "give the link an id",
+            ));
+        } else if let Some(&first) = ids.get(l.id.as_str()) {
+            problems.push(
+                Problem::at(
+                    at.field("id"),
+                    format!("link id `{}` is declared twice", l.id),
+                    "declared again here",
+                )
+                .also(path!["machine", "links", first, "id"], "first declared here")
+                .hint("link ids must be unique in a machine; rename one"),
+            );
+        } else {
+            ids.insert(&l.id, j);
+        }
+        let mut end = |k: usize, who: &String| -> Option<usize> {
+            match index.get(who.as_str()) {
+                Some(&i) => Some(i),
+                None => {
+                    let mut p = Problem::at(
+                        at.field("between").index(k),
+                        format!("link `{}` names an unknown node `{who}`", l.id),
+                        "no node has this name",
+                    );
+                    p = match closest(who, nodes) {
+                        Some(near) => p.hint(format!("did you mean `{near}`?")),
+                        None => p.hint("declare the node in `nodes: […]` first"),
+                    };
+                    problems.push(p);
+                    None
+                }
+            }
+        };
+        let a = end(0, &l.between.0);
+        let b = end(1, &l.between.1);
+        if let (Some(a), Some(b)) = (a, b) {
+            if a == b {
+                problems.push(
+                    Problem::at(
+                        at.field("between"),
+                        format!("link `{}` joins node `{}` to itself", l.id, nodes[a]),
+                        "both ends are the same node",
+                    )
+                    .hint("a link must join two different nodes"),
+                );
+                continue;
+            }
+            let params = LinkParams {
+                bandwidth_gbps: l.bandwidth_gbps.unwrap_or(defaults.bandwidth_gbps),
+                latency_us: l.latency_us.unwrap_or(defaults.latency_us),
+                lanes: l.lanes.unwrap_or(defaults.lanes),
+            };
+            problems.extend(super::build::check_params(&at, &params));
+            edges.push((a, b, l.id.clone(), params));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+
+    let mut g = UnGraph::with_capacity(nodes.len(), edges.len());
+    for n in nodes {
+        g.add_node(NodeInfo {
+            name: n.clone(),
+            kind: schedule_ir::NodeKind::Compute,
+        });
+    }
+    for (a, b, id, p) in edges {
+        g.add_edge(
+            NodeIndex::new(a),
+            NodeIndex::new(b),
+            LinkInfo {
+                name: id,
+                bandwidth_gbps: p.bandwidth_gbps,
+                latency_us: p.latency_us,
+                lanes: p.lanes,
+            },
+        );
+    }
+    Ok(Machine {
+        name: name.to_string(),
+        graph: g,
+        shape: Shape::Graph,
+    })
+}
+
+/// The declared name nearest to `wanted` by edit distance, if it is plausibly a typo.
+fn closest<'a>(wanted: &str, names: &'a [String]) -> Option<&'a str> {
+    names
+        .iter()
+        .map(|n| (edit_distance(wanted, n), n))
+        .filter(|(d, n)| *d <= 2.max(n.len() / 3))
+        .min()
+        .map(|(_, n)| n.as_str())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}

@@ -1,0 +1,167 @@
+//! The machine graph: compute nodes, switches and links, as a petgraph multigraph.
+//!
+//! Node `i` of the graph is [`NodeId`]`(i)` and edge `j` is [`LinkId`]`(j)`, so ids from the
+//! schedule IR index the graph directly. Machines are built from a topology file by
+//! [`build::build`], which checks the declaration and reports every problem it finds; the
+//! generators for each machine kind live in their own modules and document their naming.
+
+pub mod build;
+pub mod graph;
+pub mod ladder;
+pub mod names;
+pub mod ring;
+
+use petgraph::graph::{EdgeIndex, NodeIndex, UnGraph};
+use petgraph::visit::EdgeRef;
+use schedule_ir::{LinkId, NodeId, NodeKind};
+
+pub use build::build;
+
+/// A node of the machine graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeInfo {
+    /// The user-facing name (`N3`, `gpu0`).
+    pub name: String,
+    /// Compute node or switch.
+    pub kind: NodeKind,
+}
+
+/// A link of the machine graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkInfo {
+    /// The link identifier (`L02`, `nv3`).
+    pub name: String,
+    /// Per-direction bandwidth, Gbit/s.
+    pub bandwidth_gbps: f64,
+    /// One-way latency, µs.
+    pub latency_us: f64,
+    /// Transfers per direction per step.
+    pub lanes: u32,
+}
+
+/// What generated the machine; lowerings that exploit a known structure look here.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// A cycle of nodes in id order.
+    Ring,
+    /// Seed 004's ladder.
+    Ladder(ladder::LadderLayout),
+    /// An explicit graph.
+    Graph,
+}
+
+/// A machine: its graph and how it was made.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    /// The name from the topology file.
+    pub name: String,
+    /// Nodes and links. Parallel links are allowed; self-loops are not.
+    pub graph: UnGraph<NodeInfo, LinkInfo, u32>,
+    /// Which generator made it.
+    pub shape: Shape,
+}
+
+impl Machine {
+    /// The number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.graph.node_count()
+    }
+
+    /// The number of links.
+    pub fn link_count(&self) -> usize {
+        self.graph.edge_count()
+    }
+
+    /// The node's info.
+    pub fn node(&self, id: NodeId) -> &NodeInfo {
+        &self.graph[NodeIndex::new(id.index())]
+    }
+
+    /// The link's info.
+    pub fn link(&self, id: LinkId) -> &LinkInfo {
+        &self.graph[EdgeIndex::new(id.index())]
+    }
+
+    /// The endpoints of a link.
+    pub fn endpoints(&self, id: LinkId) -> (NodeId, NodeId) {
+        let (a, b) = self
+            .graph
+            .edge_endpoints(EdgeIndex::new(id.index()))
+            .unwrap_or((NodeIndex::new(0), NodeIndex::new(0)));
+        (NodeId::new(a.index()), NodeId::new(b.index()))
+    }
+
+    /// Ids of the compute nodes, in order.
+    pub fn compute_nodes(&self) -> Vec<NodeId> {
+        self.graph
+            .node_indices()
+            .filter(|&i| self.graph[i].kind == NodeKind::Compute)
+            .map(|i| NodeId::new(i.index()))
+            .collect()
+    }
+
+    /// The links at `node`, as `(link, neighbour)`, in link id order.
+    pub fn links_at(&self, node: NodeId) -> Vec<(LinkId, NodeId)> {
+        let mut out: Vec<_> = self
+            .graph
+            .edges(NodeIndex::new(node.index()))
+            .map(|e| {
+                let other = if e.source().index() == node.index() {
+                    e.target()
+                } else {
+                    e.source()
+                };
+                (LinkId::new(e.id().index()), NodeId::new(other.index()))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The node called `name`.
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        self.graph
+            .node_indices()
+            .find(|&i| self.graph[i].name == name)
+            .map(|i| NodeId::new(i.index()))
+    }
+
+    /// The link called `name`.
+    pub fn link_by_name(&self, name: &str) -> Option<LinkId> {
+        self.graph
+            .edge_indices()
+            .find(|&e| self.graph[e].name == name)
+            .map(|e| LinkId::new(e.index()))
+    }
+
+    /// The machine summary carried by a schedule.
+    pub fn to_ir(&self) -> schedule_ir::Machine {
+        schedule_ir::Machine {
+            name: self.name.clone(),
+            nodes: self
+                .graph
+                .node_weights()
+                .map(|n| schedule_ir::Node {
+                    name: n.name.clone(),
+                    kind: n.kind,
+                })
+                .collect(),
+            links: self
+                .graph
+                .edge_indices()
+                .map(|e| {
+                    let info = &self.graph[e];
+                    let (a, b) = self.endpoints(LinkId::new(e.index()));
+                    schedule_ir::Link {
+                        name: info.name.clone(),
+                        a,
+                        b,
+                        bandwidth_gbps: info.bandwidth_gbps,
+                        latency_us: info.latency_us,
+                        lanes: info.lanes,
+                    }
+                })
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The topology file as written: serde types that mirror the RON syntax one to one.
+//!
+//! Nothing here is checked beyond what serde checks (shape and types). Meaning — names that
+//! exist, ids that are unique, a machine that is connected — is checked when the file is
+//! turned into a [`crate::machine::Machine`], with diagnostics that point back into the file.
+
+use serde::Deserialize;
+
+/// A whole topology file: `Topology(name: …, machine: …, phases: […])`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename = "Topology")]
+pub struct TopologyFile {
+    /// The machine's name; carried into the schedule.
+    pub name: String,
+    /// The machine declaration.
+    pub machine: MachineDecl,
+    /// The BSP program: compute phases and the exchange phases to compile. When empty, one
+    /// allreduce phase (see [`Exchange::default_phase`]) is compiled.
+    #[serde(default)]
+    pub phases: Vec<PhaseDecl>,
+}
+
+/// Bandwidth, latency and lane count of a link.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkParams {
+    /// Per-direction bandwidth in Gbit/s.
+    #[serde(default = "LinkParams::default_bandwidth")]
+    pub bandwidth_gbps: f64,
+    /// One-way latency in microseconds.
+    #[serde(default = "LinkParams::default_latency")]
+    pub latency_us: f64,
+    /// Transfers each direction can carry in one step.
+    #[serde(default = "LinkParams::default_lanes")]
+    pub lanes: u32,
+}
+
+impl LinkParams {
+    fn default_bandwidth() -> f64 {
+        100.0
+    }
+    fn default_latency() -> f64 {
+        1.0
+    }
+    fn default_lanes() -> u32 {
+        1
+    }
+}
+
+impl Default for LinkParams {
+    fn default() -> Self {
+        Self {
+            bandwidth_gbps: Self::default_bandwidth(),
+            latency_us: Self::default_latency(),
+            lanes: Self::default_lanes(),
+        }
+    }
+}
+
+/// The kinds of machine the language can declare.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename = "Machine")]
+pub enum MachineDecl {
+    /// `nodes` compute nodes `N0…` in a cycle.
+    Ring {
+        /// Number of nodes (at least 2).
+        nodes: u32,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+    },
+    /// Seed 004's ladder: `pairs` facing pairs joined by two links each, ladder links between
+    /// neighbouring pairs and return links between the end pairs.
+    Ladder {
+        /// Number of facing pairs (at least 1).
+        pairs: u32,
+        /// Parameters of every link, unless overridden below.
+        #[serde(default)]
+        link: LinkParams,
+        /// Parameters of the two intra-pair ("rung") links, if they differ.
+        #[serde(default)]
+        rung: Option<LinkParams>,
+    },
+    /// An explicit graph with user-chosen node names and link ids.
+    Graph {
+        /// Compute node names, unique.
+        nodes: Vec<String>,
+        /// Links between named nodes, each with a unique id.
+        links: Vec<LinkDecl>,
+        /// Parameters for links that do not give their own.
+        #[serde(default)]
+        link: LinkParams,
+    },
+}
+
+/// One link of a [`MachineDecl::Graph`].
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkDecl {
+    /// The link identifier, unique in the machine.
+    pub id: String,
+    /// The two endpoints, by node name.
+    pub between: (String, String),
+    /// Per-direction bandwidth in Gbit/s; the machine's default when absent.
+    #[serde(default)]
+    pub bandwidth_gbps: Option<f64>,
+    /// Latency in microseconds; the machine's default when absent.
+    #[serde(default)]
+    pub latency_us: Option<f64>,
+    /// Lanes per direction; the machine's default when absent.
+    #[serde(default)]
+    pub lanes: Option<u32>,
+}
+
+/// One phase of the BSP program.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename = "Phase")]
+pub enum PhaseDecl {
+    /// Local computation; the compiler emits nothing for it but keeps its place in the program.
+    Compute(String),
+    /// An exchange phase: one collective to compile.
+    Exchange(Exchange),
+}
+
+/// An exchange phase declaration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Exchange {
+    /// The phase's name; the runtime runs phases by name. Unique among exchange phases.
+    pub name: String,
+    /// The collective.
+    pub collective: CollectiveDecl,
+    /// The combining operation.
+    #[serde(default = "Exchange::default_op")]
+    pub op: OpDecl,
+    /// The element type.
+    #[serde(default = "Exchange::default_dtype")]
+    pub dtype: DTypeDecl,
+    /// Vector length in elements.
+    pub elements: u64,
+    /// Force a lowering method (`auto` when absent).
+    #[serde(default)]
+    pub algorithm: Option<String>,
+}
+
+impl Exchange {
+    fn default_op() -> OpDecl {
+        OpDecl::Sum
+    }
+    fn default_dtype() -> DTypeDecl {
+        DTypeDecl::F32
+    }
+
+    /// The phase compiled when a file declares none: a 1 Mi-element f32 sum allreduce.
+    pub fn default_phase() -> Exchange {
+        Exchange {
+            name: "allreduce".to_string(),
+            collective: CollectiveDecl::AllReduce,
+            op: OpDecl::Sum,
+            dtype: DTypeDecl::F32,
+            elements: 1 << 20,
+            algorithm: None,
+        }
+    }
+}
+
+/// Collectives as written in a file; roots are node names.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename = "Collective")]
+pub enum CollectiveDecl {
+    /// Everyone ends with the combination of everyone's vector.
+    AllReduce,
+    /// Each chunk's owner ends with that chunk combined.
+    ReduceScatter,
+    /// Everyone ends with every owner's chunk.
+    AllGather,
+    /// Everyone ends with the root's vector.
+    Broadcast {
+        /// The root's node name.
+        root: String,
+    },
+    /// The root ends with the combination of everyone's vector.
+    Reduce {
+        /// The root's node name.
+        root: String,
+    },
+}
+
+/// Combining operations as written in a file.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename = "Op")]
+pub enum OpDecl {
+    /// Addition.
+    Sum,
+    /// Multiplication.
+    Prod,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+}
+
+/// Element types as written in a file.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename = "DType")]
+pub enum DTypeDecl {
+    /// 32-bit float.
+    F32,
+    /// 64-bit float.
+    F64,
+    /// 32-bit integer.
+    I32,
+    /// 64-bit integer.
+    I64,
+}

@@ -1,0 +1,360 @@
+//! Element types the runtime computes on, and how each one combines under a [`ReduceOp`].
+//!
+//! # Semantics of the combining operations
+//!
+//! | op     | integers (`i32`, `i64`)   | floats (`f32`, `f64`)                                  |
+//! |--------|---------------------------|--------------------------------------------------------|
+//! | `Sum`  | wrapping addition         | IEEE 754 addition (round to nearest)                   |
+//! | `Prod` | wrapping multiplication   | IEEE 754 multiplication                                 |
+//! | `Max`  | larger value              | larger value; see below                                 |
+//! | `Min`  | smaller value             | smaller value; see below                                |
+//!
+//! Integer arithmetic wraps, so a sum that overflows gives the same bits on every node and in
+//! every run, and never panics.
+//!
+//! Float `Max` and `Min` are defined so that the result over a set of inputs does not depend on
+//! the order in which they are combined, down to the bit:
+//! - a NaN operand is ignored: `max(NaN, x) = max(x, NaN) = x` (as [`f32::max`]);
+//! - two NaN operands give the canonical quiet NaN ([`f32::NAN`]), whatever their payloads;
+//! - `+0.0` counts as larger than `-0.0`, so `max(-0.0, +0.0) = +0.0` and
+//!   `min(-0.0, +0.0) = -0.0` in either operand order.
+//!
+//! The combination is therefore commutative and associative, and a float max/min allreduce is
+//! bit-exact against any reference. Float sums and products are commutative but not
+//! associative: their bits depend on the order of combination, which a schedule fixes, so a
+//! given schedule is still bit-reproducible run to run.
+
+use crate::buffer::{AnyBuffer, Buffers};
+use schedule_ir::{DType, ReduceOp};
+use std::fmt;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for i32 {}
+    impl Sealed for i64 {}
+}
+
+/// A type the runtime can hold in buffers and combine: `f32`, `f64`, `i32` or `i64`.
+///
+/// The trait is sealed: each implementation corresponds to exactly one [`DType`].
+pub trait Element:
+    Copy + PartialEq + fmt::Debug + fmt::Display + Send + Sync + 'static + sealed::Sealed
+{
+    /// The schedule IR's name for this type.
+    const DTYPE: DType;
+    /// The value scratch buffers start with.
+    const ZERO: Self;
+    /// Whether the type is a float (compared with a tolerance, see [`crate::compare`]).
+    const IS_FLOAT: bool;
+    /// Machine epsilon for floats; 0 for integers.
+    const EPSILON: f64;
+    /// The smallest positive normal value for floats; 0 for integers.
+    const MIN_POSITIVE: f64;
+
+    /// `a ⊕ b` under `op`. The runtime always calls it as `combine(op, destination, incoming)`.
+    fn combine(op: ReduceOp, a: Self, b: Self) -> Self;
+
+    /// `dst[i] = combine(op, dst[i], src[i])` for every `i` below the shorter length.
+    /// Dispatches on `op` once, so the inner loop is a plain vectorisable loop.
+    fn combine_into(op: ReduceOp, dst: &mut [Self], src: &[Self]);
+
+    /// The value as an `f64` (exact for `f32`, `f64`, `i32`; rounded for large `i64`).
+    fn to_f64(self) -> f64;
+
+    /// The value's bit pattern, zero-extended; equal bits mean identical values.
+    fn to_bits_u64(self) -> u64;
+
+    /// Appends the little-endian bytes of every element of `src` to `out`. For transports that
+    /// move bytes (sockets, `MPI_BYTE`).
+    fn write_le_bytes(src: &[Self], out: &mut Vec<u8>);
+
+    /// Appends the elements encoded little-endian in `bytes` to `out`. Returns `false`, and
+    /// appends nothing, if `bytes.len()` is not a multiple of the element size.
+    fn read_le_bytes(bytes: &[u8], out: &mut Vec<Self>) -> bool;
+
+    /// Wraps one node's vector as a dtype-erased [`AnyBuffer`].
+    fn into_any(data: Vec<Self>) -> AnyBuffer;
+
+    /// Borrows the vector inside `buffer` if it holds this type.
+    fn slice_mut(buffer: &mut AnyBuffer) -> Option<&mut [Self]>;
+
+    /// Wraps every node's vector as dtype-erased [`Buffers`].
+    fn into_buffers(data: Vec<Vec<Self>>) -> Buffers;
+
+    /// Unwraps `buffers` if they hold this type, or gives them back.
+    fn from_buffers(buffers: Buffers) -> Result<Vec<Vec<Self>>, Buffers>;
+
+    /// Borrows the vectors inside `buffers` if they hold this type.
+    fn buffers_ref(buffers: &Buffers) -> Option<&[Vec<Self>]>;
+}
+
+/// Order-independent float max: NaN ignored, two NaNs give the canonical NaN, +0 > -0.
+macro_rules! float_max {
+    ($t:ty, $a:expr, $b:expr) => {{
+        let (a, b): ($t, $t) = ($a, $b);
+        if a.is_nan() {
+            if b.is_nan() {
+                <$t>::NAN
+            } else {
+                b
+            }
+        } else if b.is_nan() || a > b {
+            a
+        } else if b > a {
+            b
+        } else if a.is_sign_positive() {
+            // Equal values: only ±0 can differ in bits.
+            a
+        } else {
+            b
+        }
+    }};
+}
+
+/// Order-independent float min: NaN ignored, two NaNs give the canonical NaN, -0 < +0.
+macro_rules! float_min {
+    ($t:ty, $a:expr, $b:expr) => {{
+        let (a, b): ($t, $t) = ($a, $b);
+        if a.is_nan() {
+            if b.is_nan() {
+                <$t>::NAN
+            } else {
+                b
+            }
+        } else if b.is_nan() || a < b {
+            a
+        } else if b < a {
+            b
+        } else if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
+    }};
+}
+
+macro_rules! common_impl {
+    ($t:ty, $variant:ident) => {
+        fn write_le_bytes(src: &[Self], out: &mut Vec<u8>) {
+            out.reserve(std::mem::size_of_val(src));
+            for x in src {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+
+        fn read_le_bytes(bytes: &[u8], out: &mut Vec<Self>) -> bool {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            if bytes.len() % SIZE != 0 {
+                return false;
+            }
+            out.reserve(bytes.len() / SIZE);
+            for raw in bytes.chunks_exact(SIZE) {
+                let mut le = [0u8; SIZE];
+                le.copy_from_slice(raw);
+                out.push(<$t>::from_le_bytes(le));
+            }
+            true
+        }
+
+        fn into_any(data: Vec<Self>) -> AnyBuffer {
+            AnyBuffer::$variant(data)
+        }
+
+        fn slice_mut(buffer: &mut AnyBuffer) -> Option<&mut [Self]> {
+            match buffer {
+                AnyBuffer::$variant(v) => Some(v),
+                _ => None,
+            }
+        }
+
+        fn into_buffers(data: Vec<Vec<Self>>) -> Buffers {
+            Buffers::$variant(data)
+        }
+
+        fn from_buffers(buffers: Buffers) -> Result<Vec<Vec<Self>>, Buffers> {
+            match buffers {
+                Buffers::$variant(v) => Ok(v),
+                other => Err(other),
+            }
+        }
+
+        fn buffers_ref(buffers: &Buffers) -> Option<&[Vec<Self>]> {
+            match buffers {
+                Buffers::$variant(v) => Some(v),
+                _ => None,
+            }
+        }
+    };
+}
+
+macro_rules! float_element {
+    ($t:ty, $variant:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$variant;
+            const ZERO: Self = 0.0;
+            const IS_FLOAT: bool = true;
+            const EPSILON: f64 = <$t>::EPSILON as f64;
+            const MIN_POSITIVE: f64 = <$t>::MIN_POSITIVE as f64;
+
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Sum => a + b,
+                    ReduceOp::Prod => a * b,
+                    ReduceOp::Max => float_max!($t, a, b),
+                    ReduceOp::Min => float_min!($t, a, b),
+                }
+            }
+
+            fn combine_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
+                let pairs = dst.iter_mut().zip(src);
+                match op {
+                    ReduceOp::Sum => pairs.for_each(|(d, s)| *d += *s),
+                    ReduceOp::Prod => pairs.for_each(|(d, s)| *d *= *s),
+                    ReduceOp::Max => pairs.for_each(|(d, s)| *d = float_max!($t, *d, *s)),
+                    ReduceOp::Min => pairs.for_each(|(d, s)| *d = float_min!($t, *d, *s)),
+                }
+            }
+
+            fn to_f64(self) -> f64 {
+                f64::from(self)
+            }
+
+            fn to_bits_u64(self) -> u64 {
+                u64::from(self.to_bits())
+            }
+
+            common_impl!($t, $variant);
+        }
+    };
+}
+
+macro_rules! int_element {
+    ($t:ty, $variant:ident, $unsigned:ty) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$variant;
+            const ZERO: Self = 0;
+            const IS_FLOAT: bool = false;
+            const EPSILON: f64 = 0.0;
+            const MIN_POSITIVE: f64 = 0.0;
+
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Prod => a.wrapping_mul(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::Min => a.min(b),
+                }
+            }
+
+            fn combine_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
+                let pairs = dst.iter_mut().zip(src);
+                match op {
+                    ReduceOp::Sum => pairs.for_each(|(d, s)| *d = d.wrapping_add(*s)),
+                    ReduceOp::Prod => pairs.for_each(|(d, s)| *d = d.wrapping_mul(*s)),
+                    ReduceOp::Max => pairs.for_each(|(d, s)| *d = (*d).max(*s)),
+                    ReduceOp::Min => pairs.for_each(|(d, s)| *d = (*d).min(*s)),
+                }
+            }
+
+            #[allow(clippy::cast_precision_loss)]
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+
+            fn to_bits_u64(self) -> u64 {
+                // Reinterpret as unsigned of the same width, then zero-extend.
+                u64::from(self as $unsigned)
+            }
+
+            common_impl!($t, $variant);
+        }
+    };
+}
+
+float_element!(f32, F32);
+float_element!(f64, F64);
+int_element!(i32, I32, u32);
+int_element!(i64, I64, u64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_max_min_are_order_independent() {
+        let values = [
+            f32::NAN,
+            -f32::NAN,
+            0.0,
+            -0.0,
+            1.5,
+            -1.5,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        for op in [ReduceOp::Max, ReduceOp::Min] {
+            for &a in &values {
+                for &b in &values {
+                    let ab = f32::combine(op, a, b);
+                    let ba = f32::combine(op, b, a);
+                    assert_eq!(ab.to_bits(), ba.to_bits(), "{op}({a}, {b})");
+                    for &c in &values {
+                        let left = f32::combine(op, f32::combine(op, a, b), c);
+                        let right = f32::combine(op, a, f32::combine(op, b, c));
+                        assert_eq!(left.to_bits(), right.to_bits(), "{op}({a}, {b}, {c})");
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            f32::combine(ReduceOp::Max, -0.0, 0.0).to_bits(),
+            0.0f32.to_bits()
+        );
+        assert_eq!(
+            f32::combine(ReduceOp::Min, 0.0, -0.0).to_bits(),
+            (-0.0f32).to_bits()
+        );
+        assert_eq!(f64::combine(ReduceOp::Max, f64::NAN, 2.0), 2.0);
+        assert_eq!(f64::combine(ReduceOp::Min, 2.0, f64::NAN), 2.0);
+    }
+
+    #[test]
+    fn combine_into_matches_combine() {
+        let a = [1.0f64, -2.0, f64::NAN, 0.0];
+        let b = [3.0f64, f64::NAN, 1.0, -0.0];
+        for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
+            let mut dst = a;
+            f64::combine_into(op, &mut dst, &b);
+            for i in 0..a.len() {
+                assert_eq!(dst[i].to_bits(), f64::combine(op, a[i], b[i]).to_bits());
+            }
+        }
+    }
+
+    #[test]
+    fn integers_wrap() {
+        assert_eq!(i32::combine(ReduceOp::Sum, i32::MAX, 1), i32::MIN);
+        assert_eq!(i64::combine(ReduceOp::Prod, i64::MAX, 2), -2);
+        let mut dst = [i32::MAX, 7];
+        i32::combine_into(ReduceOp::Sum, &mut dst, &[1, 1]);
+        assert_eq!(dst, [i32::MIN, 8]);
+    }
+
+    #[test]
+    fn bytes_round_trip() {
+        let data = [1.25f32, -0.0, f32::INFINITY];
+        let mut bytes = Vec::new();
+        f32::write_le_bytes(&data, &mut bytes);
+        assert_eq!(bytes.len(), 12);
+        let mut back = Vec::new();
+        assert!(f32::read_le_bytes(&bytes, &mut back));
+        assert_eq!(
+            back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            data.map(f32::to_bits)
+        );
+        assert!(!i64::read_le_bytes(&bytes[..5], &mut Vec::new()));
+        assert_eq!((-1i32).to_bits_u64(), 0xffff_ffff);
+    }
+}

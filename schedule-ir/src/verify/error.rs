@@ -1,0 +1,882 @@
+//! What the verifier says: [`VerifyError`], [`Warning`] and the small location types they carry.
+//!
+//! Every error carries the ids of what it is about (for tools) next to the names the user wrote
+//! (for people): a [`Named`] is both. The Display of an error is one line that starts with where
+//! the problem is (`phase `grads`, step 3: …`) and reads with the names from the machine.
+
+use crate::{BufferId, ChunkId, Collective, LinkId, NodeId, ReduceOp, StepId};
+use serde::Serialize;
+use std::fmt;
+use thiserror::Error;
+
+/// An id together with the name the user knows it by. Displays as the name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Named<I> {
+    /// The id.
+    pub id: I,
+    /// The user-facing name (a node or link name from the machine, a buffer name from the
+    /// phase); the id's own rendering (`node#7`) when the id does not exist.
+    pub name: String,
+}
+
+impl<I> fmt::Display for Named<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// A set of nodes, in id order. Displays as `{N0,N2..N5}`: runs of three or more consecutive
+/// ids are shortened to `first..last` (inclusive).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct NodeList(pub Vec<Named<NodeId>>);
+
+impl NodeList {
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for NodeList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("{")?;
+        let nodes = &self.0;
+        let mut i = 0;
+        let mut first = true;
+        while i < nodes.len() {
+            let mut j = i;
+            while j + 1 < nodes.len() && nodes[j + 1].id.0 == nodes[j].id.0.wrapping_add(1) {
+                j += 1;
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if j >= i + 2 {
+                write!(f, "{}..{}", nodes[i], nodes[j])?;
+            } else {
+                write!(f, "{}", nodes[i])?;
+                if j > i {
+                    write!(f, ",{}", nodes[j])?;
+                }
+            }
+            i = j + 1;
+        }
+        f.write_str("}")
+    }
+}
+
+/// The chunk list of an instruction, displayed as `[4, 7]` (long lists are shortened).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ChunkList(pub Vec<ChunkId>);
+
+impl fmt::Display for ChunkList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 12;
+        f.write_str("[")?;
+        for (i, c) in self.0.iter().take(SHOWN).enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}", c.0)?;
+        }
+        if self.0.len() > SHOWN {
+            write!(f, ", … ({} chunks)", self.0.len())?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// An instruction, named by what it does. Displays as `send to N2`, `receive from N0`,
+/// `local reduce` or `copy`, so that `{node}'s {action}` reads `N1's receive from N0`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Action {
+    /// An [`Instr::Send`](crate::Instr::Send).
+    Send {
+        /// The receiving node.
+        to: Named<NodeId>,
+    },
+    /// An [`Instr::Recv`](crate::Instr::Recv).
+    Recv {
+        /// The sending node.
+        from: Named<NodeId>,
+    },
+    /// An [`Instr::Reduce`](crate::Instr::Reduce).
+    Reduce,
+    /// An [`Instr::Copy`](crate::Instr::Copy).
+    Copy,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::Send { to } => write!(f, "send to {to}"),
+            Action::Recv { from } => write!(f, "receive from {from}"),
+            Action::Reduce => f.write_str("local reduce"),
+            Action::Copy => f.write_str("copy"),
+        }
+    }
+}
+
+/// Any id, for [`VerifyError::UnknownId`]. Displays as the raw id (`link#99`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum AnyId {
+    /// A node id.
+    Node(NodeId),
+    /// A link id.
+    Link(LinkId),
+    /// A chunk id.
+    Chunk(ChunkId),
+    /// A buffer id.
+    Buffer(BufferId),
+}
+
+impl AnyId {
+    /// What the id counts, and where: `"the machine has 4 links"`.
+    fn count_phrase(self, count: usize) -> String {
+        let (noun, place) = match self {
+            AnyId::Node(_) => ("node", "machine"),
+            AnyId::Link(_) => ("link", "machine"),
+            AnyId::Chunk(_) => ("chunk", "phase"),
+            AnyId::Buffer(_) => ("buffer", "phase"),
+        };
+        let plural = if count == 1 { "" } else { "s" };
+        format!("the {place} has {count} {noun}{plural}")
+    }
+}
+
+impl fmt::Display for AnyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnyId::Node(id) => write!(f, "{id}"),
+            AnyId::Link(id) => write!(f, "{id}"),
+            AnyId::Chunk(id) => write!(f, "{id}"),
+            AnyId::Buffer(id) => write!(f, "{id}"),
+        }
+    }
+}
+
+/// One transfer, for messages. Displays as `N0 sends chunks [4] to N2`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Transfer {
+    /// The sending node.
+    pub from: Named<NodeId>,
+    /// The receiving node.
+    pub to: Named<NodeId>,
+    /// The chunks sent.
+    pub chunks: ChunkList,
+}
+
+impl fmt::Display for Transfer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} sends chunks {} to {}",
+            self.from, self.chunks, self.to
+        )
+    }
+}
+
+/// What a collective requires of one chunk at the end of a phase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Expected {
+    /// The chunk combined over every compute node's input.
+    AllInputs {
+        /// The number of compute nodes.
+        count: usize,
+    },
+    /// Exactly one node's input, uncombined (the owner's in an allgather, the root's in a
+    /// broadcast).
+    OnlyInput {
+        /// That node.
+        node: Named<NodeId>,
+    },
+}
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expected::AllInputs { count } => write!(f, "all {count}"),
+            Expected::OnlyInput { node } => write!(f, "exactly the input of {node}"),
+        }
+    }
+}
+
+/// The short name of a collective's kind (`allreduce`, `broadcast`), without its root.
+pub(crate) fn kind_name(collective: &Collective) -> &'static str {
+    match collective {
+        Collective::AllReduce => "allreduce",
+        Collective::ReduceScatter => "reduce-scatter",
+        Collective::AllGather => "allgather",
+        Collective::Broadcast { .. } => "broadcast",
+        Collective::Reduce { .. } => "reduce",
+    }
+}
+
+/// `"sends on"` / `"receives on"` for [`VerifyError::WrongLink`].
+fn uses(action: &Action) -> &'static str {
+    match action {
+        Action::Recv { .. } => "arrives on",
+        _ => "leaves on",
+    }
+}
+
+/// The body of [`VerifyError::PeerIsSelf`].
+fn to_itself(node: &Named<NodeId>, action: &Action) -> String {
+    match action {
+        Action::Recv { .. } => format!("{node} receives from itself"),
+        _ => format!("{node} sends to itself"),
+    }
+}
+
+/// The body of [`VerifyError::PeerIsSwitch`].
+fn to_switch(node: &Named<NodeId>, action: &Action) -> String {
+    match action {
+        Action::Send { to } => {
+            format!("{node} sends to switch {to}, but only compute nodes receive")
+        }
+        Action::Recv { from } => {
+            format!("{node} receives from switch {from}, but only compute nodes send")
+        }
+        other => format!("{node}'s {other} names a switch"),
+    }
+}
+
+/// The body of [`VerifyError::WrongResult`] after `{node} ends {step} with {chunk} `.
+fn result_phrase(
+    holds: &NodeList,
+    collective: &Collective,
+    expected: &Expected,
+    missing: &NodeList,
+    extra: &NodeList,
+) -> String {
+    let mut s = if holds.is_empty() {
+        format!("undefined but {} needs {expected}", kind_name(collective))
+    } else {
+        format!(
+            "holding inputs of {holds} but {} needs {expected}",
+            kind_name(collective)
+        )
+    };
+    if !missing.is_empty() {
+        s.push_str(&format!("; missing {missing}"));
+    }
+    if !extra.is_empty() {
+        s.push_str(&format!("; extra {extra}"));
+    }
+    s
+}
+
+/// `step 13` or `the phase (0 steps)`, for [`VerifyError::WrongResult`].
+fn ends(step: &Option<StepId>) -> String {
+    match step {
+        Some(step) => step.to_string(),
+        None => "the phase (it has no steps)".to_string(),
+    }
+}
+
+/// One problem found by the verifier. The Display is one line that names the phase, step,
+/// node, link and chunk with the user's names. See the [module doc](super) for which pass
+/// reports which variant.
+#[derive(Clone, Debug, Error, PartialEq, Serialize)]
+pub enum VerifyError {
+    // ---- well-formed: the schedule as a whole ----
+    /// The schedule's format version is not [`FORMAT_VERSION`](crate::FORMAT_VERSION).
+    #[error("schedule format version {found} is not supported (this verifier checks version {expected})")]
+    FormatVersion {
+        /// The version the schedule declares.
+        found: u32,
+        /// The version this verifier checks.
+        expected: u32,
+    },
+    /// A count exceeds what the verifier can represent or afford.
+    #[error("{what}: {count} is more than this verifier supports (limit {limit})")]
+    TooLarge {
+        /// What was counted, with its phase when it is about one.
+        what: String,
+        /// The count.
+        count: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The machine has no compute node.
+    #[error("machine `{machine}` has no compute nodes")]
+    NoComputeNodes {
+        /// The machine's name.
+        machine: String,
+    },
+    /// Two nodes have the same name.
+    #[error("machine: {first} and {second} are both called `{name}`; node names must be unique")]
+    DuplicateNodeName {
+        /// The name.
+        name: String,
+        /// The first node with it.
+        first: NodeId,
+        /// A later node with it.
+        second: NodeId,
+    },
+    /// Two links have the same name.
+    #[error("machine: {first} and {second} are both called `{name}`; link names must be unique")]
+    DuplicateLinkName {
+        /// The name.
+        name: String,
+        /// The first link with it.
+        first: LinkId,
+        /// A later link with it.
+        second: LinkId,
+    },
+    /// A link ends at a node that does not exist.
+    #[error("machine: link {link} ends at {endpoint}, but the machine has {nodes} nodes")]
+    LinkEndpointUnknown {
+        /// The link.
+        link: Named<LinkId>,
+        /// The endpoint.
+        endpoint: NodeId,
+        /// How many nodes the machine has.
+        nodes: usize,
+    },
+    /// A link's two endpoints are the same node.
+    #[error("machine: link {link} joins {node} to itself")]
+    LinkToItself {
+        /// The link.
+        link: Named<LinkId>,
+        /// The node.
+        node: Named<NodeId>,
+    },
+    /// A link's bandwidth, latency or lane count is out of range.
+    #[error("machine: link {link} has {field} = {value}, but it must be {rule}")]
+    InvalidLink {
+        /// The link.
+        link: Named<LinkId>,
+        /// The field: `bandwidth_gbps`, `latency_us` or `lanes`.
+        field: &'static str,
+        /// The value found.
+        value: String,
+        /// What the value must be.
+        rule: &'static str,
+    },
+    /// Two phases have the same name.
+    #[error("schedule: two phases are called `{name}`; phase names must be unique")]
+    DuplicatePhaseName {
+        /// The name.
+        name: String,
+    },
+
+    // ---- well-formed: one phase ----
+    /// Buffer 0 is missing or not the data buffer.
+    #[error("phase `{phase}`: buffer 0 must be the data buffer (kind Data), but {}", match found {
+        Some(b) => format!("it is the scratch buffer `{b}`"),
+        None => "the phase declares no buffers".to_string(),
+    })]
+    NoDataBuffer {
+        /// The phase.
+        phase: String,
+        /// Buffer 0, if there is one.
+        found: Option<Named<BufferId>>,
+    },
+    /// A buffer other than buffer 0 is a data buffer.
+    #[error("phase `{phase}`: buffer `{buffer}` ({}) is a second data buffer; only buffer 0 is Data", buffer.id)]
+    ExtraDataBuffer {
+        /// The phase.
+        phase: String,
+        /// The buffer.
+        buffer: Named<BufferId>,
+    },
+    /// A chunk ends before it starts.
+    #[error("phase `{phase}`: {chunk} starts at element {start} but ends at {end}")]
+    ChunkReversed {
+        /// The phase.
+        phase: String,
+        /// The chunk.
+        chunk: ChunkId,
+        /// Its start.
+        start: u64,
+        /// Its end.
+        end: u64,
+    },
+    /// A chunk does not start where the previous one ends (or chunk 0 does not start at 0).
+    #[error("phase `{phase}`: {chunk} starts at element {start} but should start at {expected}; chunks are contiguous from element 0")]
+    ChunkGap {
+        /// The phase.
+        phase: String,
+        /// The chunk.
+        chunk: ChunkId,
+        /// Its start.
+        start: u64,
+        /// Where the previous chunk ends (0 for chunk 0).
+        expected: u64,
+    },
+    /// The chunks do not end at the vector's end.
+    #[error(
+        "phase `{phase}`: the chunks end at element {end}, but the vector has {elements} elements"
+    )]
+    ChunksEnd {
+        /// The phase.
+        phase: String,
+        /// Where the last chunk ends (0 without chunks).
+        end: u64,
+        /// The vector's length.
+        elements: u64,
+    },
+    /// The collective's root does not exist.
+    #[error("phase `{phase}`: the root {root} does not exist (the machine has {nodes} nodes)")]
+    UnknownRoot {
+        /// The phase.
+        phase: String,
+        /// The root id.
+        root: NodeId,
+        /// How many nodes the machine has.
+        nodes: usize,
+    },
+    /// The collective's root is a switch.
+    #[error("phase `{phase}`: the root {root} is a switch; the root must be a compute node")]
+    RootNotCompute {
+        /// The phase.
+        phase: String,
+        /// The root.
+        root: Named<NodeId>,
+    },
+    /// A reduce-scatter or allgather chunk has no owner.
+    #[error(
+        "phase `{phase}`: {chunk} has no owner, but {} needs one for every chunk",
+        kind_name(collective)
+    )]
+    MissingOwner {
+        /// The phase.
+        phase: String,
+        /// The chunk.
+        chunk: ChunkId,
+        /// The phase's collective.
+        collective: Collective,
+    },
+    /// A chunk's owner does not exist.
+    #[error("phase `{phase}`: the owner of {chunk}, {owner}, does not exist (the machine has {nodes} nodes)")]
+    UnknownOwner {
+        /// The phase.
+        phase: String,
+        /// The chunk.
+        chunk: ChunkId,
+        /// The owner id.
+        owner: NodeId,
+        /// How many nodes the machine has.
+        nodes: usize,
+    },
+    /// A chunk's owner is a switch.
+    #[error(
+        "phase `{phase}`: the owner of {chunk}, {owner}, is a switch; owners must be compute nodes"
+    )]
+    OwnerNotCompute {
+        /// The phase.
+        phase: String,
+        /// The chunk.
+        chunk: ChunkId,
+        /// The owner.
+        owner: Named<NodeId>,
+    },
+    /// There is not one program per node.
+    #[error("phase `{phase}`: {programs} programs for {nodes} nodes; every node, switches included, needs one")]
+    ProgramCount {
+        /// The phase.
+        phase: String,
+        /// Programs found.
+        programs: usize,
+        /// Nodes in the machine.
+        nodes: usize,
+    },
+    /// A compute node's program does not have [`Phase::steps`](crate::Phase::steps) steps.
+    #[error("phase `{phase}`: {node}'s program has {steps} steps, but the phase has {expected}")]
+    StepCount {
+        /// The phase.
+        phase: String,
+        /// The node.
+        node: Named<NodeId>,
+        /// Steps in its program.
+        steps: usize,
+        /// Steps of the phase.
+        expected: u32,
+    },
+    /// A switch's program has instructions.
+    #[error(
+        "phase `{phase}`, {step}: switch {node} has instructions, but switches run no program"
+    )]
+    SwitchProgram {
+        /// The phase.
+        phase: String,
+        /// The first step with instructions.
+        step: StepId,
+        /// The switch.
+        node: Named<NodeId>,
+    },
+    /// An instruction names an id that does not exist.
+    #[error("phase `{phase}`, {step}: {node}'s {action} names {id}, but {}", id.count_phrase(*count))]
+    UnknownId {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node whose program holds the instruction.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The id.
+        id: AnyId,
+        /// How many entities of that kind exist.
+        count: usize,
+    },
+    /// A send leaves on, or a receive arrives on, a link that does not touch the node.
+    #[error("phase `{phase}`, {step}: {node}'s {action} {} {link}, but {link} joins {} and {}, not {node}", uses(action), ends[0], ends[1])]
+    WrongLink {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node whose program holds the instruction.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The link.
+        link: Named<LinkId>,
+        /// The link's endpoints.
+        ends: [Named<NodeId>; 2],
+    },
+    /// A route's next link does not touch the node the route has reached.
+    #[error("phase `{phase}`, {step}: the route of {node}'s send to {to} breaks at {link}: it has reached {at}, but {link} joins {} and {}", ends[0], ends[1])]
+    RouteBroken {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The sending node.
+        node: Named<NodeId>,
+        /// The receiving node.
+        to: Named<NodeId>,
+        /// The link that does not continue the route.
+        link: Named<LinkId>,
+        /// The node the route has reached before it.
+        at: Named<NodeId>,
+        /// The link's endpoints.
+        ends: [Named<NodeId>; 2],
+    },
+    /// A route passes through a compute node.
+    #[error("phase `{phase}`, {step}: the route of {node}'s send to {to} passes through compute node {through}; only switches forward")]
+    RouteThroughCompute {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The sending node.
+        node: Named<NodeId>,
+        /// The receiving node.
+        to: Named<NodeId>,
+        /// The compute node in the middle of the route.
+        through: Named<NodeId>,
+    },
+    /// A route does not end at the receiving node.
+    #[error("phase `{phase}`, {step}: the route of {node}'s send to {to} ends at {end}")]
+    RouteEndsElsewhere {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The sending node.
+        node: Named<NodeId>,
+        /// The receiving node.
+        to: Named<NodeId>,
+        /// Where the route ends.
+        end: Named<NodeId>,
+    },
+    /// A send to, or receive from, the node itself.
+    #[error("phase `{phase}`, {step}: {}", to_itself(node, action))]
+    PeerIsSelf {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+    },
+    /// A send to, or receive from, a switch.
+    #[error("phase `{phase}`, {step}: {}", to_switch(node, action))]
+    PeerIsSwitch {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction (its peer is the switch).
+        action: Action,
+    },
+    /// An instruction names no chunks.
+    #[error("phase `{phase}`, {step}: {node}'s {action} names no chunks")]
+    EmptyChunkList {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+    },
+    /// An instruction names a chunk twice.
+    #[error("phase `{phase}`, {step}: {node}'s {action} names {chunk} twice")]
+    RepeatedChunk {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The chunk.
+        chunk: ChunkId,
+    },
+    /// A local reduce or copy reads and writes the same buffer.
+    #[error("phase `{phase}`, {step}: {node}'s {action} reads and writes buffer `{buffer}`; source and destination must differ")]
+    SameBuffer {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The buffer.
+        buffer: Named<BufferId>,
+    },
+
+    // ---- conflict-free ----
+    /// A link direction carries more transfers in one step than it has lanes.
+    #[error("phase `{phase}`, {step}: link {link} direction {from}→{to} carries {} transfers (lanes: {lanes}): {}", transfers.len(), join(transfers))]
+    LinkOverbooked {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The link.
+        link: Named<LinkId>,
+        /// The direction's start.
+        from: Named<NodeId>,
+        /// The direction's end.
+        to: Named<NodeId>,
+        /// The link's lanes per direction.
+        lanes: u32,
+        /// Every transfer crossing the direction in the step, in program order of the senders.
+        transfers: Vec<Transfer>,
+    },
+
+    // ---- matched ----
+    /// A send with no matching receive.
+    #[error("phase `{phase}`, {step}: {transfer} arriving over {link}, but {} posts no matching receive", transfer.to)]
+    UnmatchedSend {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The send.
+        transfer: Transfer,
+        /// The last link of its route.
+        link: Named<LinkId>,
+    },
+    /// A receive with no matching send.
+    #[error("phase `{phase}`, {step}: {node} receives chunks {chunks} from {from} over {link}, but {from} sends nothing matching")]
+    UnmatchedRecv {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The receiving node.
+        node: Named<NodeId>,
+        /// The sender it names.
+        from: Named<NodeId>,
+        /// The link it names.
+        link: Named<LinkId>,
+        /// The chunks it expects.
+        chunks: ChunkList,
+    },
+    /// A send and a receive that pair up except for their chunk lists.
+    #[error("phase `{phase}`, {step}: {from} sends chunks {sent} to {to} over {link}, but {to} receives chunks {received}; the lists must be identical")]
+    ChunkListMismatch {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The sender.
+        from: Named<NodeId>,
+        /// The receiver.
+        to: Named<NodeId>,
+        /// The last link of the route.
+        link: Named<LinkId>,
+        /// The chunks sent.
+        sent: ChunkList,
+        /// The chunks the receive names.
+        received: ChunkList,
+    },
+
+    // ---- correct ----
+    /// An instruction reads a chunk that holds nothing yet.
+    #[error("phase `{phase}`, {step}: {node}'s {action} reads {chunk} of buffer `{buffer}`, which is undefined at the start of the step")]
+    ReadUndefined {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The buffer read.
+        buffer: Named<BufferId>,
+        /// The chunk read.
+        chunk: ChunkId,
+    },
+    /// A reducing write into a chunk that holds nothing yet.
+    #[error("phase `{phase}`, {step}: {node}'s {action} reduces into {chunk} of buffer `{buffer}`, which is undefined; store into it first")]
+    ReduceIntoUndefined {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The buffer written.
+        buffer: Named<BufferId>,
+        /// The chunk written.
+        chunk: ChunkId,
+    },
+    /// A reducing write that would combine some input a second time (sum, prod).
+    #[error("phase `{phase}`, {step}: {node}'s {action} combines inputs {inputs} into {chunk} of buffer `{buffer}` a second time; {op} must combine every input exactly once")]
+    InputCombinedTwice {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The buffer written.
+        buffer: Named<BufferId>,
+        /// The chunk written.
+        chunk: ChunkId,
+        /// The inputs both in the destination and in the incoming data.
+        inputs: NodeList,
+        /// The phase's op.
+        op: ReduceOp,
+    },
+    /// A reducing write in a collective that combines nothing (allgather, broadcast).
+    #[error("phase `{phase}`, {step}: {node}'s {action} reduces, but {} has nothing to combine; store instead", kind_name(collective))]
+    ReduceInGather {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The phase's collective.
+        collective: Collective,
+    },
+    /// A node's data buffer does not hold what the collective promises at the end of the phase.
+    #[error(
+        "phase `{phase}`: {node} ends {} with {chunk} {}",
+        ends(step),
+        result_phrase(holds, collective, expected, missing, extra)
+    )]
+    WrongResult {
+        /// The phase.
+        phase: String,
+        /// The phase's last step (`None` for a phase without steps).
+        step: Option<StepId>,
+        /// The node.
+        node: Named<NodeId>,
+        /// The chunk of its data buffer.
+        chunk: ChunkId,
+        /// The phase's collective.
+        collective: Collective,
+        /// The inputs combined into the chunk (empty: undefined).
+        holds: NodeList,
+        /// What the collective needs.
+        expected: Expected,
+        /// Inputs needed but not held.
+        missing: NodeList,
+        /// Inputs held but not wanted.
+        extra: NodeList,
+    },
+}
+
+/// `a, b, c` for Display.
+fn join<T: fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Something the verifier noticed that does not make the schedule wrong.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Warning {
+    /// A reducing write combines an input a second time, which max and min forgive.
+    InputCombinedTwice {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The buffer written.
+        buffer: Named<BufferId>,
+        /// The chunk written.
+        chunk: ChunkId,
+        /// The inputs both in the destination and in the incoming data.
+        inputs: NodeList,
+        /// The phase's op (max or min).
+        op: ReduceOp,
+    },
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Warning::InputCombinedTwice {
+                phase,
+                step,
+                node,
+                action,
+                buffer,
+                chunk,
+                inputs,
+                op,
+            } => write!(
+                f,
+                "phase `{phase}`, {step}: {node}'s {action} combines inputs {inputs} into {chunk} of buffer `{buffer}` a second time (harmless for {op}, but wasted traffic)"
+            ),
+        }
+    }
+}
+
+/// Every problem the verifier found.
+#[derive(Clone, Debug, Error, PartialEq, Serialize)]
+#[error("schedule failed verification ({} error{}):{}", errors.len(), if errors.len() == 1 { "" } else { "s" }, lines(errors))]
+pub struct VerifyErrors {
+    /// The problems, in the order found.
+    pub errors: Vec<VerifyError>,
+}
+
+/// Each error on its own line, for [`VerifyErrors`]' Display.
+fn lines(errors: &[VerifyError]) -> String {
+    errors.iter().map(|e| format!("\n{e}")).collect()
+}

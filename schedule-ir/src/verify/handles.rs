@@ -1,0 +1,568 @@
+//! Pass 1, well-formed: every id in range, every count and range sane, every route connected.
+//!
+//! Nothing here indexes a vector with a value from the schedule before checking it; the later
+//! passes run only when this one found nothing, and may then index freely.
+
+use super::{action, buffer, link, node, step_id, AnyId, VerifyError};
+use crate::{
+    Buffer, BufferKind, Chunk, ChunkId, Collective, Instr, Link, LinkId, Machine, Node, NodeId,
+    NodeKind, Phase, Program, Schedule, StepId, FORMAT_VERSION,
+};
+use std::collections::BTreeMap;
+
+/// The most entities of one kind (and steps) a schedule may have: ids are `u32`.
+const MAX_COUNT: usize = u32::MAX as usize;
+
+/// Runs the pass, appending every problem to `errors`.
+pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
+    let Schedule {
+        format_version,
+        machine,
+        phases,
+    } = schedule;
+    if *format_version != FORMAT_VERSION {
+        errors.push(VerifyError::FormatVersion {
+            found: *format_version,
+            expected: FORMAT_VERSION,
+        });
+    }
+    if !counts_fit(schedule, errors) {
+        return;
+    }
+    if !check_machine(machine, errors) {
+        // Every route and link use of a phase would be suspect: report the machine alone.
+        return;
+    }
+    let mut names = BTreeMap::new();
+    for phase in phases {
+        if names.insert(phase.name.as_str(), ()).is_some() {
+            errors.push(VerifyError::DuplicatePhaseName {
+                name: phase.name.clone(),
+            });
+        }
+        check_phase(machine, phase, errors);
+    }
+}
+
+/// Whether every count fits in a `u32` (reporting those that do not).
+fn counts_fit(schedule: &Schedule, errors: &mut Vec<VerifyError>) -> bool {
+    let mut counts = vec![
+        (
+            "nodes in the machine".to_string(),
+            schedule.machine.nodes.len(),
+        ),
+        (
+            "links in the machine".to_string(),
+            schedule.machine.links.len(),
+        ),
+    ];
+    for phase in &schedule.phases {
+        let longest = phase.programs.iter().map(|p| p.steps.len()).max();
+        counts.push((
+            format!("phase `{}`: chunks", phase.name),
+            phase.chunks.len(),
+        ));
+        counts.push((
+            format!("phase `{}`: buffers", phase.name),
+            phase.buffers.len(),
+        ));
+        counts.push((
+            format!("phase `{}`: steps", phase.name),
+            longest.unwrap_or(0),
+        ));
+    }
+    let before = errors.len();
+    for (what, count) in counts {
+        if count > MAX_COUNT {
+            errors.push(VerifyError::TooLarge {
+                what,
+                count: count as u64,
+                limit: MAX_COUNT as u64,
+            });
+        }
+    }
+    errors.len() == before
+}
+
+/// The machine's invariants; returns whether they all hold.
+fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
+    let before = errors.len();
+    let Machine { name, nodes, links } = machine;
+    if !nodes.iter().any(|n| n.kind == NodeKind::Compute) {
+        errors.push(VerifyError::NoComputeNodes {
+            machine: name.clone(),
+        });
+    }
+    let mut node_names: BTreeMap<&str, NodeId> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let Node { name, kind: _ } = n;
+        let id = super::node_id(i);
+        if let Some(&first) = node_names.get(name.as_str()) {
+            errors.push(VerifyError::DuplicateNodeName {
+                name: name.clone(),
+                first,
+                second: id,
+            });
+        } else {
+            node_names.insert(name, id);
+        }
+    }
+    let mut link_names: BTreeMap<&str, LinkId> = BTreeMap::new();
+    for (i, l) in links.iter().enumerate() {
+        let Link {
+            name,
+            a,
+            b,
+            bandwidth_gbps,
+            latency_us,
+            lanes,
+        } = l;
+        let id = LinkId(u32::try_from(i).unwrap_or(u32::MAX));
+        let named = link(machine, id);
+        if let Some(&first) = link_names.get(name.as_str()) {
+            errors.push(VerifyError::DuplicateLinkName {
+                name: name.clone(),
+                first,
+                second: id,
+            });
+        } else {
+            link_names.insert(name, id);
+        }
+        for endpoint in [*a, *b] {
+            if endpoint.index() >= nodes.len() {
+                errors.push(VerifyError::LinkEndpointUnknown {
+                    link: named.clone(),
+                    endpoint,
+                    nodes: nodes.len(),
+                });
+            }
+        }
+        if a == b {
+            errors.push(VerifyError::LinkToItself {
+                link: named.clone(),
+                node: node(machine, *a),
+            });
+        }
+        let mut invalid = |field, value: String, rule| {
+            errors.push(VerifyError::InvalidLink {
+                link: named.clone(),
+                field,
+                value,
+                rule,
+            });
+        };
+        if !(bandwidth_gbps.is_finite() && *bandwidth_gbps > 0.0) {
+            invalid(
+                "bandwidth_gbps",
+                bandwidth_gbps.to_string(),
+                "positive and finite",
+            );
+        }
+        if !(latency_us.is_finite() && *latency_us >= 0.0) {
+            invalid(
+                "latency_us",
+                latency_us.to_string(),
+                "non-negative and finite",
+            );
+        }
+        if *lanes == 0 {
+            invalid("lanes", lanes.to_string(), "at least 1");
+        }
+    }
+    errors.len() == before
+}
+
+/// The kind of node `id`, if it exists.
+fn kind(machine: &Machine, id: NodeId) -> Option<NodeKind> {
+    machine.nodes.get(id.index()).map(|n| n.kind)
+}
+
+/// One phase's invariants.
+fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) {
+    let Phase {
+        name,
+        collective,
+        op: _,
+        dtype: _,
+        elements,
+        algorithm: _,
+        chunks,
+        buffers,
+        steps,
+        programs,
+    } = phase;
+    let nodes = machine.nodes.len();
+
+    // Buffers.
+    match buffers.first() {
+        Some(Buffer {
+            kind: BufferKind::Data,
+            name: _,
+        }) => {}
+        Some(_) => errors.push(VerifyError::NoDataBuffer {
+            phase: name.clone(),
+            found: Some(buffer(phase, crate::BufferId(0))),
+        }),
+        None => errors.push(VerifyError::NoDataBuffer {
+            phase: name.clone(),
+            found: None,
+        }),
+    }
+    for (i, b) in buffers.iter().enumerate().skip(1) {
+        if b.kind == BufferKind::Data {
+            errors.push(VerifyError::ExtraDataBuffer {
+                phase: name.clone(),
+                buffer: buffer(phase, crate::BufferId(u32::try_from(i).unwrap_or(u32::MAX))),
+            });
+        }
+    }
+
+    // Chunks and owners.
+    let mut expected = 0u64;
+    for (i, c) in chunks.iter().enumerate() {
+        let Chunk { start, end, owner } = c;
+        let chunk = ChunkId(u32::try_from(i).unwrap_or(u32::MAX));
+        if *start != expected {
+            errors.push(VerifyError::ChunkGap {
+                phase: name.clone(),
+                chunk,
+                start: *start,
+                expected,
+            });
+        }
+        if end < start {
+            errors.push(VerifyError::ChunkReversed {
+                phase: name.clone(),
+                chunk,
+                start: *start,
+                end: *end,
+            });
+        }
+        expected = *end;
+        match owner {
+            Some(owner) => match kind(machine, *owner) {
+                None => errors.push(VerifyError::UnknownOwner {
+                    phase: name.clone(),
+                    chunk,
+                    owner: *owner,
+                    nodes,
+                }),
+                Some(NodeKind::Switch) => errors.push(VerifyError::OwnerNotCompute {
+                    phase: name.clone(),
+                    chunk,
+                    owner: node(machine, *owner),
+                }),
+                Some(NodeKind::Compute) => {}
+            },
+            None => {
+                if matches!(
+                    collective,
+                    Collective::ReduceScatter | Collective::AllGather
+                ) {
+                    errors.push(VerifyError::MissingOwner {
+                        phase: name.clone(),
+                        chunk,
+                        collective: *collective,
+                    });
+                }
+            }
+        }
+    }
+    if expected != *elements {
+        errors.push(VerifyError::ChunksEnd {
+            phase: name.clone(),
+            end: expected,
+            elements: *elements,
+        });
+    }
+
+    // Root.
+    if let Collective::Broadcast { root } | Collective::Reduce { root } = collective {
+        match kind(machine, *root) {
+            None => errors.push(VerifyError::UnknownRoot {
+                phase: name.clone(),
+                root: *root,
+                nodes,
+            }),
+            Some(NodeKind::Switch) => errors.push(VerifyError::RootNotCompute {
+                phase: name.clone(),
+                root: node(machine, *root),
+            }),
+            Some(NodeKind::Compute) => {}
+        }
+    }
+
+    // Programs.
+    if programs.len() != nodes {
+        errors.push(VerifyError::ProgramCount {
+            phase: name.clone(),
+            programs: programs.len(),
+            nodes,
+        });
+    }
+    let mut checker = InstrChecker {
+        machine,
+        phase,
+        seen: vec![0; chunks.len()],
+        generation: 0,
+        errors,
+    };
+    for (n, (program, n_info)) in programs.iter().zip(&machine.nodes).enumerate() {
+        let Program {
+            steps: program_steps,
+        } = program;
+        let id = super::node_id(n);
+        let count_ok = program_steps.len() == *steps as usize
+            || (n_info.kind == NodeKind::Switch && program_steps.is_empty());
+        if !count_ok {
+            checker.errors.push(VerifyError::StepCount {
+                phase: name.clone(),
+                node: node(machine, id),
+                steps: program_steps.len(),
+                expected: *steps,
+            });
+        }
+        match n_info.kind {
+            NodeKind::Switch => {
+                if let Some(k) = program_steps.iter().position(|s| !s.is_empty()) {
+                    checker.errors.push(VerifyError::SwitchProgram {
+                        phase: name.clone(),
+                        step: step_id(k),
+                        node: node(machine, id),
+                    });
+                }
+            }
+            NodeKind::Compute => {}
+        }
+    }
+    // Instructions, step by step, like the later passes.
+    let longest = programs.iter().map(|p| p.steps.len()).max().unwrap_or(0);
+    for k in 0..longest {
+        for (n, (program, n_info)) in programs.iter().zip(&machine.nodes).enumerate() {
+            if n_info.kind != NodeKind::Compute {
+                continue;
+            }
+            for instr in program.steps.get(k).into_iter().flatten() {
+                checker.instr(step_id(k), super::node_id(n), instr);
+            }
+        }
+    }
+}
+
+/// Checks instructions, with a reusable marker array for repeated chunks.
+struct InstrChecker<'a> {
+    machine: &'a Machine,
+    phase: &'a Phase,
+    /// `seen[c] == generation` when chunk `c` is in the list being checked.
+    seen: Vec<u64>,
+    generation: u64,
+    errors: &'a mut Vec<VerifyError>,
+}
+
+impl InstrChecker<'_> {
+    /// Reports `id` unless it is below `count`; returns whether it is.
+    fn in_range(&mut self, step: StepId, at: NodeId, act: &Instr, id: AnyId) -> bool {
+        let (index, count) = match id {
+            AnyId::Node(i) => (i.index(), self.machine.nodes.len()),
+            AnyId::Link(i) => (i.index(), self.machine.links.len()),
+            AnyId::Chunk(i) => (i.index(), self.phase.chunks.len()),
+            AnyId::Buffer(i) => (i.index(), self.phase.buffers.len()),
+        };
+        if index < count {
+            return true;
+        }
+        self.errors.push(VerifyError::UnknownId {
+            phase: self.phase.name.clone(),
+            step,
+            node: node(self.machine, at),
+            action: action(self.machine, act),
+            id,
+            count,
+        });
+        false
+    }
+
+    fn instr(&mut self, step: StepId, at: NodeId, instr: &Instr) {
+        let act = instr;
+        match instr {
+            Instr::Send {
+                link: first,
+                via,
+                to,
+                buffer: b,
+                chunks,
+            } => {
+                let mut route_ok = true;
+                for l in std::iter::once(first).chain(via) {
+                    route_ok &= self.in_range(step, at, act, AnyId::Link(*l));
+                }
+                let to_ok = self.in_range(step, at, act, AnyId::Node(*to));
+                self.in_range(step, at, act, AnyId::Buffer(*b));
+                if to_ok {
+                    self.peer(step, at, act, *to);
+                }
+                if route_ok && to_ok {
+                    self.route(step, at, act, *to, *first, via);
+                }
+                self.chunk_list(step, at, act, chunks);
+            }
+            Instr::Recv {
+                link: l,
+                from,
+                buffer: b,
+                chunks,
+                mode: _,
+            } => {
+                let link_ok = self.in_range(step, at, act, AnyId::Link(*l));
+                let from_ok = self.in_range(step, at, act, AnyId::Node(*from));
+                self.in_range(step, at, act, AnyId::Buffer(*b));
+                if from_ok {
+                    self.peer(step, at, act, *from);
+                }
+                if link_ok {
+                    if let Some(lk) = self.machine.links.get(l.index()) {
+                        if lk.other(at).is_none() {
+                            self.errors.push(VerifyError::WrongLink {
+                                phase: self.phase.name.clone(),
+                                step,
+                                node: node(self.machine, at),
+                                action: action(self.machine, act),
+                                link: link(self.machine, *l),
+                                ends: [node(self.machine, lk.a), node(self.machine, lk.b)],
+                            });
+                        }
+                    }
+                }
+                self.chunk_list(step, at, act, chunks);
+            }
+            Instr::Reduce { src, dst, chunks } | Instr::Copy { src, dst, chunks } => {
+                let src_ok = self.in_range(step, at, act, AnyId::Buffer(*src));
+                let dst_ok = self.in_range(step, at, act, AnyId::Buffer(*dst));
+                if src_ok && dst_ok && src == dst {
+                    self.errors.push(VerifyError::SameBuffer {
+                        phase: self.phase.name.clone(),
+                        step,
+                        node: node(self.machine, at),
+                        action: action(self.machine, act),
+                        buffer: buffer(self.phase, *src),
+                    });
+                }
+                self.chunk_list(step, at, act, chunks);
+            }
+        }
+    }
+
+    /// A chunk list: not empty, ids in range, no repeats.
+    fn chunk_list(&mut self, step: StepId, at: NodeId, act: &Instr, chunks: &[ChunkId]) {
+        if chunks.is_empty() {
+            self.errors.push(VerifyError::EmptyChunkList {
+                phase: self.phase.name.clone(),
+                step,
+                node: node(self.machine, at),
+                action: action(self.machine, act),
+            });
+            return;
+        }
+        self.generation += 1;
+        for &c in chunks {
+            if !self.in_range(step, at, act, AnyId::Chunk(c)) {
+                continue;
+            }
+            let Some(mark) = self.seen.get_mut(c.index()) else {
+                continue;
+            };
+            if *mark == self.generation {
+                self.errors.push(VerifyError::RepeatedChunk {
+                    phase: self.phase.name.clone(),
+                    step,
+                    node: node(self.machine, at),
+                    action: action(self.machine, act),
+                    chunk: c,
+                });
+            }
+            *mark = self.generation;
+        }
+    }
+
+    /// A send's or receive's peer (known to exist) is another compute node.
+    fn peer(&mut self, step: StepId, at: NodeId, act: &Instr, peer: NodeId) {
+        if peer == at {
+            self.errors.push(VerifyError::PeerIsSelf {
+                phase: self.phase.name.clone(),
+                step,
+                node: node(self.machine, at),
+                action: action(self.machine, act),
+            });
+        } else if kind(self.machine, peer) == Some(NodeKind::Switch) {
+            self.errors.push(VerifyError::PeerIsSwitch {
+                phase: self.phase.name.clone(),
+                step,
+                node: node(self.machine, at),
+                action: action(self.machine, act),
+            });
+        }
+    }
+
+    /// Walks a send's route (every link id known to exist) from the sender.
+    fn route(
+        &mut self,
+        step: StepId,
+        at: NodeId,
+        act: &Instr,
+        to: NodeId,
+        first: LinkId,
+        via: &[LinkId],
+    ) {
+        let machine = self.machine;
+        let mut here = at;
+        for (i, l) in std::iter::once(first).chain(via.iter().copied()).enumerate() {
+            let Some(lk) = machine.links.get(l.index()) else {
+                return;
+            };
+            let Some(next) = lk.other(here) else {
+                let ends = [node(machine, lk.a), node(machine, lk.b)];
+                self.errors.push(if i == 0 {
+                    VerifyError::WrongLink {
+                        phase: self.phase.name.clone(),
+                        step,
+                        node: node(machine, at),
+                        action: action(self.machine, act),
+                        link: link(machine, l),
+                        ends,
+                    }
+                } else {
+                    VerifyError::RouteBroken {
+                        phase: self.phase.name.clone(),
+                        step,
+                        node: node(machine, at),
+                        to: node(machine, to),
+                        link: link(machine, l),
+                        at: node(machine, here),
+                        ends,
+                    }
+                });
+                return;
+            };
+            // The route continues from `here`: if it is not the sender, it must forward.
+            if i > 0 && kind(machine, here) == Some(NodeKind::Compute) {
+                self.errors.push(VerifyError::RouteThroughCompute {
+                    phase: self.phase.name.clone(),
+                    step,
+                    node: node(machine, at),
+                    to: node(machine, to),
+                    through: node(machine, here),
+                });
+            }
+            here = next;
+        }
+        if here != to {
+            self.errors.push(VerifyError::RouteEndsElsewhere {
+                phase: self.phase.name.clone(),
+                step,
+                node: node(machine, at),
+                to: node(machine, to),
+                end: node(machine, here),
+            });
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Pass 3, matched: every send pairs with exactly one receive of the same step, and back.
+
+use super::conflicts::transfer;
+use super::{link, node, step_id, step_instrs, ChunkList, VerifyError};
+use crate::{ChunkId, Instr, Machine, Phase};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// The pairing of a phase whose transfers all match: `partner[k][r]` is the flat index (see
+/// [`super::step_instrs`]) of the send that receive `r` of step `k` pairs with. Entries of
+/// instructions that are not receives are `u32::MAX`.
+pub(super) struct Matching {
+    pub(super) partner: Vec<Vec<u32>>,
+}
+
+/// One side of a transfer, sortable by what must match.
+struct End<'a> {
+    /// Receiving node, sending node, last link.
+    key: (u32, u32, u32),
+    chunks: &'a [ChunkId],
+    flat: u32,
+}
+
+fn order(x: &End<'_>, y: &End<'_>) -> Ordering {
+    (x.key, x.chunks).cmp(&(y.key, y.chunks))
+}
+
+/// Runs the pass on one (well-formed) phase. Returns the pairing if every transfer matched,
+/// otherwise appends every problem to `errors` and returns `None`.
+pub(super) fn check(
+    machine: &Machine,
+    phase: &Phase,
+    errors: &mut Vec<VerifyError>,
+) -> Option<Matching> {
+    let mut partner = Vec::with_capacity(phase.steps as usize);
+    let mut ok = true;
+    for k in 0..phase.steps as usize {
+        let mut sends = Vec::new();
+        let mut recvs = Vec::new();
+        let mut count = 0usize;
+        for (n, flat, instr) in step_instrs(phase, k) {
+            count = flat + 1;
+            let flat = u32::try_from(flat).unwrap_or(u32::MAX);
+            match instr {
+                Instr::Send { to, chunks, .. } => {
+                    let last = instr.final_link().map_or(u32::MAX, |l| l.0);
+                    sends.push(End {
+                        key: (to.0, n.0, last),
+                        chunks,
+                        flat,
+                    });
+                }
+                Instr::Recv {
+                    link, from, chunks, ..
+                } => recvs.push(End {
+                    key: (n.0, from.0, link.0),
+                    chunks,
+                    flat,
+                }),
+                Instr::Reduce { .. } | Instr::Copy { .. } => {}
+            }
+        }
+        // Stable sorts: equal ends stay in program order, so pairing is deterministic.
+        sends.sort_by(order);
+        recvs.sort_by(order);
+        let mut pairs = vec![u32::MAX; count];
+        let mut lone_sends = Vec::new();
+        let mut lone_recvs = Vec::new();
+        let (mut i, mut j) = (0, 0);
+        while i < sends.len() && j < recvs.len() {
+            match order(&sends[i], &recvs[j]) {
+                Ordering::Equal => {
+                    pairs[recvs[j].flat as usize] = sends[i].flat;
+                    i += 1;
+                    j += 1;
+                }
+                Ordering::Less => {
+                    lone_sends.push(&sends[i]);
+                    i += 1;
+                }
+                Ordering::Greater => {
+                    lone_recvs.push(&recvs[j]);
+                    j += 1;
+                }
+            }
+        }
+        lone_sends.extend(&sends[i..]);
+        lone_recvs.extend(&recvs[j..]);
+        if lone_sends.is_empty() && lone_recvs.is_empty() {
+            partner.push(pairs);
+            continue;
+        }
+        ok = false;
+        report(machine, phase, k, &lone_sends, &lone_recvs, errors);
+    }
+    ok.then_some(Matching { partner })
+}
+
+/// Reports the unpaired ends of step `k`, in program order of the instruction reported.
+fn report(
+    machine: &Machine,
+    phase: &Phase,
+    k: usize,
+    lone_sends: &[&End<'_>],
+    lone_recvs: &[&End<'_>],
+    errors: &mut Vec<VerifyError>,
+) {
+    type Group<'a, 'b> = (Vec<&'a End<'b>>, Vec<&'a End<'b>>);
+    let mut groups: BTreeMap<(u32, u32, u32), Group<'_, '_>> = BTreeMap::new();
+    for s in lone_sends {
+        groups.entry(s.key).or_default().0.push(s);
+    }
+    for r in lone_recvs {
+        groups.entry(r.key).or_default().1.push(r);
+    }
+    let mut found: Vec<(u32, VerifyError)> = Vec::new();
+    let step = step_id(k);
+    for ((to, from, last), (sends, recvs)) in groups {
+        let (to, from, last) = (crate::NodeId(to), crate::NodeId(from), crate::LinkId(last));
+        if let ([s], [r]) = (sends.as_slice(), recvs.as_slice()) {
+            found.push((
+                s.flat.min(r.flat),
+                VerifyError::ChunkListMismatch {
+                    phase: phase.name.clone(),
+                    step,
+                    from: node(machine, from),
+                    to: node(machine, to),
+                    link: link(machine, last),
+                    sent: ChunkList(s.chunks.to_vec()),
+                    received: ChunkList(r.chunks.to_vec()),
+                },
+            ));
+            continue;
+        }
+        for s in sends {
+            found.push((
+                s.flat,
+                VerifyError::UnmatchedSend {
+                    phase: phase.name.clone(),
+                    step,
+                    transfer: transfer(machine, from, to, s.chunks),
+                    link: link(machine, last),
+                },
+            ));
+        }
+        for r in recvs {
+            found.push((
+                r.flat,
+                VerifyError::UnmatchedRecv {
+                    phase: phase.name.clone(),
+                    step,
+                    node: node(machine, to),
+                    from: node(machine, from),
+                    link: link(machine, last),
+                    chunks: ChunkList(r.chunks.to_vec()),
+                },
+            ));
+        }
+    }
+    found.sort_by_key(|(flat, _)| *flat);
+    errors.extend(found.into_iter().map(|(_, e)| e));
+}

@@ -1,0 +1,247 @@
+//! The verifier: proves a [`Schedule`] correct, or reports every problem it finds.
+//!
+//! [`verify`] runs the passes below in order. The first pass checks every id and range so
+//! that the later ones may index freely; if it finds anything, verification stops there and
+//! returns its errors. Otherwise the other passes run on every phase, and every error of every
+//! phase is reported (a phase's errors come together, in pass order). Each invariant is listed
+//! with the [`VerifyError`] variant that reports its violation.
+//!
+//! # 1. Well-formed (`handles.rs`)
+//!
+//! The schedule:
+//! - `format_version` is [`FORMAT_VERSION`](crate::FORMAT_VERSION) — [`VerifyError::FormatVersion`];
+//! - node, link, chunk, buffer and step counts fit in a `u32` — [`VerifyError::TooLarge`];
+//! - phase names are unique — [`VerifyError::DuplicatePhaseName`].
+//!
+//! The machine:
+//! - it has at least one compute node — [`VerifyError::NoComputeNodes`];
+//! - node names are unique — [`VerifyError::DuplicateNodeName`]; link names are unique —
+//!   [`VerifyError::DuplicateLinkName`];
+//! - both endpoints of every link exist — [`VerifyError::LinkEndpointUnknown`] — and differ —
+//!   [`VerifyError::LinkToItself`];
+//! - `bandwidth_gbps` is positive and finite, `latency_us` is non-negative and finite, `lanes`
+//!   is at least 1 — [`VerifyError::InvalidLink`].
+//!
+//! Each phase:
+//! - buffer 0 exists and is [`BufferKind::Data`](crate::BufferKind::Data) —
+//!   [`VerifyError::NoDataBuffer`]; no other buffer is — [`VerifyError::ExtraDataBuffer`];
+//! - chunk `i` starts where chunk `i-1` ends (chunk 0 at 0) — [`VerifyError::ChunkGap`];
+//!   `start <= end` — [`VerifyError::ChunkReversed`]; the last chunk ends at `elements` (0 when
+//!   there are no chunks) — [`VerifyError::ChunksEnd`];
+//! - a broadcast or reduce root exists — [`VerifyError::UnknownRoot`] — and is a compute node —
+//!   [`VerifyError::RootNotCompute`];
+//! - every chunk owner that is given exists — [`VerifyError::UnknownOwner`] — and is a compute
+//!   node — [`VerifyError::OwnerNotCompute`]; in a reduce-scatter or allgather every chunk has
+//!   one — [`VerifyError::MissingOwner`];
+//! - there is one program per node — [`VerifyError::ProgramCount`]; a compute node's program
+//!   has exactly `steps` steps, a switch's has no steps or exactly `steps` —
+//!   [`VerifyError::StepCount`]; a switch's program has no instruction —
+//!   [`VerifyError::SwitchProgram`].
+//!
+//! Each instruction:
+//! - every node, link, buffer and chunk id it names exists — [`VerifyError::UnknownId`];
+//! - its chunk list is not empty — [`VerifyError::EmptyChunkList`] — and names no chunk twice —
+//!   [`VerifyError::RepeatedChunk`];
+//! - a send's or receive's peer is another node — [`VerifyError::PeerIsSelf`] — and a compute
+//!   node — [`VerifyError::PeerIsSwitch`];
+//! - a send's `link` has the sender as an endpoint and a receive's `link` has the receiver as
+//!   an endpoint — [`VerifyError::WrongLink`];
+//! - a send's route `link, via…`, walked from the sender, is connected —
+//!   [`VerifyError::RouteBroken`] — passes only through switches —
+//!   [`VerifyError::RouteThroughCompute`] — and ends at `to` —
+//!   [`VerifyError::RouteEndsElsewhere`];
+//! - a local reduce or copy reads and writes different buffers — [`VerifyError::SameBuffer`].
+//!
+//! # 2. Conflict-free (`conflicts.rs`)
+//!
+//! In every step, every link direction carries at most `lanes` transfers. A send crosses every
+//! link of its route, each in the direction found by walking the route from the sender —
+//! [`VerifyError::LinkOverbooked`].
+//!
+//! # 3. Matched (`matching.rs`)
+//!
+//! In every step, sends and receives pair up one to one: a send of `N` to `M` whose route ends
+//! with link `L` pairs with a receive on `M` naming `from: N`, `link: L` and the identical chunk
+//! list (same chunks, same order, hence the same size). A send without a partner is
+//! [`VerifyError::UnmatchedSend`], a receive without one [`VerifyError::UnmatchedRecv`]; when
+//! exactly one send and one receive are left over between the same sender, receiver and link,
+//! they are reported together as [`VerifyError::ChunkListMismatch`].
+//!
+//! # 4. Correct (`symbolic.rs`)
+//!
+//! Runs only on a phase whose transfers all match (an unmatched transfer has no defined
+//! effect). It executes the phase symbolically with the semantics of the [crate
+//! doc](crate#execution-semantics-bsp): for every compute node, buffer and chunk it tracks the
+//! set of compute nodes whose inputs are combined into it, or "undefined".
+//! - Initial data buffer: allreduce, reduce-scatter, reduce: chunk `c` of node `n` holds `{n}`;
+//!   allgather: node `n` holds `{n}` in the chunks it owns, the others are undefined; broadcast:
+//!   the root holds `{root}` in every chunk, the other nodes nothing. Scratch buffers start
+//!   undefined.
+//! - A send, or the source of a local reduce or copy, reads a defined chunk —
+//!   [`VerifyError::ReadUndefined`].
+//! - A store or copy replaces the destination's set with the incoming one.
+//! - A reducing write (a receive with [`RecvMode::Reduce`](crate::RecvMode::Reduce), a local
+//!   reduce) has a defined destination — [`VerifyError::ReduceIntoUndefined`] — and an incoming
+//!   set disjoint from the destination's — [`VerifyError::InputCombinedTwice`] for sum and
+//!   prod, [`Warning::InputCombinedTwice`] in the [`Report`] for max and min; the destination
+//!   becomes the union. Allgather and broadcast have no reducing writes at all —
+//!   [`VerifyError::ReduceInGather`].
+//! - At the end, the data buffer holds exactly: allreduce — every chunk on every compute node
+//!   all compute nodes' inputs; reduce-scatter — every chunk on its owner all inputs (other
+//!   nodes are unconstrained); allgather — every chunk on every compute node exactly
+//!   `{owner}`; broadcast — every chunk on every compute node exactly `{root}`; reduce — every
+//!   chunk on the root all inputs — [`VerifyError::WrongResult`].
+//!
+//! After an error, the chunk written is marked *poisoned*: reading, combining or checking a
+//! poisoned chunk reports nothing more, so one mistake gives one error rather than one at
+//! every node its data reaches. A store of a good value clears the mark.
+//!
+//! # 5. Balance (`report.rs`)
+//!
+//! Not a check: for a schedule that passed, the [`Report`] gives per phase and per step the
+//! bytes on each link direction, busy and idle directions, the busiest direction, bytes sent,
+//! any warnings, and the [cost model](crate::cost)'s estimate, lower bound and efficiency.
+
+mod conflicts;
+mod error;
+mod handles;
+mod matching;
+mod report;
+mod symbolic;
+
+pub use error::{
+    Action, AnyId, ChunkList, Expected, Named, NodeList, Transfer, VerifyError, VerifyErrors,
+    Warning,
+};
+pub use report::{DirectionInfo, PhaseReport, Report, StepReport};
+
+use crate::{BufferId, Instr, LinkId, Machine, NodeId, Phase, Schedule};
+
+/// A schedule that passed every check. Only [`verify`] makes one, so anything that takes a
+/// `&VerifiedSchedule` (the runtime, the emitters) can trust it.
+#[derive(Clone, Debug)]
+pub struct VerifiedSchedule {
+    schedule: Schedule,
+    report: Report,
+}
+
+impl VerifiedSchedule {
+    /// The schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+    /// What the verifier measured.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+    /// Gives the schedule back.
+    pub fn into_schedule(self) -> Schedule {
+        self.schedule
+    }
+}
+
+/// Checks `schedule` and returns the proof that it is valid, or every problem found (see the
+/// [module doc](self) for the checks and their order).
+pub fn verify(schedule: Schedule) -> Result<VerifiedSchedule, VerifyErrors> {
+    let mut errors = Vec::new();
+    let t = std::time::Instant::now();
+    handles::check(&schedule, &mut errors);
+    eprintln!("TT handles {:?}", t.elapsed());
+    if !errors.is_empty() {
+        return Err(VerifyErrors { errors });
+    }
+    let machine = &schedule.machine;
+    let mut warnings = Vec::with_capacity(schedule.phases.len());
+    for phase in &schedule.phases {
+        let t = std::time::Instant::now();
+        conflicts::check(machine, phase, &mut errors);
+        eprintln!("TT conflicts {:?}", t.elapsed());
+        let t = std::time::Instant::now();
+        let m = matching::check(machine, phase, &mut errors);
+        eprintln!("TT matching {:?}", t.elapsed());
+        let t = std::time::Instant::now();
+        let phase_warnings = match m {
+            Some(matching) => symbolic::check(machine, phase, &matching, &mut errors),
+            None => Vec::new(),
+        };
+        eprintln!("TT symbolic {:?}", t.elapsed());
+        warnings.push(phase_warnings);
+    }
+    if !errors.is_empty() {
+        return Err(VerifyErrors { errors });
+    }
+    let t = std::time::Instant::now();
+    let report = report::build(&schedule, warnings);
+    eprintln!("TT report {:?}", t.elapsed());
+    Ok(VerifiedSchedule { schedule, report })
+}
+
+/// A node id with its name (the raw id when it does not exist).
+fn node(machine: &Machine, id: NodeId) -> Named<NodeId> {
+    Named {
+        id,
+        name: machine.node_name(id),
+    }
+}
+
+/// A link id with its name (the raw id when it does not exist).
+fn link(machine: &Machine, id: LinkId) -> Named<LinkId> {
+    Named {
+        id,
+        name: machine.link_name(id),
+    }
+}
+
+/// A buffer id with its name (the raw id when it does not exist).
+fn buffer(phase: &Phase, id: BufferId) -> Named<BufferId> {
+    Named {
+        id,
+        name: phase
+            .buffers
+            .get(id.index())
+            .map_or_else(|| id.to_string(), |b| b.name.clone()),
+    }
+}
+
+/// What an instruction does, for messages.
+fn action(machine: &Machine, instr: &Instr) -> Action {
+    match instr {
+        Instr::Send { to, .. } => Action::Send {
+            to: node(machine, *to),
+        },
+        Instr::Recv { from, .. } => Action::Recv {
+            from: node(machine, *from),
+        },
+        Instr::Reduce { .. } => Action::Reduce,
+        Instr::Copy { .. } => Action::Copy,
+    }
+}
+
+/// A step index as a [`StepId`](crate::StepId) (counts are checked to fit by the first pass).
+fn step_id(k: usize) -> crate::StepId {
+    crate::StepId(u32::try_from(k).unwrap_or(u32::MAX))
+}
+
+/// A node index as a [`NodeId`] (counts are checked to fit by the first pass).
+fn node_id(n: usize) -> NodeId {
+    NodeId(u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+/// The instructions of step `k` of every node, in node order then program order, each with
+/// its node and its *flat index*: its position in that order, counted from 0.
+fn step_instrs(phase: &Phase, k: usize) -> impl Iterator<Item = (NodeId, usize, &Instr)> {
+    phase
+        .programs
+        .iter()
+        .enumerate()
+        .flat_map(move |(n, program)| {
+            program
+                .steps
+                .get(k)
+                .into_iter()
+                .flatten()
+                .map(move |instr| (node_id(n), instr))
+        })
+        .enumerate()
+        .map(|(flat, (n, instr))| (n, flat, instr))
+}

@@ -1,0 +1,406 @@
+//! Pass 4, correct: symbolic execution of a phase, tracking which inputs each chunk combines.
+//!
+//! The state of one (compute node, buffer, chunk) is a bitset over the compute nodes (bit `i`
+//! for the `i`-th compute node in id order), empty meaning undefined, plus a *poisoned* flag
+//! set when an error was reported about the chunk (see the [module doc](super)).
+
+use super::matching::Matching;
+use super::{action, buffer, node, step_id, step_instrs, Expected, NodeList, VerifyError, Warning};
+use crate::{BufferId, ChunkId, Collective, Instr, Machine, NodeId, NodeKind, Phase, RecvMode};
+
+/// The most state words (`u64`) the pass may allocate for one phase: 1 GiB.
+const MAX_WORDS: usize = 1 << 27;
+
+/// Runs the pass on one well-formed, fully matched phase, appending every problem to `errors`.
+/// Returns the phase's warnings.
+pub(super) fn check(
+    machine: &Machine,
+    phase: &Phase,
+    matching: &Matching,
+    errors: &mut Vec<VerifyError>,
+) -> Vec<Warning> {
+    let Some(mut run) = Run::new(machine, phase, errors) else {
+        return Vec::new();
+    };
+    for k in 0..phase.steps as usize {
+        run.step(k, &matching.partner[k]);
+    }
+    run.finish();
+    run.warnings
+}
+
+/// The state of a symbolic run.
+struct Run<'a> {
+    machine: &'a Machine,
+    phase: &'a Phase,
+    errors: &'a mut Vec<VerifyError>,
+    warnings: Vec<Warning>,
+    /// Compute index of every node (`u32::MAX` for switches).
+    cindex: Vec<u32>,
+    /// The compute nodes, by compute index.
+    compute: Vec<NodeId>,
+    /// Words per set.
+    words: usize,
+    buffers: usize,
+    chunks: usize,
+    /// Every set, at `slot(ci, b, c) * words`.
+    sets: Vec<u64>,
+    /// Every poisoned flag, at `slot(ci, b, c)`.
+    poison: Vec<bool>,
+    /// Sets read in the current step, in read order.
+    staged: Vec<u64>,
+    staged_poison: Vec<bool>,
+    /// Per flat instruction of the current step, where its reads start in `staged_poison`.
+    staged_at: Vec<usize>,
+}
+
+impl<'a> Run<'a> {
+    /// The initial state, or `None` (with an error) if it would be too large.
+    fn new(
+        machine: &'a Machine,
+        phase: &'a Phase,
+        errors: &'a mut Vec<VerifyError>,
+    ) -> Option<Self> {
+        let mut cindex = vec![u32::MAX; machine.nodes.len()];
+        let mut compute = Vec::new();
+        for (i, n) in machine.nodes.iter().enumerate() {
+            if n.kind == NodeKind::Compute {
+                cindex[i] = u32::try_from(compute.len()).unwrap_or(u32::MAX);
+                compute.push(super::node_id(i));
+            }
+        }
+        let words = compute.len().div_ceil(64).max(1);
+        let buffers = phase.buffers.len();
+        let chunks = phase.chunks.len();
+        let slots = compute
+            .len()
+            .checked_mul(buffers)
+            .and_then(|x| x.checked_mul(chunks));
+        let total = slots.and_then(|s| s.checked_mul(words));
+        let (Some(slots), Some(total)) = (slots, total.filter(|&t| t <= MAX_WORDS)) else {
+            errors.push(VerifyError::TooLarge {
+                what: format!(
+                    "phase `{}`: words of symbolic state ({} compute nodes × {} buffers × {} chunks × {} words)",
+                    phase.name,
+                    compute.len(),
+                    buffers,
+                    chunks,
+                    words
+                ),
+                count: total.map_or(u64::MAX, |t| t as u64),
+                limit: MAX_WORDS as u64,
+            });
+            return None;
+        };
+        let mut run = Run {
+            machine,
+            phase,
+            errors,
+            warnings: Vec::new(),
+            cindex,
+            compute,
+            words,
+            buffers,
+            chunks,
+            sets: vec![0; total],
+            poison: vec![false; slots],
+            staged: Vec::new(),
+            staged_poison: Vec::new(),
+            staged_at: Vec::new(),
+        };
+        run.initialise();
+        Some(run)
+    }
+
+    fn slot(&self, ci: usize, b: BufferId, c: ChunkId) -> usize {
+        (ci * self.buffers + b.index()) * self.chunks + c.index()
+    }
+
+    fn ci(&self, n: NodeId) -> usize {
+        self.cindex[n.index()] as usize
+    }
+
+    fn set_bit(&mut self, slot: usize, bit: usize) {
+        self.sets[slot * self.words + bit / 64] |= 1 << (bit % 64);
+    }
+
+    /// The initial data buffer of the phase's collective (scratch stays undefined).
+    fn initialise(&mut self) {
+        let data = BufferId(0);
+        for ci in 0..self.compute.len() {
+            let n = self.compute[ci];
+            for c in 0..self.chunks {
+                let chunk = ChunkId(u32::try_from(c).unwrap_or(u32::MAX));
+                let holds = match self.phase.collective {
+                    Collective::AllReduce
+                    | Collective::ReduceScatter
+                    | Collective::Reduce { .. } => true,
+                    Collective::AllGather => self.phase.chunks[c].owner == Some(n),
+                    Collective::Broadcast { root } => root == n,
+                };
+                if holds {
+                    let s = self.slot(ci, data, chunk);
+                    self.set_bit(s, ci);
+                }
+            }
+        }
+    }
+
+    /// Runs step `k`: all reads against the start-of-step state, then all writes in order.
+    fn step(&mut self, k: usize, partner: &[u32]) {
+        let phase = self.phase;
+        self.staged.clear();
+        self.staged_poison.clear();
+        self.staged_at.clear();
+        self.staged_at.resize(partner.len(), 0);
+        for (n, flat, instr) in step_instrs(phase, k) {
+            let src = match instr {
+                Instr::Send { buffer, .. } => *buffer,
+                Instr::Reduce { src, .. } | Instr::Copy { src, .. } => *src,
+                Instr::Recv { .. } => continue,
+            };
+            self.staged_at[flat] = self.staged_poison.len();
+            for &c in instr.chunks() {
+                self.read(k, n, instr, src, c);
+            }
+        }
+        for (n, flat, instr) in step_instrs(phase, k) {
+            match instr {
+                Instr::Send { .. } => {}
+                Instr::Recv {
+                    buffer,
+                    chunks,
+                    mode,
+                    ..
+                } => {
+                    let from = self.staged_at[partner[flat] as usize];
+                    self.write(
+                        k,
+                        n,
+                        instr,
+                        *buffer,
+                        chunks,
+                        from,
+                        *mode == RecvMode::Reduce,
+                    );
+                }
+                Instr::Reduce { dst, chunks, .. } => {
+                    let from = self.staged_at[flat];
+                    self.write(k, n, instr, *dst, chunks, from, true);
+                }
+                Instr::Copy { dst, chunks, .. } => {
+                    let from = self.staged_at[flat];
+                    self.write(k, n, instr, *dst, chunks, from, false);
+                }
+            }
+        }
+    }
+
+    /// Stages chunk `c` of buffer `b` of node `n` for an instruction of step `k`.
+    fn read(&mut self, k: usize, n: NodeId, instr: &Instr, b: BufferId, c: ChunkId) {
+        let s = self.slot(self.ci(n), b, c);
+        let set = &self.sets[s * self.words..(s + 1) * self.words];
+        let poisoned = self.poison[s];
+        let undefined = !poisoned && set.iter().all(|&w| w == 0);
+        self.staged.extend_from_slice(set);
+        self.staged_poison.push(poisoned || undefined);
+        if undefined {
+            self.errors.push(VerifyError::ReadUndefined {
+                phase: self.phase.name.clone(),
+                step: step_id(k),
+                node: node(self.machine, n),
+                action: action(self.machine, instr),
+                buffer: buffer(self.phase, b),
+                chunk: c,
+            });
+        }
+    }
+
+    /// Applies the writes of one instruction: `chunks` of buffer `b` of node `n` get the staged
+    /// sets starting at `from`, replacing (`reduce == false`) or combining.
+    #[allow(clippy::too_many_arguments)]
+    fn write(
+        &mut self,
+        k: usize,
+        n: NodeId,
+        instr: &Instr,
+        b: BufferId,
+        chunks: &[ChunkId],
+        from: usize,
+        reduce: bool,
+    ) {
+        let ci = self.ci(n);
+        let w = self.words;
+        if reduce
+            && matches!(
+                self.phase.collective,
+                Collective::AllGather | Collective::Broadcast { .. }
+            )
+        {
+            self.errors.push(VerifyError::ReduceInGather {
+                phase: self.phase.name.clone(),
+                step: step_id(k),
+                node: node(self.machine, n),
+                action: action(self.machine, instr),
+                collective: self.phase.collective,
+            });
+            for &c in chunks {
+                let s = self.slot(ci, b, c);
+                self.poison[s] = true;
+            }
+            return;
+        }
+        for (i, &c) in chunks.iter().enumerate() {
+            let s = self.slot(ci, b, c);
+            let incoming = &self.staged[(from + i) * w..(from + i + 1) * w];
+            let in_poison = self.staged_poison[from + i];
+            let dst = &mut self.sets[s * w..(s + 1) * w];
+            if !reduce {
+                dst.copy_from_slice(incoming);
+                self.poison[s] = in_poison;
+                continue;
+            }
+            if in_poison || self.poison[s] {
+                self.poison[s] = true;
+                continue;
+            }
+            if dst.iter().all(|&x| x == 0) {
+                self.poison[s] = true;
+                self.errors.push(VerifyError::ReduceIntoUndefined {
+                    phase: self.phase.name.clone(),
+                    step: step_id(k),
+                    node: node(self.machine, n),
+                    action: action(self.machine, instr),
+                    buffer: buffer(self.phase, b),
+                    chunk: c,
+                });
+                continue;
+            }
+            let overlap = dst.iter().zip(incoming).any(|(d, i)| d & i != 0);
+            let twice = if overlap {
+                let both: Vec<u64> = dst.iter().zip(incoming).map(|(d, i)| d & i).collect();
+                Some(self.nodes(&both))
+            } else {
+                None
+            };
+            let dst = &mut self.sets[s * w..(s + 1) * w];
+            for (d, i) in dst
+                .iter_mut()
+                .zip(&self.staged[(from + i) * w..(from + i + 1) * w])
+            {
+                *d |= i;
+            }
+            let Some(inputs) = twice else { continue };
+            let (phase, step) = (self.phase.name.clone(), step_id(k));
+            let (node, act) = (node(self.machine, n), action(self.machine, instr));
+            let (buffer, op) = (buffer(self.phase, b), self.phase.op);
+            if op.is_idempotent() {
+                self.warnings.push(Warning::InputCombinedTwice {
+                    phase,
+                    step,
+                    node,
+                    action: act,
+                    buffer,
+                    chunk: c,
+                    inputs,
+                    op,
+                });
+            } else {
+                self.poison[s] = true;
+                self.errors.push(VerifyError::InputCombinedTwice {
+                    phase,
+                    step,
+                    node,
+                    action: act,
+                    buffer,
+                    chunk: c,
+                    inputs,
+                    op,
+                });
+            }
+        }
+    }
+
+    /// The nodes of a set.
+    fn nodes(&self, set: &[u64]) -> NodeList {
+        let mut out = Vec::new();
+        for (wi, &word) in set.iter().enumerate() {
+            let mut word = word;
+            while word != 0 {
+                let bit = wi * 64 + word.trailing_zeros() as usize;
+                word &= word - 1;
+                if let Some(&n) = self.compute.get(bit) {
+                    out.push(node(self.machine, n));
+                }
+            }
+        }
+        NodeList(out)
+    }
+
+    /// Checks the final data buffer against the collective.
+    fn finish(&mut self) {
+        let w = self.words;
+        let p = self.compute.len();
+        let mut all = vec![0u64; w];
+        for bit in 0..p {
+            all[bit / 64] |= 1 << (bit % 64);
+        }
+        let single = |n: NodeId, cindex: &[u32]| {
+            let mut set = vec![0u64; w];
+            let bit = cindex[n.index()] as usize;
+            set[bit / 64] |= 1 << (bit % 64);
+            set
+        };
+        let phase = self.phase;
+        for ci in 0..p {
+            let n = self.compute[ci];
+            for (c, chunk) in phase.chunks.iter().enumerate() {
+                let (want, expected) = match phase.collective {
+                    Collective::AllReduce => (all.clone(), Expected::AllInputs { count: p }),
+                    Collective::ReduceScatter if chunk.owner == Some(n) => {
+                        (all.clone(), Expected::AllInputs { count: p })
+                    }
+                    Collective::Reduce { root } if root == n => {
+                        (all.clone(), Expected::AllInputs { count: p })
+                    }
+                    Collective::AllGather => {
+                        let Some(owner) = chunk.owner else { continue };
+                        (
+                            single(owner, &self.cindex),
+                            Expected::OnlyInput {
+                                node: node(self.machine, owner),
+                            },
+                        )
+                    }
+                    Collective::Broadcast { root } => (
+                        single(root, &self.cindex),
+                        Expected::OnlyInput {
+                            node: node(self.machine, root),
+                        },
+                    ),
+                    _ => continue,
+                };
+                let chunk = ChunkId(u32::try_from(c).unwrap_or(u32::MAX));
+                let s = self.slot(ci, BufferId(0), chunk);
+                let have = &self.sets[s * w..(s + 1) * w];
+                if self.poison[s] || have == want.as_slice() {
+                    continue;
+                }
+                let missing: Vec<u64> = want.iter().zip(have).map(|(x, h)| x & !h).collect();
+                let extra: Vec<u64> = have.iter().zip(&want).map(|(h, x)| h & !x).collect();
+                let error = VerifyError::WrongResult {
+                    phase: phase.name.clone(),
+                    step: (phase.steps as usize).checked_sub(1).map(step_id),
+                    node: node(self.machine, n),
+                    chunk,
+                    collective: phase.collective,
+                    holds: self.nodes(have),
+                    expected,
+                    missing: self.nodes(&missing),
+                    extra: self.nodes(&extra),
+                };
+                self.errors.push(error);
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Correct schedules verify, and their reports give the numbers worked out by hand.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use schedule_ir::{verify, ReduceOp, Schedule, VerifiedSchedule};
+
+fn ok(s: Schedule) -> VerifiedSchedule {
+    match verify(s) {
+        Ok(v) => {
+            assert_eq!(simulate_counts(v.schedule()), Ok(()));
+            v
+        }
+        Err(e) => panic!("expected the schedule to verify, got:\n{e}"),
+    }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+}
+
+#[test]
+fn ring_allreduce_verifies_for_many_sizes() {
+    for p in 2..=9 {
+        for elements in [0, 1, 7, 1000] {
+            ok(ring_allreduce(p, elements));
+        }
+    }
+}
+
+#[test]
+fn bidirectional_ring_allreduce_verifies() {
+    for p in 2..=8 {
+        for k in 1..=3 {
+            ok(bidir_ring_allreduce(p, k, 4096));
+        }
+    }
+}
+
+#[test]
+fn other_collectives_verify() {
+    for p in 2..=7 {
+        ok(ring_reduce_scatter(p, 100));
+        ok(ring_allgather(p, 100));
+        ok(chain_broadcast(p, 3, 100));
+        ok(chain_reduce(p, 3, 100));
+    }
+}
+
+#[test]
+fn one_node_needs_no_steps() {
+    let mut machine = ring_machine(1);
+    machine.links.clear(); // a one-node "ring" would link N0 to itself
+    let v = ok(skeleton(
+        machine,
+        schedule_ir::Collective::AllReduce,
+        "none",
+        1,
+        10,
+        0,
+    ));
+    let p = &v.report().phases[0];
+    assert_eq!(p.steps, 0);
+    assert_eq!(p.efficiency, 1.0);
+}
+
+#[test]
+fn unidirectional_ring_report() {
+    // 4 nodes, 1024 f32 = 4096 B in 4 chunks of 1024 B; 6 steps; each step every node sends
+    // one chunk clockwise: 4 busy directions of 8, 1024 B each.
+    let v = ok(ring_allreduce(4, 1024));
+    let r = v.report();
+    assert_eq!(r.directions.len(), 8);
+    assert_eq!(r.directions[0].to_string(), "L0 N0→N1");
+    assert_eq!(r.directions[1].to_string(), "L0 N1→N0");
+    let p = &r.phases[0];
+    assert_eq!(p.steps, 6);
+    assert_eq!(p.vector_bytes, 4096);
+    assert_eq!(p.step_reports.len(), 6);
+    for s in &p.step_reports {
+        assert_eq!((s.busy, s.idle, s.max_bytes, s.bytes_sent), (4, 4, 1024, 4096));
+    }
+    assert_eq!(p.bytes_sent, 6 * 4096);
+    assert_eq!(p.link_bytes, 6 * 4096);
+    assert_eq!(p.direction_bytes, vec![6144, 0, 6144, 0, 6144, 0, 6144, 0]);
+    assert_eq!(p.idle_direction_steps, 24);
+    assert_eq!(p.never_used, vec![1, 3, 5, 7]);
+    assert!(p.warnings.is_empty());
+
+    // Each step: α = 1 µs, β = 1024 B / 12.5e9 B/s = 81.92 ns.
+    let step = 1e-6 + 1024.0 / 12.5e9;
+    assert!(p.estimate.per_step.iter().all(|&s| close(s, step)));
+    assert!(close(p.estimate.seconds, 6.0 * step));
+    // Bounds: traffic 2·3·4096 / (4 nodes · 2 links · 12.5e9) = 245.76 ns;
+    // latency 1 µs · ⌈log2 4⌉ = 2 µs, which binds.
+    assert!(close(p.bound.traffic_seconds, 2.0 * 3.0 * 4096.0 / 1e11));
+    assert!(close(p.bound.latency_seconds, 2e-6));
+    assert_eq!(p.bound.which, "latency");
+    assert!(close(p.efficiency, 2e-6 / (6.0 * step)));
+
+    let text = r.to_string();
+    assert!(
+        text.contains("  step  0  busy 4/8 directions  max 1024 B  idle: L0 N1→N0, L1 N2→N1, L2 N3→N2, L3 N0→N3\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  every link direction busy in every step: no (24 idle direction-steps)\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bidirectional_ring_uses_every_direction_in_every_step() {
+    // 4 nodes, 8 chunks of 128 f32 = 512 B; every direction carries one chunk per step.
+    let v = ok(bidir_ring_allreduce(4, 1, 1024));
+    let p = &v.report().phases[0];
+    for s in &p.step_reports {
+        assert_eq!((s.busy, s.idle, s.max_bytes, s.bytes_sent), (8, 0, 512, 4096));
+    }
+    assert_eq!(p.idle_direction_steps, 0);
+    assert!(p.never_used.is_empty());
+    // Each step: 1 µs + 512 / 12.5e9 s. The traffic bound is now met by the β part exactly:
+    // 6 steps × 40.96 ns = 245.76 ns = 2·3·4096 / 1e11.
+    assert!(close(p.estimate.transfer_seconds, p.bound.traffic_seconds));
+    let text = v.report().to_string();
+    assert_eq!(
+        text,
+        "machine `ring-4`: 4 compute nodes, 0 switches, 4 links (8 directions)\n\
+         phase `grads`: allreduce, sum over 1024 f32 (4096 B), algorithm `bidir-ring`, 6 steps\n\
+         \x20 estimate 6.246 µs, lower bound 2.000 µs (latency), efficiency 32.0%\n\
+         \x20 bytes sent 24576 B, on links 24576 B; busiest direction-step 512 B\n\
+         \x20 step  0  busy 8/8 directions  max 512 B  idle: -\n\
+         \x20 step  1  busy 8/8 directions  max 512 B  idle: -\n\
+         \x20 step  2  busy 8/8 directions  max 512 B  idle: -\n\
+         \x20 step  3  busy 8/8 directions  max 512 B  idle: -\n\
+         \x20 step  4  busy 8/8 directions  max 512 B  idle: -\n\
+         \x20 step  5  busy 8/8 directions  max 512 B  idle: -\n\
+         \x20 every link direction busy in every step: yes\n"
+    );
+}
+
+#[test]
+fn long_phases_are_summarised() {
+    let v = ok(bidir_ring_allreduce(40, 1, 80 * 16));
+    let text = v.report().to_string();
+    let steps = text.lines().filter(|l| l.starts_with("  step ")).count();
+    assert_eq!(steps, 16, "{text}");
+    assert!(
+        text.contains("  … 62 more steps: busy 80..80/80 directions, max 64 B\n"),
+        "{text}"
+    );
+    assert!(text.contains("  step 77  busy 80/80"), "{text}");
+}
+
+#[test]
+fn other_collectives_report_bytes() {
+    // Chain broadcast on 4 nodes: one transfer of the whole 400 B vector per step.
+    let v = ok(chain_broadcast(4, 2, 100));
+    let p = &v.report().phases[0];
+    assert_eq!(p.bytes_sent, 3 * 400);
+    assert!(p.step_reports.iter().all(|s| s.busy == 1 && s.max_bytes == 400));
+    // Root egress: 2 links × 12.5e9 B/s; m = 400 B.
+    assert!(close(p.bound.traffic_seconds, 400.0 / 25e9));
+    assert_eq!(p.root.as_ref().map(|r| r.name.as_str()), Some("N0"));
+    assert!(v.report().to_string().contains("broadcast from N0"));
+
+    let v = ok(ring_reduce_scatter(4, 100));
+    let p = &v.report().phases[0];
+    assert_eq!(p.bytes_sent, 3 * 4 * 100);
+    assert!(close(p.bound.traffic_seconds, 3.0 * 400.0 / 1e11));
+}
+
+#[test]
+fn max_combining_twice_is_a_warning() {
+    // As in negative::input_combined_twice, but max forgives it.
+    let mut s = ring_allreduce(4, 1024);
+    phase(&mut s).op = ReduceOp::Max;
+    extend_step1_with_chunk0(&mut s);
+    let v = ok(s);
+    let warnings = &v.report().phases[0].warnings;
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(
+        warnings[0].to_string(),
+        "phase `grads`, step 1: N1's receive from N0 combines inputs {N0} into chunk 0 of buffer `data` a second time (harmless for max, but wasted traffic)"
+    );
+    assert!(v
+        .report()
+        .to_string()
+        .contains("  warning: phase `grads`, step 1: N1's receive"));
+}
+
+#[test]
+fn report_serialises() {
+    let v = ok(ring_allreduce(3, 30));
+    let json = serde_json::to_value(v.report()).unwrap();
+    assert_eq!(json["phases"][0]["steps"], 4);
+    assert_eq!(json["phases"][0]["bound"]["which"], "latency");
+    assert_eq!(json["directions"][1]["from"]["name"], "N1");
+    assert_eq!(json["phases"][0]["step_reports"][0]["loads"][0]["bytes"], 40);
+}
