@@ -10,9 +10,7 @@ use crate::embed::EmbedError;
 use crate::lower::{ring, Method};
 use crate::machine::{self, Machine};
 use crate::path;
-use crate::topology::ast::{
-    CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile,
-};
+use crate::topology::ast::{CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile};
 use crate::topology::{self, spans::Path};
 use crate::Error;
 use schedule_ir::{Collective, DType, ReduceOp, Schedule, VerifiedSchedule, FORMAT_VERSION};
@@ -143,17 +141,16 @@ fn exchanges(
                     format!("the root `{name}` is not a node of the machine"),
                     "unknown node",
                 )
-                .hint(format!(
-                    "nodes are named {}",
-                    example_names(machine)
-                ))),
+                .hint(format!("nodes are named {}", example_names(machine)))),
             }
         };
         let collective = match &e.collective {
             CollectiveDecl::AllReduce => Ok(Collective::AllReduce),
             CollectiveDecl::ReduceScatter => Ok(Collective::ReduceScatter),
             CollectiveDecl::AllGather => Ok(Collective::AllGather),
-            CollectiveDecl::Broadcast { root: r } => root(r).map(|root| Collective::Broadcast { root }),
+            CollectiveDecl::Broadcast { root: r } => {
+                root(r).map(|root| Collective::Broadcast { root })
+            }
             CollectiveDecl::Reduce { root: r } => root(r).map(|root| Collective::Reduce { root }),
         };
         let collective = match collective {
@@ -196,7 +193,15 @@ fn example_names(machine: &Machine) -> String {
         .take(4)
         .map(|&n| format!("`{}`", machine.node(n).name))
         .collect();
-    format!("{}{}", names.join(", "), if machine.node_count() > 4 { ", …" } else { "" })
+    format!(
+        "{}{}",
+        names.join(", "),
+        if machine.node_count() > 4 {
+            ", …"
+        } else {
+            ""
+        }
+    )
 }
 
 /// Chooses a method for one phase and lowers it.
@@ -241,7 +246,11 @@ fn lower_phase(
                 let logical = ring::both_directions(&rings);
                 let phase = ring::lower(spec, method.name(), machine.node_count(), &logical)
                     .ok_or_else(|| {
-                        Problem::at(at.clone(), "internal: lowering refused a supported collective", "here")
+                        Problem::at(
+                            at.clone(),
+                            "internal: lowering refused a supported collective",
+                            "here",
+                        )
                     })?;
                 let reason = if wanted == "auto" {
                     let skipped: Vec<String> = refusals
@@ -280,7 +289,8 @@ fn lower_phase(
     for (m, e) in &refusals {
         problem = problem.note(format!("{m}: {e}"));
     }
-    Err(problem.hint("ring methods need a cycle through every compute node; add links so that one exists"))
+    Err(problem
+        .hint("ring methods need a cycle through every compute node; add links so that one exists"))
 }
 
 fn describe(c: Collective) -> String {

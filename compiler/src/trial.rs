@@ -75,7 +75,11 @@ pub fn adjust(
 }
 
 /// Runs one phase twice on random data seeded by `seed` and compares with the reference.
-pub fn run_phase(verified: &VerifiedSchedule, phase: &Phase, seed: u64) -> Result<PhaseRun, String> {
+pub fn run_phase(
+    verified: &VerifiedSchedule,
+    phase: &Phase,
+    seed: u64,
+) -> Result<PhaseRun, String> {
     let machine = &verified.schedule().machine;
     let nodes = machine.compute_nodes().count();
     let bytes = u128::from(phase.elements) * nodes as u128 * u128::from(phase.dtype.size_bytes());
@@ -93,7 +97,8 @@ pub fn run_phase(verified: &VerifiedSchedule, phase: &Phase, seed: u64) -> Resul
     let inputs = random_inputs(phase.dtype, phase.op, nodes, len, seed);
     let fail = |e: runtime_lite::Error| format!("error: running phase `{}`: {e}", phase.name);
     let first = runtime_lite::run_phase_any(verified, &phase.name, inputs.clone()).map_err(fail)?;
-    let second = runtime_lite::run_phase_any(verified, &phase.name, inputs.clone()).map_err(fail)?;
+    let second =
+        runtime_lite::run_phase_any(verified, &phase.name, inputs.clone()).map_err(fail)?;
     let expected = runtime_lite::reference_any(machine, phase, &inputs).map_err(fail)?;
     let mismatch = runtime_lite::compare_any(machine, phase, &inputs, &expected, &first)
         .err()

@@ -1,6 +1,7 @@
 //! The bad-input gallery: every file in `tests/bad/` must be refused with a diagnostic that
 //! points into the file; the rendered diagnostic is pinned as a snapshot under
 //! `snapshots/bad/`. Adding a case means adding a file.
+#![allow(clippy::panic, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use topoc::{diag, Error, Options};
@@ -20,7 +21,10 @@ fn cases() -> Vec<PathBuf> {
 #[test]
 fn every_bad_file_is_refused_with_a_pinned_diagnostic() {
     for path in cases() {
-        let name = path.file_stem().and_then(|s| s.to_str()).expect("utf-8 name");
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .expect("utf-8 name");
         let source = std::fs::read_to_string(&path).expect("readable case");
         let problems = match topoc::compile(&source, &Options::default()) {
             Err(Error::Topology(problems)) => problems,

@@ -2,6 +2,7 @@
 //! reference reduction for every element type, checked for bit-reproducibility, and its
 //! emitted schedule pinned under `snapshots/examples/`. The folder is the list of cases:
 //! adding a case means adding a file.
+#![allow(clippy::panic, clippy::unwrap_used)]
 
 use schedule_ir::serial::{self, Format};
 use schedule_ir::{Collective, DType, VerifiedSchedule};
@@ -29,7 +30,9 @@ fn compile(path: &Path) -> VerifiedSchedule {
 }
 
 fn name(path: &Path) -> &str {
-    path.file_stem().and_then(|s| s.to_str()).expect("utf-8 name")
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .expect("utf-8 name")
 }
 
 #[test]
@@ -95,13 +98,15 @@ fn allreduce_results_agree_bitwise_across_nodes() {
             }
             let nodes = verified.schedule().machine.compute_nodes().count();
             let inputs = trial::random_inputs(phase.dtype, phase.op, nodes, 10_007, 9);
-            let out = runtime_lite::run_phase_any(&verified, &phase.name, inputs)
-                .expect("runs");
+            let out = runtime_lite::run_phase_any(&verified, &phase.name, inputs).expect("runs");
             let runtime_lite::Buffers::F32(out) = out else {
                 panic!("f32 in, f32 out");
             };
             for (n, v) in out.iter().enumerate() {
-                let same = v.iter().zip(&out[0]).all(|(a, b)| a.to_bits() == b.to_bits());
+                let same = v
+                    .iter()
+                    .zip(&out[0])
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
                 assert!(same, "{}: node {n} differs from node 0", path.display());
             }
         }

@@ -8,7 +8,7 @@
 //! # Contents
 //! - the IR types (this module), with their invariants written on the fields;
 //! - [`serial`]: reading and writing schedules as RON (the default) and JSON;
-//! - [`verify`]: the verifier, which turns a [`Schedule`] into a [`VerifiedSchedule`] or a list
+//! - [`verify`](mod@verify): the verifier, which turns a [`Schedule`] into a [`VerifiedSchedule`] or a list
 //!   of every problem it found;
 //! - [`cost`]: the α-β cost model and lower bounds.
 //!
@@ -31,6 +31,14 @@
 //! Then every node passes a barrier and step `k + 1` begins. Because reads see only the state
 //! at the start of a step and writes are applied in a fixed order, the result never depends on
 //! timing: the same schedule on the same inputs gives bit-identical outputs, floats included.
+//!
+//! # Routes, links and lanes
+//!
+//! A send names the link it leaves on and, when it crosses switches, the further links of its
+//! route ([`Instr::Send::via`]); every node a route passes through is a switch, and the receive
+//! names the route's last link. A transfer occupies one direction of every link of its route for
+//! the whole step; each direction of a link carries at most [`Link::lanes`] transfers per step.
+//! Directions are numbered machine-wide (see [`Link`] and [`Hop::direction`]).
 //!
 //! # Buffers
 //!

@@ -2,7 +2,7 @@
 //!
 //! Writing is deterministic: the same schedule always gives the same bytes. Reading checks the
 //! syntax and the format version only; a schedule read from a file must still go through
-//! [`crate::verify`] before anything uses it.
+//! [`crate::verify()`] before anything uses it.
 
 use crate::{Schedule, FORMAT_VERSION};
 use thiserror::Error;

@@ -13,7 +13,9 @@ fn doc() -> String {
 
 /// The body of the first fenced block with the given language after `after`.
 fn block(text: &str, after: &str, lang: &str) -> String {
-    let start = text.find(after).unwrap_or_else(|| panic!("no `{after}` in docs/ir.md"));
+    let start = text
+        .find(after)
+        .unwrap_or_else(|| panic!("no `{after}` in docs/ir.md"));
     let rest = &text[start..];
     let open = format!("```{lang}\n");
     let body = &rest[rest.find(&open).unwrap() + open.len()..];

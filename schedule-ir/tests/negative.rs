@@ -744,17 +744,86 @@ fn errors_of_every_phase_are_reported() {
 }
 
 #[test]
-fn verify_errors_display_lists_every_error() {
+fn verify_errors_display_and_serialise() {
     let mut s = ring_allreduce(4, 1024);
     phase(&mut s).programs[2].steps.pop();
     phase(&mut s).programs[3].steps.pop();
     let e = verify(s).unwrap_err();
+    assert_eq!(e.to_string(), "schedule failed verification (2 errors)");
     assert_eq!(
-        e.to_string(),
-        "schedule failed verification (2 errors):\n\
-         phase `grads`: N2's program has 5 steps, but the phase has 6\n\
-         phase `grads`: N3's program has 5 steps, but the phase has 6"
+        e.errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        vec![
+            "phase `grads`: N2's program has 5 steps, but the phase has 6",
+            "phase `grads`: N3's program has 5 steps, but the phase has 6",
+        ]
     );
     let json = serde_json::to_value(&e).unwrap();
     assert_eq!(json["errors"][0]["StepCount"]["node"]["name"], "N2");
+}
+
+#[test]
+fn owners_roots_and_compute_nodes() {
+    let mut s = ring_allgather(3, 30);
+    s.machine.nodes.push(schedule_ir::Node {
+        name: "S".into(),
+        kind: NodeKind::Switch,
+    });
+    phase(&mut s).programs.push(Default::default());
+    phase(&mut s).chunks[1].owner = Some(NodeId(3));
+    assert_eq!(
+        messages(s.clone()),
+        vec!["phase `grads`: the owner of chunk 1, S, is a switch; owners must be compute nodes"]
+    );
+    phase(&mut s).chunks[1].owner = Some(NodeId(0));
+    phase(&mut s).collective = schedule_ir::Collective::Reduce { root: NodeId(9) };
+    assert_eq!(
+        messages(s.clone()),
+        vec!["phase `grads`: the root node#9 does not exist (the machine has 4 nodes)"]
+    );
+    for node in &mut s.machine.nodes {
+        node.kind = NodeKind::Switch;
+    }
+    assert_eq!(messages(s), vec!["machine `ring-3` has no compute nodes"]);
+}
+
+#[test]
+fn broadcast_from_the_wrong_node() {
+    // The chain broadcast from N0, declared as a broadcast from N1: N0 sends data it does not
+    // have (poisoning what N1 stores), and N0 never receives N1's vector.
+    let mut s = chain_broadcast(3, 2, 10);
+    phase(&mut s).collective = schedule_ir::Collective::Broadcast { root: NodeId(1) };
+    assert_eq!(
+        messages(s),
+        vec![
+            "phase `grads`, step 0: N0's send to N1 reads chunk 0 of buffer `data`, which is undefined at the start of the step",
+            "phase `grads`, step 0: N0's send to N1 reads chunk 1 of buffer `data`, which is undefined at the start of the step",
+            "phase `grads`: N0 ends step 1 with chunk 0 undefined but broadcast needs exactly the input of N1; missing {N1}",
+            "phase `grads`: N0 ends step 1 with chunk 1 undefined but broadcast needs exactly the input of N1; missing {N1}",
+        ]
+    );
+}
+
+#[test]
+fn local_copies_read_at_the_start_of_the_step() {
+    // In an allgather, N1 parks its own chunk 2 in scratch (step 0) and copies it back (step 1):
+    // harmless. Copying it back in step 0 already reads scratch before the park lands.
+    let mut s = with_scratch(ring_allgather(3, 30));
+    let park = Instr::Copy {
+        src: BufferId(0),
+        dst: BufferId(1),
+        chunks: ids(&[2]),
+    };
+    let back = Instr::Copy {
+        src: BufferId(1),
+        dst: BufferId(0),
+        chunks: ids(&[2]),
+    };
+    at(&mut s, 1, 0).push(park);
+    at(&mut s, 1, 1).push(back.clone());
+    assert!(verify(s.clone()).is_ok());
+    at(&mut s, 1, 0).push(back);
+    assert_eq!(
+        messages(s),
+        vec!["phase `grads`, step 0: N1's copy reads chunk 2 of buffer `scratch`, which is undefined at the start of the step"]
+    );
 }

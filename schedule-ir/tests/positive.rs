@@ -79,7 +79,10 @@ fn unidirectional_ring_report() {
     assert_eq!(p.vector_bytes, 4096);
     assert_eq!(p.step_reports.len(), 6);
     for s in &p.step_reports {
-        assert_eq!((s.busy, s.idle, s.max_bytes, s.bytes_sent), (4, 4, 1024, 4096));
+        assert_eq!(
+            (s.busy, s.idle, s.max_bytes, s.bytes_sent),
+            (4, 4, 1024, 4096)
+        );
     }
     assert_eq!(p.bytes_sent, 6 * 4096);
     assert_eq!(p.link_bytes, 6 * 4096);
@@ -116,7 +119,10 @@ fn bidirectional_ring_uses_every_direction_in_every_step() {
     let v = ok(bidir_ring_allreduce(4, 1, 1024));
     let p = &v.report().phases[0];
     for s in &p.step_reports {
-        assert_eq!((s.busy, s.idle, s.max_bytes, s.bytes_sent), (8, 0, 512, 4096));
+        assert_eq!(
+            (s.busy, s.idle, s.max_bytes, s.bytes_sent),
+            (8, 0, 512, 4096)
+        );
     }
     assert_eq!(p.idle_direction_steps, 0);
     assert!(p.never_used.is_empty());
@@ -159,7 +165,10 @@ fn other_collectives_report_bytes() {
     let v = ok(chain_broadcast(4, 2, 100));
     let p = &v.report().phases[0];
     assert_eq!(p.bytes_sent, 3 * 400);
-    assert!(p.step_reports.iter().all(|s| s.busy == 1 && s.max_bytes == 400));
+    assert!(p
+        .step_reports
+        .iter()
+        .all(|s| s.busy == 1 && s.max_bytes == 400));
     // Root egress: 2 links × 12.5e9 B/s; m = 400 B.
     assert!(close(p.bound.traffic_seconds, 400.0 / 25e9));
     assert_eq!(p.root.as_ref().map(|r| r.name.as_str()), Some("N0"));
@@ -197,5 +206,8 @@ fn report_serialises() {
     assert_eq!(json["phases"][0]["steps"], 4);
     assert_eq!(json["phases"][0]["bound"]["which"], "latency");
     assert_eq!(json["directions"][1]["from"]["name"], "N1");
-    assert_eq!(json["phases"][0]["step_reports"][0]["loads"][0]["bytes"], 40);
+    assert_eq!(
+        json["phases"][0]["step_reports"][0]["loads"][0]["bytes"],
+        40
+    );
 }

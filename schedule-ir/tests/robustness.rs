@@ -170,13 +170,20 @@ fn mutate(s: &mut Schedule, rng: &mut Rng) {
                         }
                     }
                 },
-                Instr::Reduce { src, dst, chunks: cs } | Instr::Copy { src, dst, chunks: cs } => {
-                    match what {
-                        2 => *src = BufferId(rng.id(buffers)),
-                        3 => *dst = BufferId(rng.id(buffers)),
-                        _ => cs.push(ChunkId(rng.id(chunks))),
-                    }
+                Instr::Reduce {
+                    src,
+                    dst,
+                    chunks: cs,
                 }
+                | Instr::Copy {
+                    src,
+                    dst,
+                    chunks: cs,
+                } => match what {
+                    2 => *src = BufferId(rng.id(buffers)),
+                    3 => *dst = BufferId(rng.id(buffers)),
+                    _ => cs.push(ChunkId(rng.id(chunks))),
+                },
             }
         }
     }
@@ -196,7 +203,10 @@ fn pair_mutation(s: &mut Schedule, rng: &mut Rng) {
     let Some(i) = step.iter().position(|i| matches!(i, Instr::Send { .. })) else {
         return;
     };
-    let Instr::Send { to, chunks: sent, .. } = step[i].clone() else {
+    let Instr::Send {
+        to, chunks: sent, ..
+    } = step[i].clone()
+    else {
         return;
     };
     let t = to.index();

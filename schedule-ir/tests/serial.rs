@@ -64,7 +64,11 @@ fn other_versions_are_refused() {
 #[test]
 fn syntax_errors_say_where() {
     match serial::from_str("Schedule(format_version: 1, machine: oops)") {
-        Err(ReadError::Syntax { format: "RON", line: 1, .. }) => {}
+        Err(ReadError::Syntax {
+            format: "RON",
+            line: 1,
+            ..
+        }) => {}
         other => panic!("expected a RON syntax error, got {other:?}"),
     }
     match serial::from_str("{\n  \"format_version\": 1,\n  \"machine\": 3\n}") {

@@ -22,7 +22,10 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
     for method in Method::ALL {
         match method.embed(&machine) {
             Ok(rings) => {
-                println!("  {method}: {} link-disjoint Hamiltonian ring(s), proved", rings.len());
+                println!(
+                    "  {method}: {} link-disjoint Hamiltonian ring(s), proved",
+                    rings.len()
+                );
                 for (i, r) in rings.iter().enumerate() {
                     println!("    ring {}: {}", i + 1, abbreviate(&r.describe(&machine)));
                 }

@@ -21,7 +21,11 @@ pub fn compile(
         Emit::Json => Format::Json,
     };
     let out = serial::to_string(compiled.schedule.schedule(), format);
-    for (note, phase) in compiled.notes.iter().zip(&compiled.schedule.schedule().phases) {
+    for (note, phase) in compiled
+        .notes
+        .iter()
+        .zip(&compiled.schedule.schedule().phases)
+    {
         eprintln!(
             "phase `{}`: {} ({}), {} steps, {} chunks — {}",
             note.phase,

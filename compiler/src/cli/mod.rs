@@ -144,7 +144,14 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             seed,
             phase,
             format,
-        } => run::run(&input, dtype.map(Into::into), elements, seed, phase.as_deref(), format),
+        } => run::run(
+            &input,
+            dtype.map(Into::into),
+            elements,
+            seed,
+            phase.as_deref(),
+            format,
+        ),
     }
 }
 

@@ -4,9 +4,9 @@
 use super::{load_verified, ReportFormat};
 use schedule_ir::DType;
 use serde::Serialize;
-use topoc::trial::{adjust, run_phase, PhaseRun};
 use std::path::Path;
 use std::process::ExitCode;
+use topoc::trial::{adjust, run_phase, PhaseRun};
 
 pub fn run(
     path: &Path,
@@ -90,4 +90,3 @@ pub fn run(
         ExitCode::FAILURE
     })
 }
-

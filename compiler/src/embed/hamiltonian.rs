@@ -115,7 +115,12 @@ impl<'a> Searcher<'a> {
 
     /// Unvisited neighbours of `v`, ordered so that `pop` yields the one with the fewest
     /// unvisited neighbours first (ties: lowest id).
-    fn order(&self, v: usize, visited: &[bool], forbidden: &BTreeSet<LinkId>) -> Vec<(usize, LinkId)> {
+    fn order(
+        &self,
+        v: usize,
+        visited: &[bool],
+        forbidden: &BTreeSet<LinkId>,
+    ) -> Vec<(usize, LinkId)> {
         let mut out: Vec<(usize, usize, LinkId)> = Vec::new();
         for &(u, l) in &self.adj[v] {
             if visited[u] || forbidden.contains(&l) || out.iter().any(|&(_, w, _)| w == u) {

@@ -115,11 +115,7 @@ pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> 
         if ring.nodes.len() != ring.links.len() {
             return Err(EmbedError::NotHamiltonian {
                 ring: r,
-                detail: format!(
-                    "{} nodes but {} links",
-                    ring.nodes.len(),
-                    ring.links.len()
-                ),
+                detail: format!("{} nodes but {} links", ring.nodes.len(), ring.links.len()),
             });
         }
         let mut seen = vec![false; machine.node_count()];

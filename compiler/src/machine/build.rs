@@ -73,7 +73,11 @@ pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
                     .hint("a collective needs at least two nodes to exchange anything"),
                 );
             } else if u64::from(*nodes) > MAX_NODES {
-                problems.push(too_many(path!["machine", "nodes"], (*nodes).into(), "nodes"));
+                problems.push(too_many(
+                    path!["machine", "nodes"],
+                    (*nodes).into(),
+                    "nodes",
+                ));
             }
             if !problems.is_empty() {
                 return Err(problems);
@@ -135,10 +139,11 @@ fn check_connected(machine: &Machine) -> Result<(), Vec<Problem>> {
     let labels = uf.into_labeling();
     let mut parts: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
     for (i, label) in labels.iter().enumerate() {
-        parts
-            .entry(*label)
-            .or_default()
-            .push(machine.graph[petgraph::graph::NodeIndex::new(i)].name.clone());
+        parts.entry(*label).or_default().push(
+            machine.graph[petgraph::graph::NodeIndex::new(i)]
+                .name
+                .clone(),
+        );
     }
     if parts.len() <= 1 {
         return Ok(());
@@ -160,5 +165,7 @@ fn check_connected(machine: &Machine) -> Result<(), Vec<Problem>> {
         ),
         format!("{} separate parts", parts.len()),
     )
-    .hint("add links joining the parts, or declare them as separate machines")])
+    .hint(
+        "add links joining the parts, or declare them as separate machines",
+    )])
 }

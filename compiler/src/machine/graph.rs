@@ -65,7 +65,10 @@ pub fn graph(
                     format!("link id `{}` is declared twice", l.id),
                     "declared again here",
                 )
-                .also(path!["machine", "links", first, "id"], "first declared here")
+                .also(
+                    path!["machine", "links", first, "id"],
+                    "first declared here",
+                )
                 .hint("link ids must be unique in a machine; rename one"),
             );
         } else {

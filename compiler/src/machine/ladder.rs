@@ -57,7 +57,12 @@ pub fn ladder(name: &str, pairs: usize, link: LinkParams, rung: LinkParams) -> M
             .map(|k| [LinkId::new(2 * k), LinkId::new(2 * k + 1)])
             .collect(),
         sides: (0..positions)
-            .map(|k| [LinkId::new(2 * pairs + 2 * k), LinkId::new(2 * pairs + 2 * k + 1)])
+            .map(|k| {
+                [
+                    LinkId::new(2 * pairs + 2 * k),
+                    LinkId::new(2 * pairs + 2 * k + 1),
+                ]
+            })
             .collect(),
     };
     names::uniform(name, n, &links, &params, Shape::Ladder(layout))
@@ -82,7 +87,11 @@ mod tests {
             ]
         );
         for node in 0..8 {
-            assert_eq!(m.links_at(NodeId::new(node)).len(), 4, "N{node} has 4 links");
+            assert_eq!(
+                m.links_at(NodeId::new(node)).len(),
+                4,
+                "N{node} has 4 links"
+            );
         }
     }
 
@@ -100,7 +109,10 @@ mod tests {
         let m = ladder("l", 12, LinkParams::default(), LinkParams::default());
         let names = ids(&m);
         assert!(names.contains(&"L10.11.1".to_string()));
-        assert!(names.contains(&"L0.22".to_string()), "return link on side 0");
+        assert!(
+            names.contains(&"L0.22".to_string()),
+            "return link on side 0"
+        );
         let unique: std::collections::BTreeSet<_> = names.iter().collect();
         assert_eq!(unique.len(), names.len());
     }

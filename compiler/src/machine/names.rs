@@ -36,27 +36,6 @@ impl LinkNames {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn small_machines_use_the_seed_spelling() {
-        let n = LinkNames::for_nodes(8);
-        assert_eq!(n.link(0, 1, Some(1)), "L011");
-        assert_eq!(n.link(6, 0, None), "L06");
-        assert_eq!(n.link(1, 3, None), "L13");
-    }
-
-    #[test]
-    fn large_machines_stay_unambiguous() {
-        let n = LinkNames::for_nodes(24);
-        assert_eq!(n.link(10, 11, Some(2)), "L10.11.2");
-        assert_eq!(n.link(1, 0, Some(1)), "L0.1.1");
-        assert_ne!(n.link(1, 11, None), n.link(11, 1, Some(1)));
-    }
-}
-
 /// Ids for a list of links given by endpoints: links that share their two endpoints get lane
 /// digits in list order, the others none.
 pub fn name_links(names: LinkNames, links: &[(usize, usize)]) -> Vec<String> {
@@ -117,5 +96,26 @@ pub fn uniform(
         name: name.to_string(),
         graph,
         shape,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_machines_use_the_seed_spelling() {
+        let n = LinkNames::for_nodes(8);
+        assert_eq!(n.link(0, 1, Some(1)), "L011");
+        assert_eq!(n.link(6, 0, None), "L06");
+        assert_eq!(n.link(1, 3, None), "L13");
+    }
+
+    #[test]
+    fn large_machines_stay_unambiguous() {
+        let n = LinkNames::for_nodes(24);
+        assert_eq!(n.link(10, 11, Some(2)), "L10.11.2");
+        assert_eq!(n.link(1, 0, Some(1)), "L0.1.1");
+        assert_ne!(n.link(1, 11, None), n.link(11, 1, Some(1)));
     }
 }

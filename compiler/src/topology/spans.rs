@@ -478,7 +478,8 @@ Topology(
     fn missing_path_falls_back_to_deepest_ancestor() {
         assert_eq!(
             text(path!["machine", "links", 7]),
-            &SRC[SRC.find("[\n            (id").unwrap_or(0)..SRC.find("],\n    ),").unwrap_or(0) + 1]
+            &SRC[SRC.find("[\n            (id").unwrap_or(0)
+                ..SRC.find("],\n    ),").unwrap_or(0) + 1]
         );
     }
 

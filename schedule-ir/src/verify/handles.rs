@@ -3,10 +3,11 @@
 //! Nothing here indexes a vector with a value from the schedule before checking it; the later
 //! passes run only when this one found nothing, and may then index freely.
 
-use super::{action, buffer, link, node, step_id, AnyId, VerifyError};
+use super::instrs::InstrChecker;
+use super::{buffer, link, node, step_id, VerifyError};
 use crate::{
-    Buffer, BufferKind, Chunk, ChunkId, Collective, Instr, Link, LinkId, Machine, Node, NodeId,
-    NodeKind, Phase, Program, Schedule, StepId, FORMAT_VERSION,
+    Buffer, BufferKind, Chunk, ChunkId, Collective, Link, LinkId, Machine, Node, NodeId, NodeKind,
+    Phase, Program, Schedule, FORMAT_VERSION,
 };
 use std::collections::BTreeMap;
 
@@ -173,7 +174,7 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
 }
 
 /// The kind of node `id`, if it exists.
-fn kind(machine: &Machine, id: NodeId) -> Option<NodeKind> {
+pub(super) fn kind(machine: &Machine, id: NodeId) -> Option<NodeKind> {
     machine.nodes.get(id.index()).map(|n| n.kind)
 }
 
@@ -300,13 +301,7 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
             nodes,
         });
     }
-    let mut checker = InstrChecker {
-        machine,
-        phase,
-        seen: vec![0; chunks.len()],
-        generation: 0,
-        errors,
-    };
+    let mut checker = InstrChecker::new(machine, phase, errors);
     for (n, (program, n_info)) in programs.iter().zip(&machine.nodes).enumerate() {
         let Program {
             steps: program_steps,
@@ -315,7 +310,7 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         let count_ok = program_steps.len() == *steps as usize
             || (n_info.kind == NodeKind::Switch && program_steps.is_empty());
         if !count_ok {
-            checker.errors.push(VerifyError::StepCount {
+            checker.report(VerifyError::StepCount {
                 phase: name.clone(),
                 node: node(machine, id),
                 steps: program_steps.len(),
@@ -325,7 +320,7 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         match n_info.kind {
             NodeKind::Switch => {
                 if let Some(k) = program_steps.iter().position(|s| !s.is_empty()) {
-                    checker.errors.push(VerifyError::SwitchProgram {
+                    checker.report(VerifyError::SwitchProgram {
                         phase: name.clone(),
                         step: step_id(k),
                         node: node(machine, id),
@@ -345,224 +340,6 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
             for instr in program.steps.get(k).into_iter().flatten() {
                 checker.instr(step_id(k), super::node_id(n), instr);
             }
-        }
-    }
-}
-
-/// Checks instructions, with a reusable marker array for repeated chunks.
-struct InstrChecker<'a> {
-    machine: &'a Machine,
-    phase: &'a Phase,
-    /// `seen[c] == generation` when chunk `c` is in the list being checked.
-    seen: Vec<u64>,
-    generation: u64,
-    errors: &'a mut Vec<VerifyError>,
-}
-
-impl InstrChecker<'_> {
-    /// Reports `id` unless it is below `count`; returns whether it is.
-    fn in_range(&mut self, step: StepId, at: NodeId, act: &Instr, id: AnyId) -> bool {
-        let (index, count) = match id {
-            AnyId::Node(i) => (i.index(), self.machine.nodes.len()),
-            AnyId::Link(i) => (i.index(), self.machine.links.len()),
-            AnyId::Chunk(i) => (i.index(), self.phase.chunks.len()),
-            AnyId::Buffer(i) => (i.index(), self.phase.buffers.len()),
-        };
-        if index < count {
-            return true;
-        }
-        self.errors.push(VerifyError::UnknownId {
-            phase: self.phase.name.clone(),
-            step,
-            node: node(self.machine, at),
-            action: action(self.machine, act),
-            id,
-            count,
-        });
-        false
-    }
-
-    fn instr(&mut self, step: StepId, at: NodeId, instr: &Instr) {
-        let act = instr;
-        match instr {
-            Instr::Send {
-                link: first,
-                via,
-                to,
-                buffer: b,
-                chunks,
-            } => {
-                let mut route_ok = true;
-                for l in std::iter::once(first).chain(via) {
-                    route_ok &= self.in_range(step, at, act, AnyId::Link(*l));
-                }
-                let to_ok = self.in_range(step, at, act, AnyId::Node(*to));
-                self.in_range(step, at, act, AnyId::Buffer(*b));
-                if to_ok {
-                    self.peer(step, at, act, *to);
-                }
-                if route_ok && to_ok {
-                    self.route(step, at, act, *to, *first, via);
-                }
-                self.chunk_list(step, at, act, chunks);
-            }
-            Instr::Recv {
-                link: l,
-                from,
-                buffer: b,
-                chunks,
-                mode: _,
-            } => {
-                let link_ok = self.in_range(step, at, act, AnyId::Link(*l));
-                let from_ok = self.in_range(step, at, act, AnyId::Node(*from));
-                self.in_range(step, at, act, AnyId::Buffer(*b));
-                if from_ok {
-                    self.peer(step, at, act, *from);
-                }
-                if link_ok {
-                    if let Some(lk) = self.machine.links.get(l.index()) {
-                        if lk.other(at).is_none() {
-                            self.errors.push(VerifyError::WrongLink {
-                                phase: self.phase.name.clone(),
-                                step,
-                                node: node(self.machine, at),
-                                action: action(self.machine, act),
-                                link: link(self.machine, *l),
-                                ends: [node(self.machine, lk.a), node(self.machine, lk.b)],
-                            });
-                        }
-                    }
-                }
-                self.chunk_list(step, at, act, chunks);
-            }
-            Instr::Reduce { src, dst, chunks } | Instr::Copy { src, dst, chunks } => {
-                let src_ok = self.in_range(step, at, act, AnyId::Buffer(*src));
-                let dst_ok = self.in_range(step, at, act, AnyId::Buffer(*dst));
-                if src_ok && dst_ok && src == dst {
-                    self.errors.push(VerifyError::SameBuffer {
-                        phase: self.phase.name.clone(),
-                        step,
-                        node: node(self.machine, at),
-                        action: action(self.machine, act),
-                        buffer: buffer(self.phase, *src),
-                    });
-                }
-                self.chunk_list(step, at, act, chunks);
-            }
-        }
-    }
-
-    /// A chunk list: not empty, ids in range, no repeats.
-    fn chunk_list(&mut self, step: StepId, at: NodeId, act: &Instr, chunks: &[ChunkId]) {
-        if chunks.is_empty() {
-            self.errors.push(VerifyError::EmptyChunkList {
-                phase: self.phase.name.clone(),
-                step,
-                node: node(self.machine, at),
-                action: action(self.machine, act),
-            });
-            return;
-        }
-        self.generation += 1;
-        for &c in chunks {
-            if !self.in_range(step, at, act, AnyId::Chunk(c)) {
-                continue;
-            }
-            let Some(mark) = self.seen.get_mut(c.index()) else {
-                continue;
-            };
-            if *mark == self.generation {
-                self.errors.push(VerifyError::RepeatedChunk {
-                    phase: self.phase.name.clone(),
-                    step,
-                    node: node(self.machine, at),
-                    action: action(self.machine, act),
-                    chunk: c,
-                });
-            }
-            *mark = self.generation;
-        }
-    }
-
-    /// A send's or receive's peer (known to exist) is another compute node.
-    fn peer(&mut self, step: StepId, at: NodeId, act: &Instr, peer: NodeId) {
-        if peer == at {
-            self.errors.push(VerifyError::PeerIsSelf {
-                phase: self.phase.name.clone(),
-                step,
-                node: node(self.machine, at),
-                action: action(self.machine, act),
-            });
-        } else if kind(self.machine, peer) == Some(NodeKind::Switch) {
-            self.errors.push(VerifyError::PeerIsSwitch {
-                phase: self.phase.name.clone(),
-                step,
-                node: node(self.machine, at),
-                action: action(self.machine, act),
-            });
-        }
-    }
-
-    /// Walks a send's route (every link id known to exist) from the sender.
-    fn route(
-        &mut self,
-        step: StepId,
-        at: NodeId,
-        act: &Instr,
-        to: NodeId,
-        first: LinkId,
-        via: &[LinkId],
-    ) {
-        let machine = self.machine;
-        let mut here = at;
-        for (i, l) in std::iter::once(first).chain(via.iter().copied()).enumerate() {
-            let Some(lk) = machine.links.get(l.index()) else {
-                return;
-            };
-            let Some(next) = lk.other(here) else {
-                let ends = [node(machine, lk.a), node(machine, lk.b)];
-                self.errors.push(if i == 0 {
-                    VerifyError::WrongLink {
-                        phase: self.phase.name.clone(),
-                        step,
-                        node: node(machine, at),
-                        action: action(self.machine, act),
-                        link: link(machine, l),
-                        ends,
-                    }
-                } else {
-                    VerifyError::RouteBroken {
-                        phase: self.phase.name.clone(),
-                        step,
-                        node: node(machine, at),
-                        to: node(machine, to),
-                        link: link(machine, l),
-                        at: node(machine, here),
-                        ends,
-                    }
-                });
-                return;
-            };
-            // The route continues from `here`: if it is not the sender, it must forward.
-            if i > 0 && kind(machine, here) == Some(NodeKind::Compute) {
-                self.errors.push(VerifyError::RouteThroughCompute {
-                    phase: self.phase.name.clone(),
-                    step,
-                    node: node(machine, at),
-                    to: node(machine, to),
-                    through: node(machine, here),
-                });
-            }
-            here = next;
-        }
-        if here != to {
-            self.errors.push(VerifyError::RouteEndsElsewhere {
-                phase: self.phase.name.clone(),
-                step,
-                node: node(machine, at),
-                to: node(machine, to),
-                end: node(machine, here),
-            });
         }
     }
 }

@@ -6,8 +6,10 @@
 //! phase is reported (a phase's errors come together, in pass order). Each invariant is listed
 //! with the [`VerifyError`] variant that reports its violation.
 //!
-//! # 1. Well-formed (`handles.rs`)
+//! # 1. Well-formed (`handles.rs`, `instrs.rs`)
 //!
+//! If the machine itself is malformed, only the schedule-level and machine errors are reported:
+//! every route of every phase would be suspect.
 //! The schedule:
 //! - `format_version` is [`FORMAT_VERSION`](crate::FORMAT_VERSION) — [`VerifyError::FormatVersion`];
 //! - node, link, chunk, buffer and step counts fit in a `u32` — [`VerifyError::TooLarge`];
@@ -92,9 +94,12 @@
 //!   `{owner}`; broadcast — every chunk on every compute node exactly `{root}`; reduce — every
 //!   chunk on the root all inputs — [`VerifyError::WrongResult`].
 //!
-//! After an error, the chunk written is marked *poisoned*: reading, combining or checking a
-//! poisoned chunk reports nothing more, so one mistake gives one error rather than one at
-//! every node its data reaches. A store of a good value clears the mark.
+//! After an error, the chunk concerned is marked *poisoned*, and so is whatever is computed
+//! from it: reading, combining or checking a poisoned chunk reports nothing more, so a mistake
+//! is reported once rather than at every node its data reaches. A store of a good value clears
+//! the mark. (Consequences elsewhere — an input that never reached a data buffer — are still
+//! reported by the final check.) A phase whose symbolic state would exceed 2²⁷ words is not
+//! executed — [`VerifyError::TooLarge`].
 //!
 //! # 5. Balance (`report.rs`)
 //!
@@ -105,14 +110,14 @@
 mod conflicts;
 mod error;
 mod handles;
+mod instrs;
 mod matching;
+mod names;
 mod report;
 mod symbolic;
 
-pub use error::{
-    Action, AnyId, ChunkList, Expected, Named, NodeList, Transfer, VerifyError, VerifyErrors,
-    Warning,
-};
+pub use error::{VerifyError, VerifyErrors, Warning};
+pub use names::{Action, AnyId, ChunkList, Expected, Named, NodeList, Transfer};
 pub use report::{DirectionInfo, PhaseReport, Report, StepReport};
 
 use crate::{BufferId, Instr, LinkId, Machine, NodeId, Phase, Schedule};
@@ -144,35 +149,24 @@ impl VerifiedSchedule {
 /// [module doc](self) for the checks and their order).
 pub fn verify(schedule: Schedule) -> Result<VerifiedSchedule, VerifyErrors> {
     let mut errors = Vec::new();
-    let t = std::time::Instant::now();
     handles::check(&schedule, &mut errors);
-    eprintln!("TT handles {:?}", t.elapsed());
     if !errors.is_empty() {
         return Err(VerifyErrors { errors });
     }
     let machine = &schedule.machine;
     let mut warnings = Vec::with_capacity(schedule.phases.len());
     for phase in &schedule.phases {
-        let t = std::time::Instant::now();
         conflicts::check(machine, phase, &mut errors);
-        eprintln!("TT conflicts {:?}", t.elapsed());
-        let t = std::time::Instant::now();
-        let m = matching::check(machine, phase, &mut errors);
-        eprintln!("TT matching {:?}", t.elapsed());
-        let t = std::time::Instant::now();
-        let phase_warnings = match m {
+        let phase_warnings = match matching::check(machine, phase, &mut errors) {
             Some(matching) => symbolic::check(machine, phase, &matching, &mut errors),
             None => Vec::new(),
         };
-        eprintln!("TT symbolic {:?}", t.elapsed());
         warnings.push(phase_warnings);
     }
     if !errors.is_empty() {
         return Err(VerifyErrors { errors });
     }
-    let t = std::time::Instant::now();
     let report = report::build(&schedule, warnings);
-    eprintln!("TT report {:?}", t.elapsed());
     Ok(VerifiedSchedule { schedule, report })
 }
 

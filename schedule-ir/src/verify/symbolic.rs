@@ -41,7 +41,6 @@ struct Run<'a> {
     compute: Vec<NodeId>,
     /// Words per set.
     words: usize,
-    buffers: usize,
     chunks: usize,
     /// Every set, at `slot(ci, b, c) * words`.
     sets: Vec<u64>,
@@ -100,7 +99,6 @@ impl<'a> Run<'a> {
             cindex,
             compute,
             words,
-            buffers,
             chunks,
             sets: vec![0; total],
             poison: vec![false; slots],
@@ -112,8 +110,10 @@ impl<'a> Run<'a> {
         Some(run)
     }
 
+    /// Where (compute node `ci`, buffer `b`, chunk `c`) lives. Chunk-major: the copies of one
+    /// chunk on all nodes sit together, as transfers move a chunk between nodes.
     fn slot(&self, ci: usize, b: BufferId, c: ChunkId) -> usize {
-        (ci * self.buffers + b.index()) * self.chunks + c.index()
+        (b.index() * self.chunks + c.index()) * self.compute.len() + ci
     }
 
     fn ci(&self, n: NodeId) -> usize {

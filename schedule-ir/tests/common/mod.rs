@@ -1,7 +1,12 @@
 //! Hand-built schedules for the verifier's tests: ring machines and ring collectives, written
 //! out step by step without the compiler, so that the verifier is tested against schedules
 //! whose correctness can be checked by reading this file.
-#![allow(dead_code, clippy::unwrap_used, clippy::panic)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::needless_range_loop
+)]
 
 use schedule_ir::{
     Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, DType, Instr, Link, LinkId, Machine,
@@ -344,14 +349,20 @@ pub fn ids(chunks: &[u32]) -> Vec<ChunkId> {
 /// Replaces the chunk lists of the send `from → to` in step `k` and of its receive.
 pub fn set_chunks(s: &mut Schedule, k: usize, from: usize, to: usize, chunks: &[u32]) {
     for instr in at(s, from, k).iter_mut() {
-        if let Instr::Send { to: t, chunks: c, .. } = instr {
+        if let Instr::Send {
+            to: t, chunks: c, ..
+        } = instr
+        {
             if t.index() == to {
                 *c = ids(chunks);
             }
         }
     }
     for instr in at(s, to, k).iter_mut() {
-        if let Instr::Recv { from: f, chunks: c, .. } = instr {
+        if let Instr::Recv {
+            from: f, chunks: c, ..
+        } = instr
+        {
             if f.index() == from {
                 *c = ids(chunks);
             }
@@ -388,9 +399,9 @@ pub fn simulate_counts(s: &Schedule) -> Result<(), String> {
         for &n in &compute {
             for c in 0..chunks {
                 let has = match phase.collective {
-                    Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce { .. } => {
-                        true
-                    }
+                    Collective::AllReduce
+                    | Collective::ReduceScatter
+                    | Collective::Reduce { .. } => true,
                     Collective::AllGather => phase.chunks[c].owner == Some(NodeId::new(n)),
                     Collective::Broadcast { root } => root.index() == n,
                 };
@@ -445,7 +456,10 @@ pub fn simulate_counts(s: &Schedule) -> Result<(), String> {
                             mode,
                         } => {
                             let Some(send) = sends.iter_mut().find(|s| {
-                                !s.5 && s.0 == from.index() && s.1 == n && s.2 == *link && s.3 == *chunks
+                                !s.5 && s.0 == from.index()
+                                    && s.1 == n
+                                    && s.2 == *link
+                                    && s.3 == *chunks
                             }) else {
                                 return Err(format!("step {k}: receive on node {n} unmatched"));
                             };

@@ -1,0 +1,246 @@
+//! Pass 1, well-formed, for instructions: ids in range, peers, routes and chunk lists.
+
+use super::handles::kind;
+use super::{action, buffer, link, node, AnyId, VerifyError};
+use crate::{ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, StepId};
+
+/// Checks instructions, with a reusable marker array for repeated chunks.
+pub(super) struct InstrChecker<'a> {
+    machine: &'a Machine,
+    phase: &'a Phase,
+    /// `seen[c] == generation` when chunk `c` is in the list being checked.
+    seen: Vec<u64>,
+    generation: u64,
+    errors: &'a mut Vec<VerifyError>,
+}
+
+impl<'a> InstrChecker<'a> {
+    /// A checker for the instructions of `phase`, reporting into `errors`.
+    pub(super) fn new(
+        machine: &'a Machine,
+        phase: &'a Phase,
+        errors: &'a mut Vec<VerifyError>,
+    ) -> Self {
+        InstrChecker {
+            machine,
+            phase,
+            seen: vec![0; phase.chunks.len()],
+            generation: 0,
+            errors,
+        }
+    }
+
+    /// Reports a problem found outside an instruction while the checker holds the error list.
+    pub(super) fn report(&mut self, error: VerifyError) {
+        self.errors.push(error);
+    }
+
+    /// Reports `id` unless it is below `count`; returns whether it is.
+    fn in_range(&mut self, step: StepId, at: NodeId, act: &Instr, id: AnyId) -> bool {
+        let (index, count) = match id {
+            AnyId::Node(i) => (i.index(), self.machine.nodes.len()),
+            AnyId::Link(i) => (i.index(), self.machine.links.len()),
+            AnyId::Chunk(i) => (i.index(), self.phase.chunks.len()),
+            AnyId::Buffer(i) => (i.index(), self.phase.buffers.len()),
+        };
+        if index < count {
+            return true;
+        }
+        self.errors.push(VerifyError::UnknownId {
+            phase: self.phase.name.clone(),
+            step,
+            node: node(self.machine, at),
+            action: action(self.machine, act),
+            id,
+            count,
+        });
+        false
+    }
+
+    pub(super) fn instr(&mut self, step: StepId, at: NodeId, instr: &Instr) {
+        let act = instr;
+        match instr {
+            Instr::Send {
+                link: first,
+                via,
+                to,
+                buffer: b,
+                chunks,
+            } => {
+                let mut route_ok = true;
+                for l in std::iter::once(first).chain(via) {
+                    route_ok &= self.in_range(step, at, act, AnyId::Link(*l));
+                }
+                let to_ok = self.in_range(step, at, act, AnyId::Node(*to));
+                self.in_range(step, at, act, AnyId::Buffer(*b));
+                if to_ok {
+                    self.peer(step, at, act, *to);
+                }
+                if route_ok && to_ok {
+                    self.route(step, at, act, *to, *first, via);
+                }
+                self.chunk_list(step, at, act, chunks);
+            }
+            Instr::Recv {
+                link: l,
+                from,
+                buffer: b,
+                chunks,
+                mode: _,
+            } => {
+                let link_ok = self.in_range(step, at, act, AnyId::Link(*l));
+                let from_ok = self.in_range(step, at, act, AnyId::Node(*from));
+                self.in_range(step, at, act, AnyId::Buffer(*b));
+                if from_ok {
+                    self.peer(step, at, act, *from);
+                }
+                if link_ok {
+                    if let Some(lk) = self.machine.links.get(l.index()) {
+                        if lk.other(at).is_none() {
+                            self.errors.push(VerifyError::WrongLink {
+                                phase: self.phase.name.clone(),
+                                step,
+                                node: node(self.machine, at),
+                                action: action(self.machine, act),
+                                link: link(self.machine, *l),
+                                ends: [node(self.machine, lk.a), node(self.machine, lk.b)],
+                            });
+                        }
+                    }
+                }
+                self.chunk_list(step, at, act, chunks);
+            }
+            Instr::Reduce { src, dst, chunks } | Instr::Copy { src, dst, chunks } => {
+                let src_ok = self.in_range(step, at, act, AnyId::Buffer(*src));
+                let dst_ok = self.in_range(step, at, act, AnyId::Buffer(*dst));
+                if src_ok && dst_ok && src == dst {
+                    self.errors.push(VerifyError::SameBuffer {
+                        phase: self.phase.name.clone(),
+                        step,
+                        node: node(self.machine, at),
+                        action: action(self.machine, act),
+                        buffer: buffer(self.phase, *src),
+                    });
+                }
+                self.chunk_list(step, at, act, chunks);
+            }
+        }
+    }
+
+    /// A chunk list: not empty, ids in range, no repeats.
+    fn chunk_list(&mut self, step: StepId, at: NodeId, act: &Instr, chunks: &[ChunkId]) {
+        if chunks.is_empty() {
+            self.errors.push(VerifyError::EmptyChunkList {
+                phase: self.phase.name.clone(),
+                step,
+                node: node(self.machine, at),
+                action: action(self.machine, act),
+            });
+            return;
+        }
+        self.generation += 1;
+        for &c in chunks {
+            if !self.in_range(step, at, act, AnyId::Chunk(c)) {
+                continue;
+            }
+            let Some(mark) = self.seen.get_mut(c.index()) else {
+                continue;
+            };
+            if *mark == self.generation {
+                self.errors.push(VerifyError::RepeatedChunk {
+                    phase: self.phase.name.clone(),
+                    step,
+                    node: node(self.machine, at),
+                    action: action(self.machine, act),
+                    chunk: c,
+                });
+            }
+            *mark = self.generation;
+        }
+    }
+
+    /// A send's or receive's peer (known to exist) is another compute node.
+    fn peer(&mut self, step: StepId, at: NodeId, act: &Instr, peer: NodeId) {
+        if peer == at {
+            self.errors.push(VerifyError::PeerIsSelf {
+                phase: self.phase.name.clone(),
+                step,
+                node: node(self.machine, at),
+                action: action(self.machine, act),
+            });
+        } else if kind(self.machine, peer) == Some(NodeKind::Switch) {
+            self.errors.push(VerifyError::PeerIsSwitch {
+                phase: self.phase.name.clone(),
+                step,
+                node: node(self.machine, at),
+                action: action(self.machine, act),
+            });
+        }
+    }
+
+    /// Walks a send's route (every link id known to exist) from the sender.
+    fn route(
+        &mut self,
+        step: StepId,
+        at: NodeId,
+        act: &Instr,
+        to: NodeId,
+        first: LinkId,
+        via: &[LinkId],
+    ) {
+        let machine = self.machine;
+        let mut here = at;
+        for (i, l) in std::iter::once(first)
+            .chain(via.iter().copied())
+            .enumerate()
+        {
+            let Some(lk) = machine.links.get(l.index()) else {
+                return;
+            };
+            let Some(next) = lk.other(here) else {
+                let ends = [node(machine, lk.a), node(machine, lk.b)];
+                self.errors.push(if i == 0 {
+                    VerifyError::WrongLink {
+                        phase: self.phase.name.clone(),
+                        step,
+                        node: node(machine, at),
+                        action: action(self.machine, act),
+                        link: link(machine, l),
+                        ends,
+                    }
+                } else {
+                    VerifyError::RouteBroken {
+                        phase: self.phase.name.clone(),
+                        step,
+                        node: node(machine, at),
+                        to: node(machine, to),
+                        link: link(machine, l),
+                        at: node(machine, here),
+                        ends,
+                    }
+                });
+                return;
+            };
+            // The route continues from `here`: if it is not the sender, it must forward.
+            if i > 0 && kind(machine, here) == Some(NodeKind::Compute) {
+                self.errors.push(VerifyError::RouteThroughCompute {
+                    phase: self.phase.name.clone(),
+                    step,
+                    node: node(machine, at),
+                    to: node(machine, to),
+                    through: node(machine, here),
+                });
+            }
+            here = next;
+        }
+        if here != to {
+            self.errors.push(VerifyError::RouteEndsElsewhere {
+                phase: self.phase.name.clone(),
+                step,
+                node: node(machine, at),
+                to: node(machine, to),
+                end: node(machine, here),
+            });
+        }
+    }
+}
