@@ -4,7 +4,6 @@ use super::{LinkInfo, Machine, NodeInfo, Shape};
 use crate::diag::Problem;
 use crate::path;
 use crate::topology::ast::{LinkDecl, LinkParams};
-use petgraph::graph::{NodeIndex, UnGraph};
 use std::collections::BTreeMap;
 
 /// Builds an explicit graph, reporting every problem in its declaration.
@@ -119,30 +118,18 @@ pub fn graph(
         return Err(problems);
     }
 
-    let mut g = UnGraph::with_capacity(nodes.len(), edges.len());
-    for n in nodes {
-        g.add_node(NodeInfo {
+    let nodes = nodes
+        .iter()
+        .map(|n| NodeInfo {
             name: n.clone(),
             kind: schedule_ir::NodeKind::Compute,
-        });
-    }
-    for (a, b, id, p) in edges {
-        g.add_edge(
-            NodeIndex::new(a),
-            NodeIndex::new(b),
-            LinkInfo {
-                name: id,
-                bandwidth_gbps: p.bandwidth_gbps,
-                latency_us: p.latency_us,
-                lanes: p.lanes,
-            },
-        );
-    }
-    Ok(Machine {
-        name: name.to_string(),
-        graph: g,
-        shape: Shape::Graph,
-    })
+        })
+        .collect();
+    let links = edges
+        .into_iter()
+        .map(|(a, b, id, p)| (a, b, LinkInfo::new(id, &p)))
+        .collect();
+    Ok(Machine::from_parts(name, nodes, links, Shape::Graph))
 }
 
 /// The declared name nearest to `wanted` by edit distance, if it is plausibly a typo.

@@ -61,7 +61,41 @@ pub struct Machine {
     pub shape: Shape,
 }
 
+impl LinkInfo {
+    /// A link called `name` with the given parameters.
+    pub fn new(name: String, params: &crate::topology::ast::LinkParams) -> LinkInfo {
+        LinkInfo {
+            name,
+            bandwidth_gbps: params.bandwidth_gbps,
+            latency_us: params.latency_us,
+            lanes: params.lanes,
+        }
+    }
+}
+
 impl Machine {
+    /// Assembles a machine: node `i` of `nodes` becomes `NodeId(i)`, link `j` of `links`
+    /// (given by endpoint indices) becomes `LinkId(j)`.
+    pub fn from_parts(
+        name: &str,
+        nodes: Vec<NodeInfo>,
+        links: Vec<(usize, usize, LinkInfo)>,
+        shape: Shape,
+    ) -> Machine {
+        let mut graph = UnGraph::with_capacity(nodes.len(), links.len());
+        for n in nodes {
+            graph.add_node(n);
+        }
+        for (a, b, info) in links {
+            graph.add_edge(NodeIndex::new(a), NodeIndex::new(b), info);
+        }
+        Machine {
+            name: name.to_string(),
+            graph,
+            shape,
+        }
+    }
+
     /// The number of nodes.
     pub fn node_count(&self) -> usize {
         self.graph.node_count()

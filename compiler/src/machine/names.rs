@@ -62,7 +62,7 @@ pub fn name_links(names: LinkNames, links: &[(usize, usize)]) -> Vec<String> {
         .collect()
 }
 
-/// A machine of `n` compute nodes `N0…` with the given links, all with the same parameters.
+/// A machine of `n` compute nodes `N0…` with the given links, `params[j]` for link `j`.
 pub fn uniform(
     name: &str,
     n: usize,
@@ -71,32 +71,20 @@ pub fn uniform(
     shape: super::Shape,
 ) -> super::Machine {
     use super::{LinkInfo, Machine, NodeInfo};
-    use petgraph::graph::{NodeIndex, UnGraph};
-    let mut graph = UnGraph::with_capacity(n, links.len());
-    for i in 0..n {
-        graph.add_node(NodeInfo {
+    let nodes = (0..n)
+        .map(|i| NodeInfo {
             name: node(i),
             kind: schedule_ir::NodeKind::Compute,
-        });
-    }
+        })
+        .collect();
     let ids = name_links(LinkNames::for_nodes(n), links);
-    for ((&(a, b), id), p) in links.iter().zip(ids).zip(params) {
-        graph.add_edge(
-            NodeIndex::new(a),
-            NodeIndex::new(b),
-            LinkInfo {
-                name: id,
-                bandwidth_gbps: p.bandwidth_gbps,
-                latency_us: p.latency_us,
-                lanes: p.lanes,
-            },
-        );
-    }
-    Machine {
-        name: name.to_string(),
-        graph,
-        shape,
-    }
+    let links = links
+        .iter()
+        .zip(ids)
+        .zip(params)
+        .map(|((&(a, b), id), p)| (a, b, LinkInfo::new(id, p)))
+        .collect();
+    Machine::from_parts(name, nodes, links, shape)
 }
 
 #[cfg(test)]
