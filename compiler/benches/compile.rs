@@ -1,8 +1,9 @@
 //! Compile + verify time of ladder allreduce schedules, 4 to 128 pairs.
 //!
 //! Run: `cargo bench -p topoc --bench compile`. The schedule of a `p`-pair ladder has
-//! `2(2p-1)` steps of `8` instructions per node, so its size grows as `p²`; the figures in
-//! BENCHMARKS.md divide the time by the instruction count to show the per-instruction cost.
+//! `2(2p-1)` steps of `8` instructions per node, so its size grows as `p²`; throughput is
+//! reported per instruction. The baseline, measured in the same run, is writing the same
+//! schedule out as RON: a cost that is linear in the schedule's size by construction.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -39,6 +40,25 @@ fn compile_and_verify(c: &mut Criterion) {
         });
     }
     group.finish();
+
+    let mut baseline = c.benchmark_group("ladder_allreduce_write_ron");
+    baseline.sample_size(10);
+    for pairs in [4usize, 8, 16, 32, 64, 128] {
+        let compiled = topoc::compile(&ladder_source(pairs), &topoc::Options::default())
+            .expect("ladder compiles");
+        baseline.throughput(Throughput::Elements(instructions(pairs)));
+        baseline.bench_with_input(
+            BenchmarkId::from_parameter(pairs),
+            compiled.schedule.schedule(),
+            |b, s| {
+                b.iter(|| {
+                    schedule_ir::serial::to_string(black_box(s), schedule_ir::serial::Format::Ron)
+                        .len()
+                })
+            },
+        );
+    }
+    baseline.finish();
 }
 
 criterion_group!(benches, compile_and_verify);

@@ -80,7 +80,10 @@ fn verify_shows_every_ladder_link_direction_busy_in_every_step() {
     let out = topoc(&["verify", "examples/ladder8.ron", "--format", "json"]);
     assert!(out.status.success());
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON report");
-    assert!(json.is_object(), "{json}");
+    assert_eq!(json["ok"], true);
+    let phase = &json["report"]["phases"][0];
+    assert_eq!(phase["idle_direction_steps"], 0, "{phase}");
+    assert_eq!(phase["steps"], 14);
 }
 
 #[test]
@@ -138,6 +141,14 @@ fn a_tampered_schedule_is_refused_by_verify_and_run() {
     assert_ne!(tampered, text, "the edit applies");
     std::fs::write(&path, tampered).expect("write");
     let p = path.to_str().expect("utf-8");
+    let out = topoc(&["verify", p, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON errors");
+    assert_eq!(json["ok"], false);
+    assert_eq!(json["errors"].as_array().map(Vec::len), Some(3), "{json}");
+    assert!(json["errors"][0]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("link L01 direction N0→N1 carries 2 transfers")));
     for cmd in ["verify", "run"] {
         let out = topoc(&[cmd, p]);
         assert!(!out.status.success(), "{cmd} refuses it");
