@@ -14,7 +14,8 @@
 //! 4. [`lower`] — one module per method, producing [`schedule_ir::Phase`]s.
 //! 5. [`compile`] — the driver that ties it together and verifies the result.
 //! 6. [`diag`] — problems with user input, rendered by codespan-reporting.
-//! 7. [`trial`] — trial runs on random data against a reference reduction (`topoc run`).
+//! 7. [`simulate`] — cost tables over message sizes (`topoc simulate`).
+//! 8. [`trial`] — trial runs on random data against a reference reduction (`topoc run`).
 
 pub mod compile;
 pub mod diag;
@@ -22,6 +23,7 @@ pub mod embed;
 pub mod error;
 pub mod lower;
 pub mod machine;
+pub mod simulate;
 pub mod topology;
 pub mod trial;
 

@@ -216,7 +216,7 @@ fn check_summarises_the_machine_and_its_rings() {
 
 #[test]
 fn every_command_has_help_with_an_example() {
-    for cmd in ["check", "compile", "verify", "run"] {
+    for cmd in ["check", "compile", "verify", "run", "simulate"] {
         let out = topoc(&[cmd, "--help"]);
         assert!(out.status.success());
         assert!(
@@ -224,4 +224,37 @@ fn every_command_has_help_with_an_example() {
             "{cmd}"
         );
     }
+}
+
+/// The ladder's ring schedules reach the total-traffic bound at large sizes: their bandwidth
+/// term equals the bound and only the latency term remains.
+#[test]
+fn simulate_reports_efficiency_against_the_bound() {
+    let out = topoc(&[
+        "simulate",
+        "examples/ladder8.ron",
+        "--sizes",
+        "1KiB,256MiB",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = json["rows"].as_array().expect("rows");
+    let row = rows
+        .iter()
+        .find(|r| r["algorithm"] == "ladder-rings" && r["bytes"] == 256u64 << 20)
+        .expect("ladder-rings at 256 MiB");
+    let efficiency = row["efficiency"].as_f64().expect("number");
+    assert!(efficiency > 0.99 && efficiency <= 1.0, "{row}");
+    assert_eq!(row["bound"]["which"], "total traffic");
+    let small = rows
+        .iter()
+        .find(|r| r["algorithm"] == "ladder-rings" && r["bytes"] == 1024)
+        .expect("1 KiB row");
+    assert_eq!(small["bound"]["which"], "latency");
+
+    let out = topoc(&["simulate", "examples/ladder8.ron", "--sizes", "12 parsecs"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("unknown unit `parsecs`"), "{}", stderr(&out));
 }

@@ -4,6 +4,7 @@
 mod check;
 mod compile;
 mod run;
+mod simulate;
 mod verify;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -82,6 +83,25 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
+    /// Estimate the time of every phase over message sizes, beside its lower bound.
+    ///
+    /// For a topology file every method that applies is costed; for a schedule, its own. The
+    /// efficiency is bound / estimate (1.0 = at the bound).
+    ///
+    /// Example: topoc simulate examples/ladder8.ron --sizes 1KiB,1MiB,256MiB
+    Simulate {
+        /// A topology file or a schedule (RON or JSON).
+        input: PathBuf,
+        /// Message sizes, comma-separated (B, KiB, MiB, GiB; KB, MB, GB).
+        #[arg(long, default_value = "1KiB,1MiB,64MiB,1GiB")]
+        sizes: String,
+        /// Only this phase (all phases when absent).
+        #[arg(long)]
+        phase: Option<String>,
+        /// Table or JSON.
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+    },
 }
 
 /// Schedule output formats.
@@ -152,6 +172,12 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             phase.as_deref(),
             format,
         ),
+        Command::Simulate {
+            input,
+            sizes,
+            phase,
+            format,
+        } => simulate::simulate(&input, &sizes, phase.as_deref(), format),
     }
 }
 

@@ -19,12 +19,20 @@
 //! - allreduce: `2(p-1)·m / E` (p-1 merges and p-1 deliveries of every block);
 //! - reduce-scatter and allgather: `(p-1)·m / E`;
 //! - broadcast and reduce: `m / egress(root)`;
-//! - every collective with `p > 1`: `α_min · ⌈log2 p⌉`, `α_min` the smallest link latency.
+//! - every collective with `p > 1`: `α_min · ⌈log2 p⌉`, `α_min` the smallest link latency;
+//! - cuts ([`cuts`]): for a cut with capacity `c` (bytes per second each way) whose two sides
+//!   hold compute nodes, what one side needs from the other divided by `c`: allreduce, broadcast
+//!   and reduce need the whole vector `m` across (a function of every input, or the root's
+//!   vector); reduce-scatter needs across the chunks the far side owns, allgather the chunks
+//!   the near side owns, whichever side is larger. This is what binds on an oversubscribed
+//!   tree uplink.
 //!
 //! The bound reported is the largest of these; efficiency is bound / estimate.
 //!
 //! The functions here do not panic on unverified input (unknown ids are skipped), but their
 //! numbers only mean something for a verified schedule.
+
+pub mod cuts;
 
 use crate::{Collective, Machine, NodeId, NodeKind, Phase, StepId};
 use serde::Serialize;
@@ -208,6 +216,8 @@ pub struct Bound {
     pub which: &'static str,
     /// The bandwidth bound (total traffic, or the root's egress for broadcast and reduce).
     pub traffic_seconds: f64,
+    /// The cut bound alone (0 when the machine has a single compute node).
+    pub cut_seconds: f64,
     /// The latency bound, `α_min · ⌈log2 p⌉`.
     pub latency_seconds: f64,
 }
@@ -275,17 +285,64 @@ pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
         0.0
     };
     let latency_seconds = alpha_min * f64::from(ceil_log2(compute.len() as u64));
-    let (seconds, which) = if latency_seconds > traffic_seconds {
-        (latency_seconds, "latency")
-    } else {
-        (traffic_seconds, traffic_name)
-    };
+    let cut_seconds = cut_bound(machine, phase, &compute, m);
+    let mut candidates = [
+        (traffic_seconds, traffic_name),
+        (cut_seconds, "cut"),
+        (latency_seconds, "latency"),
+    ];
+    // The largest binds; of equal ones the first listed wins (a stable sort keeps the order).
+    candidates.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (seconds, which) = candidates[0];
     Bound {
         seconds,
         which,
         traffic_seconds,
+        cut_seconds,
         latency_seconds,
     }
+}
+
+/// The largest, over the machine's minimum cuts, of the bytes that must cross a cut divided
+/// by its capacity.
+fn cut_bound(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> f64 {
+    let source = match phase.collective {
+        Collective::Broadcast { root } | Collective::Reduce { root } => root,
+        _ => match compute.first() {
+            Some(&n) => n,
+            None => return 0.0,
+        },
+    };
+    let owned_bytes = |inside: &[bool], want_inside: bool| -> f64 {
+        phase
+            .chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.owner
+                    .is_some_and(|o| inside.get(o.index()).copied() == Some(want_inside))
+            })
+            .map(|(i, _)| phase.chunk_bytes(crate::ChunkId::new(i)) as f64)
+            .sum()
+    };
+    cuts::min_cuts(machine, source)
+        .iter()
+        .filter(|cut| cut.capacity > 0.0)
+        .map(|cut| {
+            let needed = match phase.collective {
+                Collective::AllReduce
+                | Collective::Broadcast { .. }
+                | Collective::Reduce { .. } => m,
+                // Each side must receive the chunks it owns, reduced over the other side;
+                // for an allgather, the chunks the other side owns. Either way the larger
+                // share bounds the time, as each direction has the same capacity.
+                Collective::ReduceScatter | Collective::AllGather => {
+                    owned_bytes(&cut.inside, true).max(owned_bytes(&cut.inside, false))
+                }
+            };
+            needed / cut.capacity
+        })
+        .fold(0.0, f64::max)
 }
 
 /// `bound / estimate`, between 0 and 1 for a sound bound; 1 when the estimate is 0.

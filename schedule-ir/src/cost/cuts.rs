@@ -1,0 +1,316 @@
+//! Cut bounds: the bandwidth of the narrowest places in the machine.
+//!
+//! For every cut that separates compute nodes, whatever one side needs from the other must
+//! cross it. The cuts measured are the minimum cuts between one source compute node and each
+//! other compute node (max-flow, Dinic's algorithm, link bandwidths as capacities in both
+//! directions): every cut separating compute nodes separates the source from some compute node,
+//! so the narrowest of them is among these. On machines with more than [`MAX_TARGETS`] compute
+//! nodes only that many targets, spread evenly over the node order, are measured; the bound is
+//! then still a valid lower bound, possibly a weaker one.
+
+use super::bytes_per_second;
+use crate::{Machine, NodeId, NodeKind};
+use std::collections::VecDeque;
+
+/// The most max-flow computations one bound makes.
+pub const MAX_TARGETS: usize = 512;
+
+/// A cut of the machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cut {
+    /// Bytes per second the cut carries in each direction.
+    pub capacity: f64,
+    /// `inside[n]`: whether node `n` is on the source's side.
+    pub inside: Vec<bool>,
+}
+
+/// Minimum cuts between `source` and each other compute node (or a spread sample of them),
+/// without duplicates, in target order.
+pub fn min_cuts(machine: &Machine, source: NodeId) -> Vec<Cut> {
+    let n = machine.nodes.len();
+    if source.index() >= n {
+        return Vec::new();
+    }
+    let targets: Vec<usize> = machine
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|&(i, node)| node.kind == NodeKind::Compute && i != source.index())
+        .map(|(i, _)| i)
+        .collect();
+    let step = targets.len().div_ceil(MAX_TARGETS).max(1);
+    let mut network = Network::new(machine);
+    let mut cuts: Vec<Cut> = Vec::new();
+    for &t in targets.iter().step_by(step) {
+        let (capacity, inside) = network.min_cut(source.index(), t);
+        if !cuts.iter().any(|c| c.inside == inside) {
+            cuts.push(Cut { capacity, inside });
+        }
+    }
+    cuts
+}
+
+/// A flow network with an arc each way per link.
+struct Network {
+    /// `head[v]`: arcs leaving `v`, as indices into `to`/`cap`.
+    out: Vec<Vec<usize>>,
+    to: Vec<usize>,
+    capacity: Vec<f64>,
+    flow: Vec<f64>,
+}
+
+impl Network {
+    fn new(machine: &Machine) -> Network {
+        let n = machine.nodes.len();
+        let mut net = Network {
+            out: vec![Vec::new(); n],
+            to: Vec::new(),
+            capacity: Vec::new(),
+            flow: Vec::new(),
+        };
+        for link in &machine.links {
+            let (a, b) = (link.a.index(), link.b.index());
+            if a >= n || b >= n || a == b {
+                continue;
+            }
+            let c = bytes_per_second(link.bandwidth_gbps);
+            if !(c.is_finite() && c > 0.0) {
+                continue;
+            }
+            // Arc 2k is a→b, arc 2k+1 is b→a; each is the other's reverse.
+            net.out[a].push(net.to.len());
+            net.to.push(b);
+            net.capacity.push(c);
+            net.out[b].push(net.to.len());
+            net.to.push(a);
+            net.capacity.push(c);
+        }
+        net.flow = vec![0.0; net.to.len()];
+        net
+    }
+
+    fn residual(&self, arc: usize) -> f64 {
+        // The reverse arc's flow can be pushed back as well.
+        self.capacity[arc] - self.flow[arc] + self.flow[arc ^ 1]
+    }
+
+    fn push(&mut self, arc: usize, amount: f64) {
+        let back = self.flow[arc ^ 1].min(amount);
+        self.flow[arc ^ 1] -= back;
+        self.flow[arc] += amount - back;
+    }
+
+    /// Max flow from `s` to `t`; returns its value and the source side of a minimum cut.
+    fn min_cut(&mut self, s: usize, t: usize) -> (f64, Vec<bool>) {
+        self.flow.iter_mut().for_each(|f| *f = 0.0);
+        let n = self.out.len();
+        let eps = 1e-9 * self.capacity.iter().copied().fold(0.0, f64::max);
+        let mut total = 0.0;
+        loop {
+            let level = self.levels(s, eps);
+            if level[t] == usize::MAX {
+                let inside = level.iter().map(|&l| l != usize::MAX).collect();
+                return (total, inside);
+            }
+            let mut next = vec![0usize; n];
+            loop {
+                let pushed = self.augment(s, t, f64::INFINITY, &level, &mut next, eps);
+                if pushed <= eps {
+                    break;
+                }
+                total += pushed;
+            }
+        }
+    }
+
+    fn levels(&self, s: usize, eps: f64) -> Vec<usize> {
+        let mut level = vec![usize::MAX; self.out.len()];
+        level[s] = 0;
+        let mut queue = VecDeque::from([s]);
+        while let Some(v) = queue.pop_front() {
+            for &arc in &self.out[v] {
+                let w = self.to[arc];
+                if level[w] == usize::MAX && self.residual(arc) > eps {
+                    level[w] = level[v] + 1;
+                    queue.push_back(w);
+                }
+            }
+        }
+        level
+    }
+
+    /// One blocking-flow augmentation along level-increasing arcs (iterative DFS).
+    fn augment(
+        &mut self,
+        s: usize,
+        t: usize,
+        limit: f64,
+        level: &[usize],
+        next: &mut [usize],
+        eps: f64,
+    ) -> f64 {
+        let mut path: Vec<usize> = Vec::new();
+        let mut v = s;
+        loop {
+            if v == t {
+                let amount = path.iter().map(|&a| self.residual(a)).fold(limit, f64::min);
+                for &a in &path {
+                    self.push(a, amount);
+                }
+                return amount;
+            }
+            let mut advanced = false;
+            while next[v] < self.out[v].len() {
+                let arc = self.out[v][next[v]];
+                let w = self.to[arc];
+                if level[w] == level[v] + 1 && self.residual(arc) > eps {
+                    path.push(arc);
+                    v = w;
+                    advanced = true;
+                    break;
+                }
+                next[v] += 1;
+            }
+            if !advanced {
+                // Dead end: retreat and skip the arc that led here.
+                let Some(arc) = path.pop() else {
+                    return 0.0;
+                };
+                v = self.to[arc ^ 1];
+                next[v] += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Link, Node};
+
+    fn machine(nodes: &[(&str, NodeKind)], links: &[(u32, u32, f64)]) -> Machine {
+        Machine {
+            name: "m".into(),
+            nodes: nodes
+                .iter()
+                .map(|&(name, kind)| Node {
+                    name: name.into(),
+                    kind,
+                })
+                .collect(),
+            links: links
+                .iter()
+                .enumerate()
+                .map(|(i, &(a, b, gbps))| Link {
+                    name: format!("L{i}"),
+                    a: NodeId(a),
+                    b: NodeId(b),
+                    bandwidth_gbps: gbps,
+                    latency_us: 1.0,
+                    lanes: 1,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_ring_is_cut_in_two_places() {
+        let c = NodeKind::Compute;
+        let m = machine(
+            &[("A", c), ("B", c), ("C", c), ("D", c)],
+            &[(0, 1, 8.0), (1, 2, 8.0), (2, 3, 8.0), (3, 0, 8.0)],
+        );
+        let cuts = min_cuts(&m, NodeId(0));
+        let narrowest = cuts
+            .iter()
+            .map(|c| c.capacity)
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(narrowest, 2.0 * bytes_per_second(8.0));
+    }
+
+    #[test]
+    fn an_oversubscribed_uplink_is_the_narrowest_cut() {
+        // Two leaf switches with two hosts each, joined through a spine by 10 Gb/s uplinks;
+        // hosts attach at 100 Gb/s.
+        let (c, s) = (NodeKind::Compute, NodeKind::Switch);
+        let m = machine(
+            &[
+                ("h0", c),
+                ("h1", c),
+                ("h2", c),
+                ("h3", c),
+                ("s0", s),
+                ("s1", s),
+                ("spine", s),
+            ],
+            &[
+                (0, 4, 100.0),
+                (1, 4, 100.0),
+                (2, 5, 100.0),
+                (3, 5, 100.0),
+                (4, 6, 10.0),
+                (5, 6, 10.0),
+            ],
+        );
+        let cuts = min_cuts(&m, NodeId(0));
+        let narrowest = cuts
+            .iter()
+            .min_by(|a, b| a.capacity.total_cmp(&b.capacity))
+            .expect("cuts");
+        assert_eq!(narrowest.capacity, bytes_per_second(10.0));
+        assert!(narrowest.inside[0] && narrowest.inside[1]);
+        assert!(!narrowest.inside[2] && !narrowest.inside[3]);
+    }
+
+    #[test]
+    fn the_uplink_binds_an_allreduce_on_an_oversubscribed_tree() {
+        let (c, s) = (NodeKind::Compute, NodeKind::Switch);
+        let m = machine(
+            &[
+                ("h0", c),
+                ("h1", c),
+                ("h2", c),
+                ("h3", c),
+                ("s0", s),
+                ("s1", s),
+            ],
+            &[
+                (0, 4, 100.0),
+                (1, 4, 100.0),
+                (2, 5, 100.0),
+                (3, 5, 100.0),
+                (4, 5, 10.0),
+            ],
+        );
+        let phase = crate::Phase {
+            name: "p".into(),
+            collective: crate::Collective::AllReduce,
+            op: crate::ReduceOp::Sum,
+            dtype: crate::DType::F32,
+            elements: 1 << 20,
+            algorithm: "none".into(),
+            chunks: vec![crate::Chunk {
+                start: 0,
+                end: 1 << 20,
+                owner: None,
+            }],
+            buffers: Vec::new(),
+            steps: 0,
+            programs: Vec::new(),
+        };
+        let bound = super::super::lower_bound(&m, &phase);
+        assert_eq!(bound.which, "cut");
+        let expected = 4.0 * f64::from(1u32 << 20) / bytes_per_second(10.0);
+        assert!((bound.cut_seconds - expected).abs() < 1e-12, "{bound:?}");
+        assert!(bound.traffic_seconds < bound.cut_seconds);
+    }
+
+    #[test]
+    fn parallel_links_add_up() {
+        let c = NodeKind::Compute;
+        let m = machine(&[("A", c), ("B", c)], &[(0, 1, 25.0), (0, 1, 25.0)]);
+        let cuts = min_cuts(&m, NodeId(0));
+        assert_eq!(cuts.len(), 1);
+        assert_eq!(cuts[0].capacity, bytes_per_second(50.0));
+    }
+}
