@@ -8,6 +8,7 @@
 //! Every ring is run in both directions, so each method uses every link direction it embeds.
 //! `auto` picks the first method in this table that applies.
 
+pub mod balance;
 pub mod ring;
 
 use crate::embed::{self, hamiltonian, EmbedError, Ring};
