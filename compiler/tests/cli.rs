@@ -256,5 +256,9 @@ fn simulate_reports_efficiency_against_the_bound() {
 
     let out = topoc(&["simulate", "examples/ladder8.ron", "--sizes", "12 parsecs"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("unknown unit `parsecs`"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown unit `parsecs`"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -49,10 +49,7 @@ pub fn balance(loads: &[Load]) -> Option<Vec<f64>> {
         }
     }
     let total: Expression = shares.iter().copied().sum();
-    let mut model = vars
-        .minimise(t)
-        .using(good_lp::microlp)
-        .with(total.eq(1.0));
+    let mut model = vars.minimise(t).using(good_lp::microlp).with(total.eq(1.0));
     for (_, busy) in by_direction {
         model = model.with(busy.leq(t));
     }
@@ -78,7 +75,11 @@ pub fn apportion(elements: u64, shares: &[f64]) -> Vec<u64> {
         let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
         rb.total_cmp(&ra).then(a.cmp(&b))
     });
-    for &i in order.iter().cycle().take(elements.saturating_sub(assigned) as usize) {
+    for &i in order
+        .iter()
+        .cycle()
+        .take(elements.saturating_sub(assigned) as usize)
+    {
         out[i] += 1;
     }
     out
@@ -97,8 +98,8 @@ mod tests {
     #[test]
     fn disjoint_embeddings_get_shares_proportional_to_speed() {
         // Embedding 0 is twice as fast as embedding 1 on its own links.
-        let shares = balance(&[load(&[(0, 1.0), (1, 1.0)]), load(&[(2, 2.0), (3, 2.0)])])
-            .expect("solvable");
+        let shares =
+            balance(&[load(&[(0, 1.0), (1, 1.0)]), load(&[(2, 2.0), (3, 2.0)])]).expect("solvable");
         assert!((shares[0] - 2.0 / 3.0).abs() < 1e-6, "{shares:?}");
         assert!((shares[1] - 1.0 / 3.0).abs() < 1e-6, "{shares:?}");
     }
@@ -126,6 +127,9 @@ mod tests {
         assert_eq!(apportion(10, &[2.0 / 3.0, 1.0 / 3.0]), vec![7, 3]);
         assert_eq!(apportion(3, &[0.25, 0.25, 0.25, 0.25]), vec![1, 1, 1, 0]);
         assert_eq!(apportion(0, &[0.5, 0.5]), vec![0, 0]);
-        assert_eq!(apportion(1_000_003, &[0.5, 0.5]).iter().sum::<u64>(), 1_000_003);
+        assert_eq!(
+            apportion(1_000_003, &[0.5, 0.5]).iter().sum::<u64>(),
+            1_000_003
+        );
     }
 }
