@@ -241,10 +241,11 @@ fn build(
             machine.links.len()
         ),
         (Some(p), None) => {
-            let ways = if !overlays.is_empty() && overlays.iter().all(|o| o.both_ways) {
-                ", each walked both ways"
-            } else {
-                ""
+            let ways = match overlays.len() {
+                0 => "",
+                _ if !overlays.iter().all(|o| o.both_ways) => "",
+                1 => ", walked both ways",
+                _ => ", each walked both ways",
             };
             format!(
                 "phase `{}`: {} by {} · {} {kind}{}{ways}",
