@@ -224,10 +224,12 @@ fn build(
     if let Some(p) = phase {
         let used = used_directions(machine, p);
         for o in &mut overlays {
+            // Only meaningful when the overlay itself goes one way over each of its links.
+            let own: BTreeSet<usize> = o.edges.iter().map(Hop::direction).collect();
             o.both_ways = !o.edges.is_empty()
-                && o.edges
-                    .iter()
-                    .all(|h| used.contains(&(h.link, h.to, h.from)));
+                && o.edges.iter().all(|h| {
+                    !own.contains(&(h.direction() ^ 1)) && used.contains(&(h.link, h.to, h.from))
+                });
         }
     }
     let step = match (phase, request.step) {

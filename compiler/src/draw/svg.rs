@@ -176,7 +176,7 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
         // On the link, near its middle, clear of other labels where possible.
         let spots: Vec<Spot> = [0.5, 0.4, 0.6, 0.3, 0.7]
             .into_iter()
-            .map(|t| Spot::new(geom::at(path, t).0, (0.0, 0.0), &name))
+            .map(|t| Spot::new(geom::at(path, t).0, (0.0, 0.0), &name, false))
             .collect();
         let spot = spots
             .iter()
@@ -190,17 +190,18 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
     for (line, text, c) in &chunk_labels {
         let mut candidates = Vec::new();
         for t in [0.3, 0.4, 0.2, 0.5, 0.6, 0.7, 0.15, 0.8] {
-            for off in [9.0, 18.0] {
+            for off in [9.0, 18.0, 28.0] {
                 let (at, dir) = geom::at(line, t);
                 let n = geom::right(dir);
-                candidates.push(Spot::new(geom::add(at, geom::scale(n, off)), n, text));
+                candidates.push(Spot::new(geom::add(at, geom::scale(n, off)), n, text, true));
             }
         }
+        // The first spot that hits nothing, else the one that hits least.
         let spot = candidates
             .iter()
-            .find(|s| placer.free(&s.rect))
-            .or(candidates.first())
-            .cloned();
+            .enumerate()
+            .min_by_key(|(i, s)| (placer.conflicts(&s.rect), *i))
+            .map(|(_, s)| s.clone());
         if let Some(spot) = spot {
             placer.placed.push(spot.rect);
             labels_svg.push_str(&spot.text(&mut d, "chunk-label", text, c, true));
@@ -443,8 +444,8 @@ struct Spot {
 }
 
 impl Spot {
-    fn new(p: P, towards: P, text: &str) -> Spot {
-        let w = text_width(text, LABEL_SIZE);
+    fn new(p: P, towards: P, text: &str, bold: bool) -> Spot {
+        let w = text_width(text, LABEL_SIZE) * if bold { 1.12 } else { 1.0 };
         let (anchor, x0) = if towards.0 > 0.4 {
             ("start", p.0)
         } else if towards.0 < -0.4 {
@@ -501,19 +502,25 @@ impl Placer<'_> {
             })
     }
 
-    /// Clear of labels, nodes and lines.
-    fn free(&self, r: &Rect) -> bool {
+    /// How badly a label at `r` would clash: other labels and nodes count ten, lines one.
+    fn conflicts(&self, r: &Rect) -> usize {
         let pad = (r.0 - 2.0, r.1 - 2.0, r.2 + 2.0, r.3 + 2.0);
-        let overlaps = |o: &Rect| pad.0 < o.2 && o.0 < pad.2 && pad.1 < o.3 && o.1 < pad.3;
-        !self.placed.iter().any(overlaps)
-            && !self.nodes.iter().any(|b| {
+        let overlaps = |o: &&Rect| pad.0 < o.2 && o.0 < pad.2 && pad.1 < o.3 && o.1 < pad.3;
+        let labels = self.placed.iter().filter(overlaps).count();
+        let nodes = self
+            .nodes
+            .iter()
+            .filter(|b| {
                 let near = (b.c.0.clamp(pad.0, pad.2), b.c.1.clamp(pad.1, pad.3));
                 b.inside(near, 1.0)
             })
-            && !self
-                .lines
-                .iter()
-                .any(|l| l.windows(2).any(|w| segment_hits(w[0], w[1], &pad)))
+            .count();
+        let lines = self
+            .lines
+            .iter()
+            .filter(|l| l.windows(2).any(|w| segment_hits(w[0], w[1], &pad)))
+            .count();
+        10 * (labels + nodes) + lines
     }
 }
 
