@@ -167,6 +167,7 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
         lines: paths
             .iter()
             .chain(chunk_labels.iter().map(|a| &a.0))
+            .map(|l| (bbox(l), l))
             .collect(),
         placed: Vec::new(),
     };
@@ -487,7 +488,8 @@ impl Spot {
 /// What labels must keep clear of.
 struct Placer<'a> {
     nodes: &'a [NodeBox],
-    lines: Vec<&'a Vec<P>>,
+    /// Lines with their bounding boxes.
+    lines: Vec<(Rect, &'a Vec<P>)>,
     placed: Vec<Rect>,
 }
 
@@ -518,10 +520,23 @@ impl Placer<'_> {
         let lines = self
             .lines
             .iter()
-            .filter(|l| l.windows(2).any(|w| segment_hits(w[0], w[1], &pad)))
+            .filter(|(b, l)| overlaps(&b) && l.windows(2).any(|w| segment_hits(w[0], w[1], &pad)))
             .count();
         10 * (labels + nodes) + lines
     }
+}
+
+/// The bounding box of a polyline.
+fn bbox(line: &[P]) -> Rect {
+    line.iter().fold(
+        (
+            f64::INFINITY,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NEG_INFINITY,
+        ),
+        |r, p| (r.0.min(p.0), r.1.min(p.1), r.2.max(p.0), r.3.max(p.1)),
+    )
 }
 
 /// Whether the segment `a`–`b` meets the box (Liang–Barsky clipping).
