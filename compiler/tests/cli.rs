@@ -311,3 +311,58 @@ fn draw_writes_svg_and_dot_and_refuses_bad_requests() {
         stderr(&out)
     );
 }
+
+/// The commands of docs/draw.md's example block, as written there, run and succeed (Graphviz
+/// commands are skipped: it is not needed at run time).
+#[test]
+fn draw_doc_examples_run() {
+    let doc = std::fs::read_to_string(repo().join("docs/draw.md")).expect("docs/draw.md");
+    let block = doc
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("docs/draw.md has a sh block");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let examples = dir.path().join("examples");
+    std::fs::create_dir(&examples).expect("mkdir");
+    for name in ["ladder8.ron", "ring8.ron"] {
+        std::fs::copy(repo().join("examples").join(name), examples.join(name)).expect("copy");
+    }
+    let mut ran = 0;
+    for line in block.lines() {
+        let line = line.split(" # ").next().unwrap_or("").trim();
+        for command in line.split("&&").map(str::trim) {
+            let Some(rest) = command.strip_prefix("topoc ") else {
+                assert!(
+                    command.is_empty() || command.starts_with("dot "),
+                    "{command}"
+                );
+                continue;
+            };
+            let (args, redirect) = match rest.split_once(" > ") {
+                Some((a, file)) => (a, Some(file.trim())),
+                None => (rest, None),
+            };
+            let out = Command::new(env!("CARGO_BIN_EXE_topoc"))
+                .args(args.split_whitespace())
+                .current_dir(dir.path())
+                .output()
+                .expect("topoc runs");
+            assert!(out.status.success(), "{command}: {}", stderr(&out));
+            if let Some(file) = redirect {
+                std::fs::write(dir.path().join(file), &out.stdout).expect("write");
+            }
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 5, "every topoc command of the block ran");
+    for (file, start) in [
+        ("ladder8.svg", "<svg"),
+        ("ladder8-step0.svg", "<svg"),
+        ("ring8.dot", "// topoc draw"),
+        ("s.svg", "<svg"),
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(file)).expect(file);
+        assert!(text.starts_with(start), "{file}");
+    }
+}
