@@ -212,3 +212,45 @@ pub fn shorten_end(path: &[P], by: f64) -> Vec<P> {
     }
     path.to_vec()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: P, b: P) -> bool {
+        dist(a, b) < 1e-6
+    }
+
+    #[test]
+    fn right_of_travel_is_clockwise_on_screen() {
+        // Travelling east on a y-down page, the right-hand side is south.
+        assert!(close(right((1.0, 0.0)), (0.0, 1.0)));
+        let moved = offset(&[(0.0, 0.0), (10.0, 0.0)], 3.0);
+        assert!(close(moved[0], (0.0, 3.0)) && close(moved[1], (10.0, 3.0)));
+    }
+
+    #[test]
+    fn a_bulging_curve_reaches_its_bulge_at_the_middle() {
+        let c = curve((0.0, 0.0), (100.0, 0.0), 20.0);
+        assert!(close(c[c.len() / 2], (50.0, 20.0)));
+        assert_eq!(curve((0.0, 0.0), (100.0, 0.0), 0.0).len(), 2);
+    }
+
+    #[test]
+    fn trimming_cuts_at_both_outlines() {
+        let line = densify(&[(0.0, 0.0), (100.0, 0.0)], 10);
+        let inside = |c: P| move |p: P| dist(p, c) < 20.0;
+        let t = trim(&line, inside((0.0, 0.0)), inside((100.0, 0.0))).expect("something left");
+        assert!((t[0].0 - 20.0).abs() < 1e-3 && (t[t.len() - 1].0 - 80.0).abs() < 1e-3);
+        let short = densify(&[(0.0, 0.0), (30.0, 0.0)], 10);
+        assert!(trim(&short, inside((0.0, 0.0)), inside((30.0, 0.0))).is_none());
+        assert!((length(&shorten_end(&t, 10.0)) - 50.0).abs() < 1e-6);
+        assert!(close(at(&t, 0.5).0, (50.0, 0.0)));
+    }
+
+    #[test]
+    fn distance_to_a_polyline() {
+        assert!((dist_to(&[(0.0, 0.0), (10.0, 0.0)], (5.0, 4.0)) - 4.0).abs() < 1e-9);
+        assert!((dist_to(&[(0.0, 0.0), (10.0, 0.0)], (13.0, 4.0)) - 5.0).abs() < 1e-9);
+    }
+}

@@ -328,3 +328,42 @@ fn round(x: f64) -> f64 {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_rings_and_ladders_are_recognised_from_their_links() {
+        let p = LinkParams::default();
+        assert_eq!(recognise(&ring::ring("r", 5, p).to_ir()), ShapeHint::Ring);
+        assert_eq!(
+            recognise(&ladder::ladder("l", 3, p, p).to_ir()),
+            ShapeHint::Ladder {
+                rows: vec![
+                    [NodeId(0), NodeId(1)],
+                    [NodeId(2), NodeId(3)],
+                    [NodeId(4), NodeId(5)]
+                ]
+            }
+        );
+        // The same links in another order are not the generator's ladder.
+        let mut m = ladder::ladder("l", 3, p, p).to_ir();
+        m.links.swap(0, 7);
+        assert_eq!(recognise(&m), ShapeHint::Other);
+    }
+
+    #[test]
+    fn stress_keeps_nodes_apart() {
+        let p = LinkParams::default();
+        let m = ladder::ladder("l", 3, p, p).to_ir();
+        let pos = stress(&m);
+        for i in 0..pos.len() {
+            for j in i + 1..pos.len() {
+                let d = (pos[i].0 - pos[j].0).hypot(pos[i].1 - pos[j].1);
+                assert!(d >= UNIT - 1.0, "{i} and {j} are {d} apart");
+            }
+        }
+        assert_eq!(pos, stress(&m), "deterministic");
+    }
+}

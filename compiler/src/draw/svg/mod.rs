@@ -9,9 +9,12 @@
 //! Elements carry classes for tools and tests: `link` (with `data-link`), `ring-edge` (with
 //! `data-overlay` and `data-link`), `transfer`, `node`, `link-id`, `chunk-label`.
 
-use super::geom::{self, P};
-use super::layout::Layout;
-use super::{chunk_label, colour, is_switch, overlay_dash, Scene, LINK_COLOUR};
+mod place;
+
+use crate::draw::geom::{self, P};
+use crate::draw::layout::Layout;
+use crate::draw::{chunk_label, colour, is_switch, overlay_dash, Scene, LINK_COLOUR};
+use place::{bbox, text_width, Drawing, NodeBox, Placer, Shape, Spot};
 use schedule_ir::{Hop, Machine, NodeId, RecvMode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -31,43 +34,8 @@ const ARROW_STACK: f64 = 6.0;
 const CLEAR: f64 = 32.0;
 const HEAD_LEN: f64 = 10.0;
 const HEAD_HALF: f64 = 4.5;
-const LABEL_SIZE: f64 = 11.0;
-
-/// How a node is drawn.
-#[derive(Clone, Copy)]
-enum Shape {
-    Circle(f64),
-    Box(f64, f64),
-}
-
-#[derive(Clone, Copy)]
-struct NodeBox {
-    c: P,
-    shape: Shape,
-}
-
-impl NodeBox {
-    fn inside(&self, p: P, pad: f64) -> bool {
-        match self.shape {
-            Shape::Circle(r) => geom::dist(p, self.c) < r + pad,
-            Shape::Box(hw, hh) => {
-                (p.0 - self.c.0).abs() < hw + pad && (p.1 - self.c.1).abs() < hh + pad
-            }
-        }
-    }
-
-    fn extent(&self) -> f64 {
-        match self.shape {
-            Shape::Circle(r) => r,
-            Shape::Box(hw, hh) => hw.hypot(hh),
-        }
-    }
-}
-
-/// Text width estimate for a sans-serif font.
-fn text_width(s: &str, size: f64) -> f64 {
-    0.6 * size * s.chars().count() as f64
-}
+/// Font size of link ids and chunk labels.
+pub(super) const LABEL_SIZE: f64 = 11.0;
 
 /// Renders the scene as a standalone SVG document.
 pub fn render(scene: &Scene, layout: &Layout) -> String {
@@ -312,29 +280,6 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
     out
 }
 
-/// The bounding box of everything drawn, in layout coordinates.
-#[derive(Default)]
-struct Drawing {
-    min: Option<P>,
-    max: Option<P>,
-}
-
-impl Drawing {
-    fn extend(&mut self, pts: &[P]) {
-        for &p in pts {
-            self.min = Some(self.min.map_or(p, |m| (m.0.min(p.0), m.1.min(p.1))));
-            self.max = Some(self.max.map_or(p, |m| (m.0.max(p.0), m.1.max(p.1))));
-        }
-    }
-
-    fn bounds(&self) -> (P, P) {
-        (
-            self.min.unwrap_or((0.0, 0.0)),
-            self.max.unwrap_or((0.0, 0.0)),
-        )
-    }
-}
-
 fn node_boxes(m: &Machine, layout: &Layout) -> Vec<NodeBox> {
     (0..m.nodes.len())
         .map(|i| {
@@ -430,142 +375,6 @@ fn arrow(paths: &[Vec<P>], nodes: &[NodeBox], h: &Hop, gap: f64) -> Option<(Vec<
         geom::sub(base, geom::scale(n, HEAD_HALF)),
     ];
     Some((geom::shorten_end(&trimmed, HEAD_LEN - 1.0), head))
-}
-
-/// An axis-aligned box: left, top, right, bottom.
-type Rect = (f64, f64, f64, f64);
-
-/// Where a text label goes: at `p`, set off towards a unit vector (zero: centred on `p`).
-#[derive(Clone)]
-struct Spot {
-    x: f64,
-    baseline: f64,
-    anchor: &'static str,
-    rect: Rect,
-}
-
-impl Spot {
-    fn new(p: P, towards: P, text: &str, bold: bool) -> Spot {
-        let w = text_width(text, LABEL_SIZE) * if bold { 1.12 } else { 1.0 };
-        let (anchor, x0) = if towards.0 > 0.4 {
-            ("start", p.0)
-        } else if towards.0 < -0.4 {
-            ("end", p.0 - w)
-        } else {
-            ("middle", p.0 - w / 2.0)
-        };
-        let baseline = if towards.1 > 0.4 {
-            p.1 + LABEL_SIZE * 0.8
-        } else if towards.1 < -0.4 {
-            p.1 - 2.0
-        } else {
-            p.1 + LABEL_SIZE * 0.35
-        };
-        Spot {
-            x: p.0,
-            baseline,
-            anchor,
-            rect: (x0, baseline - LABEL_SIZE * 0.8, x0 + w, baseline + 2.0),
-        }
-    }
-
-    /// The label as SVG text with a white halo.
-    fn text(&self, d: &mut Drawing, class: &str, text: &str, fill: &str, bold: bool) -> String {
-        let r = self.rect;
-        d.extend(&[(r.0, r.1), (r.2, r.3)]);
-        let weight = if bold { r#" font-weight="bold""# } else { "" };
-        format!(
-            r#"<text class="{class}" x="{}" y="{}" font-size="{LABEL_SIZE}" text-anchor="{}" fill="{fill}"{weight} stroke="white" stroke-width="3.5" stroke-linejoin="round" paint-order="stroke">{}</text>
-"#,
-            f(self.x),
-            f(self.baseline),
-            self.anchor,
-            esc(text)
-        )
-    }
-}
-
-/// What labels must keep clear of.
-struct Placer<'a> {
-    nodes: &'a [NodeBox],
-    /// Lines with their bounding boxes.
-    lines: Vec<(Rect, &'a Vec<P>)>,
-    placed: Vec<Rect>,
-}
-
-impl Placer<'_> {
-    /// Clear of labels and nodes (lines allowed).
-    fn clear_of_labels(&self, r: &Rect) -> bool {
-        let overlaps = |o: &Rect| r.0 < o.2 && o.0 < r.2 && r.1 < o.3 && o.1 < r.3;
-        !self.placed.iter().any(overlaps)
-            && !self.nodes.iter().any(|b| {
-                let near = (b.c.0.clamp(r.0, r.2), b.c.1.clamp(r.1, r.3));
-                b.inside(near, 1.0)
-            })
-    }
-
-    /// How badly a label at `r` would clash: other labels and nodes count ten, lines one.
-    fn conflicts(&self, r: &Rect) -> usize {
-        let pad = (r.0 - 2.0, r.1 - 2.0, r.2 + 2.0, r.3 + 2.0);
-        let overlaps = |o: &&Rect| pad.0 < o.2 && o.0 < pad.2 && pad.1 < o.3 && o.1 < pad.3;
-        let labels = self.placed.iter().filter(overlaps).count();
-        let nodes = self
-            .nodes
-            .iter()
-            .filter(|b| {
-                let near = (b.c.0.clamp(pad.0, pad.2), b.c.1.clamp(pad.1, pad.3));
-                b.inside(near, 1.0)
-            })
-            .count();
-        let lines = self
-            .lines
-            .iter()
-            .filter(|(b, l)| overlaps(&b) && l.windows(2).any(|w| segment_hits(w[0], w[1], &pad)))
-            .count();
-        10 * (labels + nodes) + lines
-    }
-}
-
-/// The bounding box of a polyline.
-fn bbox(line: &[P]) -> Rect {
-    line.iter().fold(
-        (
-            f64::INFINITY,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NEG_INFINITY,
-        ),
-        |r, p| (r.0.min(p.0), r.1.min(p.1), r.2.max(p.0), r.3.max(p.1)),
-    )
-}
-
-/// Whether the segment `a`–`b` meets the box (Liang–Barsky clipping).
-fn segment_hits(a: P, b: P, r: &Rect) -> bool {
-    let (dx, dy) = (b.0 - a.0, b.1 - a.1);
-    let (mut t0, mut t1) = (0.0_f64, 1.0_f64);
-    for (p, q) in [
-        (-dx, a.0 - r.0),
-        (dx, r.2 - a.0),
-        (-dy, a.1 - r.1),
-        (dy, r.3 - a.1),
-    ] {
-        if p == 0.0 {
-            if q < 0.0 {
-                return false;
-            }
-        } else {
-            let t = q / p;
-            if p < 0.0 {
-                t0 = t0.max(t);
-            } else {
-                t1 = t1.min(t);
-            }
-            if t0 > t1 {
-                return false;
-            }
-        }
-    }
-    true
 }
 
 /// One row of the legend.
@@ -727,7 +536,7 @@ fn points(pts: &[P]) -> String {
 }
 
 /// A number with one decimal, never `-0.0`.
-fn f(x: f64) -> String {
+pub(super) fn f(x: f64) -> String {
     let s = format!("{x:.1}");
     if s == "-0.0" {
         "0.0".to_string()
