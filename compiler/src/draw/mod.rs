@@ -51,7 +51,7 @@ pub enum DrawError {
         known: Vec<String>,
     },
     /// `--step` is past the phase's last step.
-    #[error("phase `{phase}` has {steps} steps (0 to {}); there is no step {step}", .steps.saturating_sub(1))]
+    #[error("phase `{phase}` has {}; there is no step {step}", step_range(*.steps))]
     NoSuchStep {
         /// The phase.
         phase: String,
@@ -63,6 +63,14 @@ pub enum DrawError {
     /// A step was asked for, but the schedule has no phase.
     #[error("the schedule has no exchange phase, so it has no step {0}")]
     NoPhase(u32),
+}
+
+fn step_range(steps: u32) -> String {
+    match steps {
+        0 => "no steps".to_string(),
+        1 => "1 step (0)".to_string(),
+        n => format!("{n} steps (0 to {})", n - 1),
+    }
 }
 
 fn list(names: &[String]) -> String {
