@@ -6,7 +6,7 @@
 //! never emitted.
 
 use crate::diag::Problem;
-use crate::embed::EmbedError;
+use crate::embed::{EmbedError, Ring};
 use crate::lower::{ring, Method};
 use crate::machine::{self, Machine};
 use crate::path;
@@ -34,6 +34,8 @@ pub struct PhaseNote {
     pub reason: String,
     /// The embedded rings, one direction each, rendered with names.
     pub rings: Vec<String>,
+    /// The same rings as data, in the same order (for `topoc draw`).
+    pub embedding: Vec<Ring>,
 }
 
 /// A compiled topology: the machine, the verified schedule and notes on how it was made.
@@ -270,6 +272,7 @@ fn lower_phase(
                     method: *method,
                     reason,
                     rings: rings.iter().map(|r| r.describe(machine)).collect(),
+                    embedding: rings,
                 };
                 return Ok((phase, note));
             }

@@ -16,9 +16,11 @@
 //! 6. [`diag`] — problems with user input, rendered by codespan-reporting.
 //! 7. [`simulate`] — cost tables over message sizes (`topoc simulate`).
 //! 8. [`trial`] — trial runs on random data against a reference reduction (`topoc run`).
+//! 9. [`draw`] — pictures of the machine, its embeddings and a step's link use (`topoc draw`).
 
 pub mod compile;
 pub mod diag;
+pub mod draw;
 pub mod embed;
 pub mod error;
 pub mod lower;

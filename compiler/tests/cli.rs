@@ -216,7 +216,7 @@ fn check_summarises_the_machine_and_its_rings() {
 
 #[test]
 fn every_command_has_help_with_an_example() {
-    for cmd in ["check", "compile", "verify", "run", "simulate"] {
+    for cmd in ["check", "compile", "verify", "run", "simulate", "draw"] {
         let out = topoc(&[cmd, "--help"]);
         assert!(out.status.success());
         assert!(
@@ -261,4 +261,108 @@ fn simulate_reports_efficiency_against_the_bound() {
         "{}",
         stderr(&out)
     );
+}
+
+/// The issue's example: the ladder as SVG, written atomically to the named file, with the two
+/// rings in two colours; DOT on standard output by default; bad requests name the choices.
+#[test]
+fn draw_writes_svg_and_dot_and_refuses_bad_requests() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let svg = dir.path().join("ladder8.svg");
+    let s = svg.to_str().expect("utf-8");
+    let out = topoc(&["draw", "examples/ladder8.ron", "--format", "svg", "-o", s]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&svg).expect("written");
+    assert!(text.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert!(text.contains("stroke=\"#0072B2\"") && text.contains("stroke=\"#D55E00\""));
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1);
+
+    let out = topoc(&["draw", "examples/ring8.ron", "--step", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("// topoc draw: ring-8"));
+    assert!(stdout(&out).contains("step 2"));
+
+    // A schedule file is verified and drawn; the format follows the output's extension.
+    let sched = dir.path().join("ring8.sched.ron");
+    let p = sched.to_str().expect("utf-8");
+    assert!(topoc(&["compile", "examples/ring8.ron", "-o", p])
+        .status
+        .success());
+    let pic = dir.path().join("ring8.svg");
+    let o = pic.to_str().expect("utf-8");
+    let out = topoc(&["draw", p, "--step", "0", "-o", o]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(std::fs::read_to_string(&pic)
+        .expect("written")
+        .starts_with("<svg"));
+
+    let out = topoc(&["draw", "examples/ladder8.ron", "--step", "99"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("phase `grads` has 14 steps (0 to 13); there is no step 99"),
+        "{}",
+        stderr(&out)
+    );
+    let out = topoc(&["draw", "examples/ladder8.ron", "--phase", "weights"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the phases are: grads"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The commands of docs/draw.md's example block, as written there, run and succeed (Graphviz
+/// commands are skipped: it is not needed at run time).
+#[test]
+fn draw_doc_examples_run() {
+    let doc = std::fs::read_to_string(repo().join("docs/draw.md")).expect("docs/draw.md");
+    let block = doc
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("docs/draw.md has a sh block");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let examples = dir.path().join("examples");
+    std::fs::create_dir(&examples).expect("mkdir");
+    for name in ["ladder8.ron", "ring8.ron"] {
+        std::fs::copy(repo().join("examples").join(name), examples.join(name)).expect("copy");
+    }
+    let mut ran = 0;
+    for line in block.lines() {
+        let line = line.split(" # ").next().unwrap_or("").trim();
+        for command in line.split("&&").map(str::trim) {
+            let Some(rest) = command.strip_prefix("topoc ") else {
+                assert!(
+                    command.is_empty() || command.starts_with("dot "),
+                    "{command}"
+                );
+                continue;
+            };
+            let (args, redirect) = match rest.split_once(" > ") {
+                Some((a, file)) => (a, Some(file.trim())),
+                None => (rest, None),
+            };
+            let out = Command::new(env!("CARGO_BIN_EXE_topoc"))
+                .args(args.split_whitespace())
+                .current_dir(dir.path())
+                .output()
+                .expect("topoc runs");
+            assert!(out.status.success(), "{command}: {}", stderr(&out));
+            if let Some(file) = redirect {
+                std::fs::write(dir.path().join(file), &out.stdout).expect("write");
+            }
+            ran += 1;
+        }
+    }
+    assert_eq!(ran, 5, "every topoc command of the block ran");
+    for (file, start) in [
+        ("ladder8.svg", "<svg"),
+        ("ladder8-step0.svg", "<svg"),
+        ("ring8.dot", "// topoc draw"),
+        ("s.svg", "<svg"),
+    ] {
+        let text = std::fs::read_to_string(dir.path().join(file)).expect(file);
+        assert!(text.starts_with(start), "{file}");
+    }
 }

@@ -3,6 +3,7 @@
 
 mod check;
 mod compile;
+mod draw;
 mod run;
 mod simulate;
 mod verify;
@@ -102,6 +103,32 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
+    /// Draw the machine with its link ids, the embedded rings in distinct colours, or the link
+    /// directions one step uses with the chunks they carry.
+    ///
+    /// SVG is drawn by topoc itself; DOT carries the same node positions for Graphviz.
+    ///
+    /// Example: topoc draw examples/ladder8.ron --format svg -o ladder8.svg
+    Draw {
+        /// A topology file (compiled first) or a schedule (RON or JSON; verified first).
+        input: PathBuf,
+        /// Draw the link use of this step (counted from 0) instead of the embedding.
+        #[arg(long)]
+        step: Option<u32>,
+        /// The phase to draw (the first when absent).
+        #[arg(long)]
+        phase: Option<String>,
+        /// Picture format (svg when the output file ends in .svg, else dot).
+        #[arg(long, value_enum)]
+        format: Option<draw::DrawFormat>,
+        /// Node placement.
+        #[arg(long, value_enum, default_value_t = draw::LayoutArg::Auto)]
+        layout: draw::LayoutArg,
+        /// Where to write the picture (standard output when absent). Written whole or not at
+        /// all.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
 }
 
 /// Schedule output formats.
@@ -178,6 +205,20 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             phase,
             format,
         } => simulate::simulate(&input, &sizes, phase.as_deref(), format),
+        Command::Draw {
+            input,
+            step,
+            phase,
+            format,
+            layout,
+            output,
+        } => draw::draw(
+            &input,
+            &topoc::draw::Request { phase, step },
+            format,
+            layout,
+            output.as_deref(),
+        ),
     }
 }
 
@@ -196,6 +237,18 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
     };
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(&e))?;
     tmp.write_all(text.as_bytes()).map_err(|e| fail(&e))?;
+    // Temporary files are private (0600); give the result the permissions of the file it
+    // replaces, or those of an ordinary new file (0644).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let permissions = std::fs::metadata(path)
+            .map(|m| m.permissions())
+            .unwrap_or_else(|_| std::fs::Permissions::from_mode(0o644));
+        tmp.as_file()
+            .set_permissions(permissions)
+            .map_err(|e| fail(&e))?;
+    }
     tmp.as_file().sync_all().map_err(|e| fail(&e))?;
     tmp.persist(path).map_err(|e| fail(&e.error))?;
     Ok(())
