@@ -15,10 +15,12 @@
 //! 5. [`compile`] — the driver that ties it together and verifies the result.
 //! 6. [`diag`] — problems with user input, rendered by codespan-reporting.
 //! 7. [`trial`] — trial runs on random data against a reference reduction (`topoc run`).
+//! 8. [`emit`] — back ends for other tools' formats: [`emit::msccl`] writes MSCCL algorithm XML.
 
 pub mod compile;
 pub mod diag;
 pub mod embed;
+pub mod emit;
 pub mod error;
 pub mod lower;
 pub mod machine;
