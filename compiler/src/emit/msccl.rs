@@ -46,8 +46,6 @@ use thiserror::Error;
 /// Steps one thread block may hold, `nop`s included: `MSCCL_MAX_NUM_STEPS` of
 /// msccl-executor-nccl and RCCL (the older microsoft/msccl allows 256).
 pub const MAX_STEPS: usize = 64;
-/// `cnt` must stay below this (`MSCCL_MAX_COUNT`).
-pub const MAX_COUNT: u32 = 72;
 /// Thread blocks of one GPU that may send (or receive) on one channel.
 pub const MAX_TBS_PER_CHANNEL: usize = 32;
 /// The largest thread-block id a dependency may name (`depid` is stored in 8 bits).
@@ -113,7 +111,8 @@ pub enum MscclError {
     /// Reduce-scatter or allgather where ranks own unequal shares.
     #[error(
         "phase `{phase}`: MSCCL's {collective} gives every rank an equal block of the vector, \
-         but {node} owns {owned} of the {chunks} chunks and {ranks} ranks must own {chunks}/{ranks} each"
+         but {node} owns {owned} of the {chunks} chunks (each of the {ranks} ranks must own as \
+         many as the others)"
     )]
     UnequalBlocks {
         /// The phase.
@@ -148,8 +147,8 @@ pub enum MscclError {
     #[error(
         "phase `{phase}`: thread block {tb} of {node} (rank {rank}, channel {chan}) needs {steps} \
          steps, but the MSCCL runtimes run at most {MAX_STEPS} per thread block \
-         (msccl-executor-nccl and RCCL); its logical ring is too long for one thread block and \
-         splitting it across thread blocks is not supported"
+         (msccl-executor-nccl and RCCL); a ring of p GPUs needs 2p - 1, and splitting a thread \
+         block across several is not supported"
     )]
     TooManySteps {
         /// The phase.

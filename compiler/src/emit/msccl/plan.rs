@@ -97,17 +97,17 @@ pub(super) fn plan(machine: &Machine, phase: &Phase) -> Result<Vec<Gpu>, MscclEr
         let Some(r) = *r else { continue };
         gpus.push(planner.gpu(NodeId::new(n), r, &forward, &chan, &fused)?);
     }
-    let s_chunks = gpus
-        .iter()
-        .flat_map(|g| g.tbs.iter().flat_map(|t| t.steps.iter()))
-        .filter(|s| s.kind != StepKind::Nop)
-        .flat_map(|s| [s.src, s.dst])
-        .filter(|l| l.buf == Buf::Scratch)
-        .map(|l| l.off + 1)
-        .max()
-        .unwrap_or(0);
     for gpu in &mut gpus {
-        gpu.s_chunks = s_chunks;
+        gpu.s_chunks = gpu
+            .tbs
+            .iter()
+            .flat_map(|t| t.steps.iter())
+            .filter(|s| s.kind != StepKind::Nop)
+            .flat_map(|s| [s.src, s.dst])
+            .filter(|l| l.buf == Buf::Scratch)
+            .map(|l| l.off + 1)
+            .max()
+            .unwrap_or(0);
     }
     Ok(gpus)
 }
