@@ -39,19 +39,40 @@ pub(super) enum Use {
     Update,
 }
 
+/// A send of the step being matched.
+struct PendingSend<'p> {
+    from: NodeId,
+    /// Its index in the sender's step.
+    j: usize,
+    to: NodeId,
+    /// Its first link, then `via`.
+    route: Vec<LinkId>,
+    buffer: BufferId,
+    chunks: &'p Vec<ChunkId>,
+    matched: bool,
+}
+
+/// What the planning passes know about a phase, built up pass by pass.
 pub(super) struct Planner<'a> {
     pub(super) phase: &'a Phase,
+    /// Node names, by node id.
     pub(super) names: Vec<String>,
+    /// Each node's rank; `None` for switches.
     pub(super) rank: Vec<Option<u32>>,
     pub(super) layout: Layout,
     pub(super) transfers: Vec<Transfer>,
     pub(super) conns: Vec<Conn>,
+    /// The transfer of a send, by (sender, step, index in its step).
     pub(super) send_at: HashMap<(NodeId, u32, usize), usize>,
+    /// The transfer of a receive, by (receiver, step, index in its step).
     pub(super) recv_at: HashMap<(NodeId, u32, usize), usize>,
+    /// The transfers over a connection in a step.
     pub(super) on_conn: HashMap<(usize, u32), Vec<usize>>,
+    /// Every use of every (node, buffer, chunk), in time order.
     pub(super) timeline: HashMap<(NodeId, BufferId, ChunkId), Vec<(At, Use)>>,
 }
 
+/// The instructions of `node` in step `k` (none for a switch).
 pub(super) fn step_instrs(phase: &Phase, node: usize, k: u32) -> &[Instr] {
     phase
         .programs
@@ -135,8 +156,7 @@ impl Planner<'_> {
         let phase = self.phase;
         let mut conn_of: HashMap<(NodeId, NodeId, Vec<LinkId>), usize> = HashMap::new();
         for k in 0..phase.steps {
-            // (from, program index, to, final link, route, buffer, chunks, used)
-            let mut sends = Vec::new();
+            let mut sends: Vec<PendingSend> = Vec::new();
             for n in 0..phase.programs.len() {
                 for (j, instr) in step_instrs(phase, n, k).iter().enumerate() {
                     if let Instr::Send {
@@ -147,10 +167,15 @@ impl Planner<'_> {
                         chunks,
                     } = instr
                     {
-                        let route: Vec<LinkId> =
-                            std::iter::once(*link).chain(via.iter().copied()).collect();
-                        let last = route.last().copied().unwrap_or(*link);
-                        sends.push((NodeId::new(n), j, *to, last, route, *buffer, chunks, false));
+                        sends.push(PendingSend {
+                            from: NodeId::new(n),
+                            j,
+                            to: *to,
+                            route: std::iter::once(*link).chain(via.iter().copied()).collect(),
+                            buffer: *buffer,
+                            chunks,
+                            matched: false,
+                        });
                     }
                 }
             }
@@ -168,20 +193,24 @@ impl Planner<'_> {
                         continue;
                     };
                     let Some(send) = sends.iter_mut().find(|s| {
-                        !s.7 && s.0 == *from && s.2 == node && s.3 == *link && s.6 == chunks
+                        !s.matched
+                            && s.from == *from
+                            && s.to == node
+                            && s.route.last() == Some(link)
+                            && s.chunks == chunks
                     }) else {
                         return Err(self.internal(format!(
                             "step {k}: the receive of {} has no send",
                             self.names[n]
                         )));
                     };
-                    send.7 = true;
-                    let key = (send.0, node, send.4.clone());
+                    send.matched = true;
+                    let key = (send.from, node, send.route.clone());
                     let conn = match conn_of.get(&key) {
                         Some(&c) => c,
                         None => {
                             self.conns.push(Conn {
-                                from: send.0,
+                                from: send.from,
                                 to: node,
                             });
                             conn_of.insert(key, self.conns.len() - 1);
@@ -189,23 +218,26 @@ impl Planner<'_> {
                         }
                     };
                     let t = self.transfers.len();
-                    self.send_at.insert((send.0, k, send.1), t);
+                    self.send_at.insert((send.from, k, send.j), t);
                     self.recv_at.insert((node, k, j), t);
                     self.on_conn.entry((conn, k)).or_default().push(t);
                     self.transfers.push(Transfer {
                         step: k,
-                        from: send.0,
+                        from: send.from,
                         to: node,
                         conn,
                         recv_j: j,
-                        send_buf: send.5,
+                        send_buf: send.buffer,
                         recv_buf: *buffer,
                         chunks: chunks.clone(),
                     });
                 }
             }
-            if sends.iter().any(|s| !s.7) {
-                return Err(self.internal(format!("step {k}: a send has no receive")));
+            if let Some(s) = sends.iter().find(|s| !s.matched) {
+                return Err(self.internal(format!(
+                    "step {k}: a send of {} has no receive",
+                    self.names[s.from.index()]
+                )));
             }
         }
         Ok(())
