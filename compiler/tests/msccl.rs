@@ -592,6 +592,37 @@ fn refusals_say_why() {
     let algo = round_trip("ring4 `more`", &chosen);
     assert_eq!(algo.coll, "allgather");
 
+    // A local swap within one step: BSP reads both chunks first, one MSCCL thread block cannot.
+    let copy = |src: u32, dst: u32| Instr::Copy {
+        src: BufferId(src),
+        dst: BufferId(dst),
+        chunks: vec![ChunkId(0)],
+    };
+    let mut swap = two_node_phase(
+        Collective::AllReduce,
+        vec![Chunk {
+            start: 0,
+            end: 4,
+            owner: None,
+        }],
+        vec![Program {
+            steps: vec![vec![copy(0, 1)], vec![copy(0, 1), copy(1, 0)]],
+        }],
+    );
+    swap.machine.nodes.truncate(1);
+    swap.machine.links.clear();
+    swap.phases[0].steps = 2;
+    swap.phases[0].buffers.push(Buffer {
+        name: "scratch".to_string(),
+        kind: BufferKind::Scratch,
+    });
+    let e = refusal(&schedule_ir::verify(swap).unwrap(), &Options::default());
+    assert_eq!(
+        e.to_string(),
+        "phase `x`, step 1: N0's operations cannot be ordered for MSCCL: its `cpy` into s[0] must \
+         follow its `cpy` into o[0] (step 1), but one thread block runs them the other way round"
+    );
+
     // A ring of 34: every thread block needs 2·33 + 1 = 67 steps, more than the runtimes run.
     let long = RING4.replace("Ring(nodes: 4", "Ring(nodes: 34");
     let e = refusal(&compile(&long), &Options::default());

@@ -393,7 +393,7 @@ impl Planner<'_> {
                                     step: ops[i].anchor.0,
                                     node: self.names[node.index()].clone(),
                                     detail: format!(
-                                        "its `{}` of {} must follow its `{}` of {} (step {}), \
+                                        "its `{}` into {} must follow its `{}` into {} (step {}), \
                                          but one thread block runs them the other way round",
                                         ops[i].kind.code(),
                                         ops[i].dst,
