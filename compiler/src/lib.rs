@@ -17,11 +17,13 @@
 //! 7. [`simulate`] — cost tables over message sizes (`topoc simulate`).
 //! 8. [`trial`] — trial runs on random data against a reference reduction (`topoc run`).
 //! 9. [`draw`] — pictures of the machine, its embeddings and a step's link use (`topoc draw`).
+//! 10. [`emit`] — back ends for other tools' formats: [`emit::msccl`] writes MSCCL algorithm XML.
 
 pub mod compile;
 pub mod diag;
 pub mod draw;
 pub mod embed;
+pub mod emit;
 pub mod error;
 pub mod lower;
 pub mod machine;

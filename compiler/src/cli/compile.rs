@@ -4,23 +4,42 @@ use super::{read, report_error, write_atomic, Emit};
 use schedule_ir::serial::{self, Format};
 use std::path::Path;
 use std::process::ExitCode;
+use topoc::emit::msccl;
 
 pub fn compile(
     path: &Path,
     algorithm: &str,
     emit: Emit,
     output: Option<&Path>,
+    phase: Option<&str>,
 ) -> Result<ExitCode, String> {
+    if phase.is_some() && emit != Emit::MscclXml {
+        return Err(
+            "error: --phase selects the phase to export with --emit msccl-xml; RON and JSON \
+             schedules always hold every phase"
+                .to_string(),
+        );
+    }
     let text = read(path)?;
     let options = topoc::Options {
         algorithm: (algorithm != "auto").then(|| algorithm.to_string()),
     };
     let compiled = topoc::compile(&text, &options).map_err(|e| report_error(path, &text, &e))?;
-    let format = match emit {
-        Emit::Ron => Format::Ron,
-        Emit::Json => Format::Json,
+    let out = match emit {
+        Emit::Ron => serial::to_string(compiled.schedule.schedule(), Format::Ron),
+        Emit::Json => serial::to_string(compiled.schedule.schedule(), Format::Json),
+        Emit::MscclXml => {
+            let options = msccl::Options {
+                phase: phase.map(str::to_string),
+            };
+            msccl::to_xml(&compiled.schedule, &options).map_err(|e| {
+                format!(
+                    "error: {} cannot be exported as MSCCL XML: {e}\nnothing was written",
+                    path.display()
+                )
+            })?
+        }
     };
-    let out = serial::to_string(compiled.schedule.schedule(), format);
     for (note, phase) in compiled
         .notes
         .iter()
@@ -39,7 +58,11 @@ pub fn compile(
     match output {
         Some(o) => {
             write_atomic(o, &out)?;
-            eprintln!("verified schedule written to {}", o.display());
+            let what = match emit {
+                Emit::MscclXml => "MSCCL algorithm of the verified schedule",
+                Emit::Ron | Emit::Json => "verified schedule",
+            };
+            eprintln!("{what} written to {}", o.display());
         }
         None => print!("{out}"),
     }

@@ -35,6 +35,8 @@ enum Command {
     /// Compile a topology file into a verified schedule.
     ///
     /// Example: topoc compile examples/ladder8.ron -o ladder8.sched.ron
+    ///
+    /// Example: topoc compile examples/ring8.ron --emit msccl-xml -o ring8.xml
     Compile {
         /// The topology file (RON).
         file: PathBuf,
@@ -48,6 +50,10 @@ enum Command {
         /// all.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// With --emit msccl-xml: the exchange phase to export (an MSCCL file holds one
+        /// algorithm; needed when the topology declares several).
+        #[arg(long)]
+        phase: Option<String>,
     },
     /// Verify a schedule (or compile and verify a topology file) and print the link report.
     ///
@@ -138,6 +144,9 @@ pub enum Emit {
     Ron,
     /// JSON.
     Json,
+    /// MSCCL algorithm XML of one phase (allreduce, reduce-scatter or allgather), for
+    /// msccl-executor-nccl, RCCL and msccl; see docs/msccl.md.
+    MscclXml,
 }
 
 /// Report formats.
@@ -182,7 +191,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             algorithm,
             emit,
             output,
-        } => compile::compile(&file, &algorithm, emit, output.as_deref()),
+            phase,
+        } => compile::compile(&file, &algorithm, emit, output.as_deref(), phase.as_deref()),
         Command::Verify { input, format } => verify::verify(&input, format),
         Command::Run {
             input,

@@ -1,0 +1,615 @@
+//! MSCCL algorithm XML: one verified phase as an algorithm file for the MSCCL runtimes
+//! (msccl-executor-nccl inside NCCL, RCCL, and the older microsoft/msccl).
+//!
+//! [`to_xml`] takes a [`VerifiedSchedule`] and the phase to export and returns the whole file, or
+//! a [`MscclError`] saying why the phase cannot be expressed. `docs/msccl.md` describes the
+//! mapping for users; in short:
+//!
+//! - **GPUs.** Compute node `n` becomes rank `r` = its position among the compute nodes.
+//!   Switches only forward: a transfer routed through them is a plain peer connection for MSCCL.
+//! - **Chunks and buffers.** Our chunk `c` is MSCCL chunk `g(c)`: `c` itself for allreduce; for
+//!   reduce-scatter and allgather, chunks are laid out owner by owner (`owner·k + m` for the
+//!   owner's `m`-th chunk, `k` chunks per rank), because MSCCL's output (reduce-scatter) or input
+//!   (allgather) of rank `r` is block `r` of the full vector. A node's data chunk is read from the
+//!   input buffer `i` until its first store, which goes to the output buffer `o` (or, for a
+//!   chunk the node does not keep in a reduce-scatter, to the scratch buffer `s`); from then on
+//!   it lives there. So the input is never written and the file is valid for in-place and
+//!   out-of-place calls alike. Our scratch buffer `b` is `s` at offset `(b-1)·N + g(c)`.
+//! - **Thread blocks and channels.** Each directed connection (sender, receiver, route) gets
+//!   one sending and one receiving thread block. At each node, an incoming connection is paired
+//!   with the outgoing one that most often forwards what it received one step later; the pair
+//!   shares a thread block. The chains of paired connections are our logical rings, and each
+//!   chain is its own channel.
+//! - **Steps.** BSP step `k` → steps in BSP order. A receive in step `k` of a chunk that the same
+//!   thread block sends on in step `k + 1` is fused: `rcs` (store and forward), `rrcs` (reduce,
+//!   store, forward), or `rrs` (reduce and forward) when the stored value would never be read.
+//!   Otherwise `s`, `r`, `rrc`; our local `Copy`/`Reduce` become `cpy`/`re` in a local thread
+//!   block. A chunk that must end in the output but was never stored there gets a final `cpy`.
+//!   One step moves one chunk (`cnt="1"`).
+//! - **Dependencies.** Where two operations of one GPU touch the same memory (an input chunk and
+//!   its in-place output alias) in different thread blocks, the later one waits for the earlier
+//!   (`depid`/`deps`, `hasdep` on the awaited step); several waits become `nop` steps.
+//!
+//! Refused: collectives other than allreduce, reduce-scatter and allgather; reduce-scatter and
+//! allgather whose ranks do not own equal shares; more than one phase without a choice; and
+//! anything beyond the runtimes' limits ([`MAX_STEPS`] steps per thread block, 16-bit offsets,
+//! [`MAX_TBS_PER_CHANNEL`], dependency ids up to [`MAX_DEPID`], [`MAX_ELEMENTS_PER_RANK`]).
+
+mod layout;
+mod ops;
+mod plan;
+
+use schedule_ir::{Collective, VerifiedSchedule};
+use std::fmt;
+use thiserror::Error;
+
+/// Steps one thread block may hold, `nop`s included: `MSCCL_MAX_NUM_STEPS` of
+/// msccl-executor-nccl and RCCL (the older microsoft/msccl allows 256).
+pub const MAX_STEPS: usize = 64;
+/// Thread blocks of one GPU that may send (or receive) on one channel.
+pub const MAX_TBS_PER_CHANNEL: usize = 32;
+/// The largest thread-block id a dependency may name (`depid` is stored in 8 bits).
+pub const MAX_DEPID: usize = 127;
+/// The largest chunk offset (offsets are 16-bit).
+pub const MAX_OFFSET: u32 = i16::MAX as u32;
+/// XML elements the runtime's parser keeps for one rank (`algo`, every `gpu`, the rank's
+/// `tb`s and `step`s).
+pub const MAX_ELEMENTS_PER_RANK: usize = 4096;
+/// The runtime reads attribute values into fixed buffers: the algorithm name is cut to this.
+const MAX_NAME_BYTES: usize = 200;
+
+/// What to export.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The phase to export. `None` is fine when the schedule has exactly one phase; an MSCCL
+    /// file holds one algorithm.
+    pub phase: Option<String>,
+}
+
+/// Why a schedule cannot be written as MSCCL XML.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum MscclError {
+    /// The schedule has no phase at all.
+    #[error("the schedule has no exchange phase to export")]
+    NoPhase,
+    /// Several phases and none chosen.
+    #[error(
+        "the schedule has {} exchange phases ({}) and an MSCCL file holds one algorithm; \
+         choose one with --phase NAME",
+        .available.len(),
+        quoted(.available)
+    )]
+    PhaseRequired {
+        /// The phases there are.
+        available: Vec<String>,
+    },
+    /// The chosen phase does not exist.
+    #[error("the schedule has no phase `{name}`; its phases are {}", quoted(.available))]
+    NoSuchPhase {
+        /// The name asked for.
+        name: String,
+        /// The phases there are.
+        available: Vec<String>,
+    },
+    /// A collective MSCCL export does not handle.
+    #[error(
+        "phase `{phase}` is a {collective}; MSCCL export handles allreduce, reduce-scatter and \
+         allgather"
+    )]
+    UnsupportedCollective {
+        /// The phase.
+        phase: String,
+        /// The collective, in words.
+        collective: String,
+    },
+    /// A phase without chunks has nothing to transfer.
+    #[error("phase `{phase}` has no chunks; MSCCL needs at least one chunk per loop")]
+    NoChunks {
+        /// The phase.
+        phase: String,
+    },
+    /// Reduce-scatter or allgather where ranks own unequal shares.
+    #[error(
+        "phase `{phase}`: MSCCL's {collective} gives every rank an equal block of the vector, \
+         but {node} owns {owned} of the {chunks} chunks (each of the {ranks} ranks must own as \
+         many as the others)"
+    )]
+    UnequalBlocks {
+        /// The phase.
+        phase: String,
+        /// The collective, in words.
+        collective: String,
+        /// A node whose share differs.
+        node: String,
+        /// How many chunks it owns.
+        owned: usize,
+        /// Chunks in the phase.
+        chunks: usize,
+        /// Compute nodes.
+        ranks: usize,
+    },
+    /// Offsets would not fit in 16 bits.
+    #[error(
+        "phase `{phase}`: {chunks} chunks in {buffers} buffer(s) need chunk offsets up to {needed}, \
+         but MSCCL offsets are 16-bit (at most {MAX_OFFSET}); use fewer chunks"
+    )]
+    OffsetTooLarge {
+        /// The phase.
+        phase: String,
+        /// Chunks in the phase.
+        chunks: usize,
+        /// Buffers in the phase.
+        buffers: usize,
+        /// The offsets the layout needs.
+        needed: u64,
+    },
+    /// A thread block longer than the runtimes accept.
+    #[error(
+        "phase `{phase}`: thread block {tb} of {node} (rank {rank}, channel {chan}) needs {steps} \
+         steps, but the MSCCL runtimes run at most {MAX_STEPS} per thread block \
+         (msccl-executor-nccl and RCCL); a ring of p GPUs needs 2p - 1, and splitting a thread \
+         block across several is not supported"
+    )]
+    TooManySteps {
+        /// The phase.
+        phase: String,
+        /// The node.
+        node: String,
+        /// Its rank.
+        rank: u32,
+        /// The thread block.
+        tb: usize,
+        /// Its channel.
+        chan: u32,
+        /// Steps it needs.
+        steps: usize,
+    },
+    /// Too many thread blocks of one GPU on one channel.
+    #[error(
+        "phase `{phase}`: {node} (rank {rank}) has {count} thread blocks that {direction} on \
+         channel {chan}; MSCCL allows at most {MAX_TBS_PER_CHANNEL}"
+    )]
+    TooManyThreadBlocks {
+        /// The phase.
+        phase: String,
+        /// The node.
+        node: String,
+        /// Its rank.
+        rank: u32,
+        /// The channel.
+        chan: u32,
+        /// `send` or `receive`.
+        direction: &'static str,
+        /// How many.
+        count: usize,
+    },
+    /// A dependency on a thread block whose id does not fit `depid`.
+    #[error(
+        "phase `{phase}`: {node} (rank {rank}) needs a step to wait for thread block {tb}, but \
+         MSCCL dependency ids stop at {MAX_DEPID}"
+    )]
+    DependencyTooFar {
+        /// The phase.
+        phase: String,
+        /// The node.
+        node: String,
+        /// Its rank.
+        rank: u32,
+        /// The thread block waited for.
+        tb: usize,
+    },
+    /// More XML elements for one rank than the parser keeps.
+    #[error(
+        "phase `{phase}`: rank {rank} ({node}) needs {count} XML elements, but the MSCCL parser \
+         keeps at most {MAX_ELEMENTS_PER_RANK} per rank"
+    )]
+    TooManyElements {
+        /// The phase.
+        phase: String,
+        /// The node.
+        node: String,
+        /// Its rank.
+        rank: u32,
+        /// Elements needed.
+        count: usize,
+    },
+    /// Operations of one thread block that would have to run in both orders.
+    #[error(
+        "phase `{phase}`, step {step}: {node}'s operations cannot be ordered for MSCCL: {detail}"
+    )]
+    Unorderable {
+        /// The phase.
+        phase: String,
+        /// The BSP step.
+        step: u32,
+        /// The node.
+        node: String,
+        /// What conflicts.
+        detail: String,
+    },
+    /// Something a verified schedule rules out; a bug in topoc.
+    #[error("internal error exporting phase `{phase}` to MSCCL XML: {detail}; please report this")]
+    Internal {
+        /// The phase.
+        phase: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+fn quoted(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One of a GPU's three MSCCL buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Buf {
+    /// The call's input (`i`).
+    Input,
+    /// The call's output (`o`).
+    Output,
+    /// Scratch space the runtime allocates (`s`).
+    Scratch,
+}
+
+impl Buf {
+    /// The letter the XML uses.
+    pub fn letter(self) -> &'static str {
+        match self {
+            Buf::Input => "i",
+            Buf::Output => "o",
+            Buf::Scratch => "s",
+        }
+    }
+}
+
+/// A chunk position in one of a GPU's buffers, in MSCCL chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Loc {
+    /// The buffer.
+    pub buf: Buf,
+    /// The chunk offset in it.
+    pub off: u32,
+}
+
+impl fmt::Display for Loc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}[{}]", self.buf.letter(), self.off)
+    }
+}
+
+/// The type of a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepKind {
+    /// `s`: send `src` to the thread block's send peer.
+    Send,
+    /// `r`: receive from the recv peer into `dst`.
+    Recv,
+    /// `rcs`: receive, store into `dst`, forward.
+    RecvCopySend,
+    /// `rrs`: receive, reduce with the local `src`, send the result on (nothing stored).
+    RecvReduceSend,
+    /// `rrc`: receive, reduce with the local `src`, store into `dst`.
+    RecvReduceCopy,
+    /// `rrcs`: receive, reduce with `src`, store into `dst`, send the result on.
+    RecvReduceCopySend,
+    /// `cpy`: `dst = src`.
+    Copy,
+    /// `re`: `dst = op(dst, src)`.
+    Reduce,
+    /// `nop`: only waits for its dependency.
+    Nop,
+}
+
+impl StepKind {
+    /// The `type` attribute.
+    pub fn code(self) -> &'static str {
+        match self {
+            StepKind::Send => "s",
+            StepKind::Recv => "r",
+            StepKind::RecvCopySend => "rcs",
+            StepKind::RecvReduceSend => "rrs",
+            StepKind::RecvReduceCopy => "rrc",
+            StepKind::RecvReduceCopySend => "rrcs",
+            StepKind::Copy => "cpy",
+            StepKind::Reduce => "re",
+            StepKind::Nop => "nop",
+        }
+    }
+}
+
+/// A step that must wait: thread block `tb` of the same GPU has completed its step `step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dep {
+    /// The thread block waited for.
+    pub tb: u32,
+    /// Its step index (`s`).
+    pub step: u32,
+}
+
+/// One `<step>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Its type.
+    pub kind: StepKind,
+    /// The local source (for `rrs`/`rrc`/`rrcs`, the local operand of the reduction).
+    pub src: Loc,
+    /// The local destination.
+    pub dst: Loc,
+    /// Chunks moved.
+    pub cnt: u32,
+    /// What it waits for.
+    pub dep: Option<Dep>,
+    /// Whether another thread block waits for this step.
+    pub has_dep: bool,
+}
+
+/// One `<tb>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadBlock {
+    /// The rank it sends to.
+    pub send: Option<u32>,
+    /// The rank it receives from.
+    pub recv: Option<u32>,
+    /// Its channel.
+    pub chan: u32,
+    /// Its steps, in order; `s` is the index.
+    pub steps: Vec<Step>,
+}
+
+/// One `<gpu>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gpu {
+    /// Its rank (`id`).
+    pub rank: u32,
+    /// The compute node it is, for messages.
+    pub node: String,
+    /// Input buffer size in chunks.
+    pub i_chunks: u32,
+    /// Output buffer size in chunks.
+    pub o_chunks: u32,
+    /// Scratch buffer size in chunks.
+    pub s_chunks: u32,
+    /// Its thread blocks; the index is the `id`.
+    pub tbs: Vec<ThreadBlock>,
+}
+
+/// A whole algorithm file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Algo {
+    /// The `name` attribute.
+    pub name: String,
+    /// The `coll` attribute.
+    pub coll: &'static str,
+    /// Chunks per loop.
+    pub nchunksperloop: u32,
+    /// Channels (largest `chan` + 1).
+    pub nchannels: u32,
+    /// One per rank, in rank order.
+    pub gpus: Vec<Gpu>,
+}
+
+/// The phase chosen by `options`, or why none can be.
+fn choose<'a>(
+    schedule: &'a schedule_ir::Schedule,
+    options: &Options,
+) -> Result<&'a schedule_ir::Phase, MscclError> {
+    let available = || schedule.phases.iter().map(|p| p.name.clone()).collect();
+    match (&options.phase, schedule.phases.as_slice()) {
+        (Some(name), _) => schedule.phase(name).ok_or_else(|| MscclError::NoSuchPhase {
+            name: name.clone(),
+            available: available(),
+        }),
+        (None, []) => Err(MscclError::NoPhase),
+        (None, [only]) => Ok(only),
+        (None, _) => Err(MscclError::PhaseRequired {
+            available: available(),
+        }),
+    }
+}
+
+/// Builds the algorithm for one phase of a verified schedule.
+pub fn build(schedule: &VerifiedSchedule, options: &Options) -> Result<Algo, MscclError> {
+    let schedule = schedule.schedule();
+    let phase = choose(schedule, options)?;
+    let coll = match phase.collective {
+        Collective::AllReduce => "allreduce",
+        Collective::ReduceScatter => "reducescatter",
+        Collective::AllGather => "allgather",
+        other @ (Collective::Broadcast { .. } | Collective::Reduce { .. }) => {
+            return Err(MscclError::UnsupportedCollective {
+                phase: phase.name.clone(),
+                collective: match other {
+                    Collective::Broadcast { .. } => "broadcast".to_string(),
+                    _ => "reduce".to_string(),
+                },
+            })
+        }
+    };
+    let name = format!(
+        "topoc {} {} {}",
+        schedule.machine.name, phase.name, phase.algorithm
+    );
+    let planned = plan::plan(&schedule.machine, phase)?;
+    let nchannels = planned
+        .iter()
+        .flat_map(|g| g.tbs.iter().map(|t| t.chan + 1))
+        .max()
+        .unwrap_or(1);
+    let algo = Algo {
+        name,
+        coll,
+        nchunksperloop: u32::try_from(phase.chunks.len()).unwrap_or(u32::MAX),
+        nchannels,
+        gpus: planned,
+    };
+    check_limits(&algo, &phase.name)?;
+    Ok(algo)
+}
+
+/// Exports one phase of a verified schedule as MSCCL algorithm XML.
+pub fn to_xml(schedule: &VerifiedSchedule, options: &Options) -> Result<String, MscclError> {
+    Ok(build(schedule, options)?.to_xml())
+}
+
+/// The runtimes' limits, checked on the finished algorithm.
+fn check_limits(algo: &Algo, phase: &str) -> Result<(), MscclError> {
+    for gpu in &algo.gpus {
+        let node = || gpu.node.clone();
+        for (id, tb) in gpu.tbs.iter().enumerate() {
+            if tb.steps.len() > MAX_STEPS {
+                return Err(MscclError::TooManySteps {
+                    phase: phase.to_string(),
+                    node: node(),
+                    rank: gpu.rank,
+                    tb: id,
+                    chan: tb.chan,
+                    steps: tb.steps.len(),
+                });
+            }
+            for step in &tb.steps {
+                if let Some(dep) = step.dep {
+                    if dep.tb as usize > MAX_DEPID {
+                        return Err(MscclError::DependencyTooFar {
+                            phase: phase.to_string(),
+                            node: node(),
+                            rank: gpu.rank,
+                            tb: dep.tb as usize,
+                        });
+                    }
+                }
+            }
+        }
+        for chan in 0..algo.nchannels {
+            for (direction, count) in [
+                (
+                    "send",
+                    gpu.tbs
+                        .iter()
+                        .filter(|t| t.chan == chan && t.send.is_some())
+                        .count(),
+                ),
+                (
+                    "receive",
+                    gpu.tbs
+                        .iter()
+                        .filter(|t| t.chan == chan && t.recv.is_some())
+                        .count(),
+                ),
+            ] {
+                if count > MAX_TBS_PER_CHANNEL {
+                    return Err(MscclError::TooManyThreadBlocks {
+                        phase: phase.to_string(),
+                        node: node(),
+                        rank: gpu.rank,
+                        chan,
+                        direction,
+                        count,
+                    });
+                }
+            }
+        }
+        let count = 1
+            + algo.gpus.len()
+            + gpu.tbs.len()
+            + gpu.tbs.iter().map(|t| t.steps.len()).sum::<usize>();
+        if count > MAX_ELEMENTS_PER_RANK {
+            return Err(MscclError::TooManyElements {
+                phase: phase.to_string(),
+                node: node(),
+                rank: gpu.rank,
+                count,
+            });
+        }
+    }
+    Ok(())
+}
+
+impl Algo {
+    /// The XML text, in the layout the runtimes' hand-written parser expects: no prolog, one
+    /// element per line, double-quoted attributes separated by single spaces, every attribute
+    /// written on every element.
+    pub fn to_xml(&self) -> String {
+        let mut out = String::new();
+        out.push_str(&format!(
+            "<algo name=\"{}\" proto=\"Simple\" nchannels=\"{}\" nchunksperloop=\"{}\" ngpus=\"{}\" \
+             coll=\"{}\" inplace=\"1\" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\">\n",
+            escape(&self.name),
+            self.nchannels,
+            self.nchunksperloop,
+            self.gpus.len(),
+            self.coll
+        ));
+        let peer = |p: Option<u32>| p.map_or(-1, i64::from);
+        for gpu in &self.gpus {
+            out.push_str(&format!(
+                "  <gpu id=\"{}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"{}\">\n",
+                gpu.rank, gpu.i_chunks, gpu.o_chunks, gpu.s_chunks
+            ));
+            for (id, tb) in gpu.tbs.iter().enumerate() {
+                out.push_str(&format!(
+                    "    <tb id=\"{id}\" send=\"{}\" recv=\"{}\" chan=\"{}\">\n",
+                    peer(tb.send),
+                    peer(tb.recv),
+                    tb.chan
+                ));
+                for (s, step) in tb.steps.iter().enumerate() {
+                    let (depid, deps) = step
+                        .dep
+                        .map_or((-1, -1), |d| (i64::from(d.tb), i64::from(d.step)));
+                    out.push_str(&format!(
+                        "      <step s=\"{s}\" type=\"{}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" \
+                         dstoff=\"{}\" cnt=\"{}\" depid=\"{depid}\" deps=\"{deps}\" hasdep=\"{}\"/>\n",
+                        step.kind.code(),
+                        step.src.buf.letter(),
+                        step.src.off,
+                        step.dst.buf.letter(),
+                        step.dst.off,
+                        step.cnt,
+                        u8::from(step.has_dep)
+                    ));
+                }
+                out.push_str("    </tb>\n");
+            }
+            out.push_str("  </gpu>\n");
+        }
+        out.push_str("</algo>\n");
+        out
+    }
+}
+
+/// An attribute value: XML-escaped, control characters blanked, cut to [`MAX_NAME_BYTES`].
+fn escape(text: &str) -> String {
+    let mut out = String::new();
+    for ch in text.chars() {
+        let piece = match ch {
+            '&' => "&amp;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '"' => "&quot;".to_string(),
+            '\'' => "&apos;".to_string(),
+            c if c.is_control() => " ".to_string(),
+            c => c.to_string(),
+        };
+        if out.len() + piece.len() > MAX_NAME_BYTES {
+            break;
+        }
+        out.push_str(&piece);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_escaped_and_bounded() {
+        assert_eq!(escape("a<b>&\"c'\n"), "a&lt;b&gt;&amp;&quot;c&apos; ");
+        assert!(escape(&"é".repeat(500)).len() <= MAX_NAME_BYTES);
+    }
+}

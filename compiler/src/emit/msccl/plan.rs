@@ -1,0 +1,417 @@
+//! From a verified phase to MSCCL thread blocks: transfers and connections, thread-block pairing
+//! and channels (one per logical ring), and which receives fuse with the next send.
+
+use super::layout::{Layout, DATA};
+use super::{Buf, Gpu, MscclError, StepKind};
+use schedule_ir::{BufferId, ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, RecvMode};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// A moment of a BSP step, for ordering: (step, 0 = reads / 1 = writes, program index).
+pub(super) type At = (u32, u8, usize);
+
+/// One matched send and receive.
+pub(super) struct Transfer {
+    pub(super) step: u32,
+    pub(super) from: NodeId,
+    pub(super) to: NodeId,
+    pub(super) conn: usize,
+    pub(super) recv_j: usize,
+    pub(super) send_buf: BufferId,
+    pub(super) recv_buf: BufferId,
+    pub(super) chunks: Vec<ChunkId>,
+}
+
+/// A directed connection: one sender, one receiver, one route.
+pub(super) struct Conn {
+    pub(super) from: NodeId,
+    pub(super) to: NodeId,
+}
+
+/// How an instruction uses a chunk, for liveness.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Use {
+    /// Read, by the send of this transfer (or a local operation).
+    Read(Option<usize>),
+    /// Replaced.
+    Store,
+    /// Combined into (read and written).
+    Update,
+}
+
+/// A send of the step being matched.
+struct PendingSend<'p> {
+    from: NodeId,
+    /// Its index in the sender's step.
+    j: usize,
+    to: NodeId,
+    /// Its first link, then `via`.
+    route: Vec<LinkId>,
+    buffer: BufferId,
+    chunks: &'p Vec<ChunkId>,
+    matched: bool,
+}
+
+/// What the planning passes know about a phase, built up pass by pass.
+pub(super) struct Planner<'a> {
+    pub(super) phase: &'a Phase,
+    /// Node names, by node id.
+    pub(super) names: Vec<String>,
+    /// Each node's rank; `None` for switches.
+    pub(super) rank: Vec<Option<u32>>,
+    pub(super) layout: Layout,
+    pub(super) transfers: Vec<Transfer>,
+    pub(super) conns: Vec<Conn>,
+    /// The transfer of a send, by (sender, step, index in its step).
+    pub(super) send_at: HashMap<(NodeId, u32, usize), usize>,
+    /// The transfer of a receive, by (receiver, step, index in its step).
+    pub(super) recv_at: HashMap<(NodeId, u32, usize), usize>,
+    /// The transfers over a connection in a step.
+    pub(super) on_conn: HashMap<(usize, u32), Vec<usize>>,
+    /// Every use of every (node, buffer, chunk), in time order.
+    pub(super) timeline: HashMap<(NodeId, BufferId, ChunkId), Vec<(At, Use)>>,
+}
+
+/// The instructions of `node` in step `k` (none for a switch).
+pub(super) fn step_instrs(phase: &Phase, node: usize, k: u32) -> &[Instr] {
+    phase
+        .programs
+        .get(node)
+        .and_then(|p| p.steps.get(k as usize))
+        .map_or(&[], Vec::as_slice)
+}
+
+/// Plans every GPU of `phase`.
+pub(super) fn plan(machine: &Machine, phase: &Phase) -> Result<Vec<Gpu>, MscclError> {
+    let mut next = 0u32;
+    let rank: Vec<Option<u32>> = machine
+        .nodes
+        .iter()
+        .map(|n| {
+            (n.kind == NodeKind::Compute).then(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect();
+    let names: Vec<String> = machine.nodes.iter().map(|n| n.name.clone()).collect();
+    let layout = Layout::new(phase, &rank, &names)?;
+    let mut planner = Planner {
+        phase,
+        names,
+        rank,
+        layout,
+        transfers: Vec::new(),
+        conns: Vec::new(),
+        send_at: HashMap::new(),
+        recv_at: HashMap::new(),
+        on_conn: HashMap::new(),
+        timeline: HashMap::new(),
+    };
+    planner.collect_transfers()?;
+    planner.collect_timeline();
+    let mut forward = planner.pair_connections();
+    let chan = planner.channels(&mut forward);
+    let fused = planner.fuse(&forward);
+    let mut gpus = Vec::new();
+    for (n, r) in planner.rank.iter().enumerate() {
+        let Some(r) = *r else { continue };
+        gpus.push(planner.gpu(NodeId::new(n), r, &forward, &chan, &fused)?);
+    }
+    for gpu in &mut gpus {
+        gpu.s_chunks = gpu
+            .tbs
+            .iter()
+            .flat_map(|t| t.steps.iter())
+            .filter(|s| s.kind != StepKind::Nop)
+            .flat_map(|s| [s.src, s.dst])
+            .filter(|l| l.buf == Buf::Scratch)
+            .map(|l| l.off + 1)
+            .max()
+            .unwrap_or(0);
+    }
+    Ok(gpus)
+}
+
+impl Planner<'_> {
+    pub(super) fn internal(&self, detail: String) -> MscclError {
+        MscclError::Internal {
+            phase: self.phase.name.clone(),
+            detail,
+        }
+    }
+
+    pub(super) fn lookup<K: std::hash::Hash + Eq + std::fmt::Debug, V: Copy>(
+        &self,
+        map: &HashMap<K, V>,
+        key: K,
+    ) -> Result<V, MscclError> {
+        map.get(&key)
+            .copied()
+            .ok_or_else(|| self.internal(format!("no entry for {key:?}")))
+    }
+
+    /// Pairs every receive with its send, as the verifier does, and names the connections.
+    fn collect_transfers(&mut self) -> Result<(), MscclError> {
+        let phase = self.phase;
+        let mut conn_of: HashMap<(NodeId, NodeId, Vec<LinkId>), usize> = HashMap::new();
+        for k in 0..phase.steps {
+            let mut sends: Vec<PendingSend> = Vec::new();
+            for n in 0..phase.programs.len() {
+                for (j, instr) in step_instrs(phase, n, k).iter().enumerate() {
+                    if let Instr::Send {
+                        link,
+                        via,
+                        to,
+                        buffer,
+                        chunks,
+                    } = instr
+                    {
+                        sends.push(PendingSend {
+                            from: NodeId::new(n),
+                            j,
+                            to: *to,
+                            route: std::iter::once(*link).chain(via.iter().copied()).collect(),
+                            buffer: *buffer,
+                            chunks,
+                            matched: false,
+                        });
+                    }
+                }
+            }
+            for n in 0..phase.programs.len() {
+                let node = NodeId::new(n);
+                for (j, instr) in step_instrs(phase, n, k).iter().enumerate() {
+                    let Instr::Recv {
+                        link,
+                        from,
+                        buffer,
+                        chunks,
+                        ..
+                    } = instr
+                    else {
+                        continue;
+                    };
+                    let Some(send) = sends.iter_mut().find(|s| {
+                        !s.matched
+                            && s.from == *from
+                            && s.to == node
+                            && s.route.last() == Some(link)
+                            && s.chunks == chunks
+                    }) else {
+                        return Err(self.internal(format!(
+                            "step {k}: the receive of {} has no send",
+                            self.names[n]
+                        )));
+                    };
+                    send.matched = true;
+                    let key = (send.from, node, send.route.clone());
+                    let conn = match conn_of.get(&key) {
+                        Some(&c) => c,
+                        None => {
+                            self.conns.push(Conn {
+                                from: send.from,
+                                to: node,
+                            });
+                            conn_of.insert(key, self.conns.len() - 1);
+                            self.conns.len() - 1
+                        }
+                    };
+                    let t = self.transfers.len();
+                    self.send_at.insert((send.from, k, send.j), t);
+                    self.recv_at.insert((node, k, j), t);
+                    self.on_conn.entry((conn, k)).or_default().push(t);
+                    self.transfers.push(Transfer {
+                        step: k,
+                        from: send.from,
+                        to: node,
+                        conn,
+                        recv_j: j,
+                        send_buf: send.buffer,
+                        recv_buf: *buffer,
+                        chunks: chunks.clone(),
+                    });
+                }
+            }
+            if let Some(s) = sends.iter().find(|s| !s.matched) {
+                return Err(self.internal(format!(
+                    "step {k}: a send of {} has no receive",
+                    self.names[s.from.index()]
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every use of every (node, buffer, chunk), in time order.
+    fn collect_timeline(&mut self) {
+        let phase = self.phase;
+        for k in 0..phase.steps {
+            for part in [0u8, 1] {
+                for n in 0..phase.programs.len() {
+                    let node = NodeId::new(n);
+                    for (j, instr) in step_instrs(phase, n, k).iter().enumerate() {
+                        let (buf, chunks, use_) = match (part, instr) {
+                            (0, Instr::Send { buffer, chunks, .. }) => (
+                                *buffer,
+                                chunks,
+                                Use::Read(self.send_at.get(&(node, k, j)).copied()),
+                            ),
+                            (0, Instr::Copy { src, chunks, .. })
+                            | (0, Instr::Reduce { src, chunks, .. }) => {
+                                (*src, chunks, Use::Read(None))
+                            }
+                            (
+                                1,
+                                Instr::Recv {
+                                    buffer,
+                                    chunks,
+                                    mode,
+                                    ..
+                                },
+                            ) => (
+                                *buffer,
+                                chunks,
+                                match mode {
+                                    RecvMode::Store => Use::Store,
+                                    RecvMode::Reduce => Use::Update,
+                                },
+                            ),
+                            (1, Instr::Copy { dst, chunks, .. }) => (*dst, chunks, Use::Store),
+                            (1, Instr::Reduce { dst, chunks, .. }) => (*dst, chunks, Use::Update),
+                            _ => continue,
+                        };
+                        for &c in chunks {
+                            self.timeline
+                                .entry((node, buf, c))
+                                .or_default()
+                                .push(((k, part, j), use_));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// At every node, pairs an incoming connection with the outgoing one that most often sends
+    /// on, one step later, what it received. Returns incoming → outgoing.
+    fn pair_connections(&self) -> BTreeMap<usize, usize> {
+        let mut by_sender: HashMap<(NodeId, u32), Vec<usize>> = HashMap::new();
+        for (i, t) in self.transfers.iter().enumerate() {
+            by_sender.entry((t.from, t.step)).or_default().push(i);
+        }
+        let mut weight: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        for t in &self.transfers {
+            for &u in by_sender.get(&(t.to, t.step + 1)).into_iter().flatten() {
+                let u = &self.transfers[u];
+                if u.chunks == t.chunks && u.send_buf == t.recv_buf {
+                    *weight.entry((t.conn, u.conn)).or_default() += 1;
+                }
+            }
+        }
+        let mut candidates: Vec<((usize, usize), usize)> = weight.into_iter().collect();
+        candidates.sort_by_key(|&((x, y), w)| (Reverse(w), x, y));
+        let mut forward = BTreeMap::new();
+        let mut taken = BTreeSet::new();
+        for ((x, y), _) in candidates {
+            if !forward.contains_key(&x) && !taken.contains(&y) {
+                forward.insert(x, y);
+                taken.insert(y);
+            }
+        }
+        forward
+    }
+
+    /// One channel per chain of paired connections (a logical ring). A chain that would give a
+    /// GPU two thread blocks with the same peer on one channel is split into its connections.
+    fn channels(&self, forward: &mut BTreeMap<usize, usize>) -> Vec<u32> {
+        loop {
+            let mut parent: Vec<usize> = (0..self.conns.len()).collect();
+            fn find(parent: &mut [usize], mut x: usize) -> usize {
+                while parent[x] != x {
+                    parent[x] = parent[parent[x]];
+                    x = parent[x];
+                }
+                x
+            }
+            for (&x, &y) in forward.iter() {
+                let (a, b) = (find(&mut parent, x), find(&mut parent, y));
+                parent[a.max(b)] = a.min(b);
+            }
+            let roots: Vec<usize> = (0..self.conns.len())
+                .map(|c| find(&mut parent, c))
+                .collect();
+            let mut seen: HashMap<(usize, NodeId, NodeId), usize> = HashMap::new();
+            let mut bad = BTreeSet::new();
+            for (c, conn) in self.conns.iter().enumerate() {
+                if seen.insert((roots[c], conn.from, conn.to), c).is_some() {
+                    bad.insert(roots[c]);
+                }
+            }
+            if bad.is_empty() {
+                // Roots are the smallest connection of their chain: number chains in that order.
+                let mut channel_of_root = BTreeMap::new();
+                for &r in &roots {
+                    let next = channel_of_root.len() as u32;
+                    channel_of_root.entry(r).or_insert(next);
+                }
+                return roots.iter().map(|r| channel_of_root[r]).collect();
+            }
+            forward.retain(|x, _| !bad.contains(&roots[*x]));
+        }
+    }
+
+    /// For each transfer, the transfer it is fused with: its receiver sends the same chunks on
+    /// in the next step, from the same thread block, and nothing else writes them in between.
+    fn fuse(&self, forward: &BTreeMap<usize, usize>) -> Vec<Option<usize>> {
+        let mut fused = vec![None; self.transfers.len()];
+        for (i, t) in self.transfers.iter().enumerate() {
+            let Some(&y) = forward.get(&t.conn) else {
+                continue;
+            };
+            if self.on_conn.get(&(t.conn, t.step)).map_or(0, Vec::len) != 1 {
+                continue;
+            }
+            let Some([u]) = self.on_conn.get(&(y, t.step + 1)).map(Vec::as_slice) else {
+                continue;
+            };
+            let next = &self.transfers[*u];
+            if next.chunks != t.chunks || next.send_buf != t.recv_buf {
+                continue;
+            }
+            let last_write = t.chunks.iter().all(|&c| {
+                self.timeline
+                    .get(&(t.to, t.recv_buf, c))
+                    .into_iter()
+                    .flatten()
+                    .all(|&((k, part, j), _)| !(k == t.step && part == 1 && j > t.recv_j))
+            });
+            if last_write {
+                fused[i] = Some(*u);
+            }
+        }
+        fused
+    }
+
+    /// Whether the value transfer `t` leaves in chunk `c` is never read again once fused
+    /// transfer `u` has sent it on (so `rrs` need not store it).
+    pub(super) fn dead_after(&self, t: &Transfer, u: usize, c: ChunkId, rank: u32) -> bool {
+        let at: At = (t.step, 1, t.recv_j);
+        for &(when, use_) in self
+            .timeline
+            .get(&(t.to, t.recv_buf, c))
+            .into_iter()
+            .flatten()
+        {
+            if when <= at {
+                continue;
+            }
+            match use_ {
+                Use::Read(Some(x)) if x == u => {}
+                Use::Store => return true,
+                Use::Read(_) | Use::Update => return false,
+            }
+        }
+        !(t.recv_buf == DATA && self.layout.output(rank, c).is_some())
+    }
+}
