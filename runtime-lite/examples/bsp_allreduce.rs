@@ -15,11 +15,14 @@
 //! `--seed S` (1), `--timeout SECONDS` (120; 0 waits for ever). Rank `i` runs the `i`-th
 //! compute node; the local vector of node `i` in superstep `s` is
 //! `runtime_lite::inputs::generate(op, seed + s, i, elements)`. Exit status: 0 when every
-//! check passes, 1 when one fails, 2 on an error (which ends the job with `MPI_Abort`).
+//! check passes, 1 when one fails, 2 on an error: one found while setting up (a bad file, a
+//! wrong number of ranks) stops every rank together; one found while running ends the job
+//! with `MPI_Abort`, since the other ranks may be waiting for this one.
 
+use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
-use mpi::traits::Root;
-use runtime_lite::mpi::{MpiElement, MpiNode};
+use mpi::traits::{CommunicatorCollectives, Root};
+use runtime_lite::mpi::{MpiElement, MpiError, MpiNode};
 use runtime_lite::{compare, inputs, reference, Error, InProcess};
 use schedule_ir::{DType, Phase, ReduceOp, VerifiedSchedule};
 use std::process::ExitCode;
@@ -92,12 +95,18 @@ fn main() -> ExitCode {
             }
             ExitCode::from(2)
         }
-        Err(Failure::Io(message)) => {
-            eprintln!("bsp_allreduce: rank {rank}: error: {message}");
-            world.abort(2)
+        Err(Failure::Setup(message)) => {
+            // The ranks agreed to stop before running anything: finalise and exit.
+            if let Some(message) = message {
+                eprintln!("bsp_allreduce: rank {rank}: error: {message}");
+            }
+            ExitCode::from(2)
         }
         Err(Failure::Runtime(error)) => {
+            // The other ranks may be waiting for this one: end the job. Give the launcher a
+            // moment to pass the message on before it tears the job down.
             eprintln!("bsp_allreduce: rank {rank}: error: {error}");
+            std::thread::sleep(Duration::from_millis(200));
             world.abort(2)
         }
     }
@@ -107,9 +116,10 @@ fn main() -> ExitCode {
 enum Failure {
     /// A bad command line (the same on every rank).
     Usage(String),
-    /// The schedule file cannot be read.
-    Io(String),
-    /// The runtime failed.
+    /// Setting up failed on some rank, so every rank stops; the message, where this rank has
+    /// one, says what went wrong here.
+    Setup(Option<String>),
+    /// The runtime failed while running.
     Runtime(Box<Error>),
 }
 
@@ -122,30 +132,54 @@ impl From<Error> for Failure {
 /// Loads the schedule, takes this rank's node and runs the program for the phase's element
 /// type. Returns whether every check passed (the same answer on every rank).
 fn program(world: &SimpleCommunicator, options: &Options) -> Result<bool, Failure> {
-    let text = std::fs::read_to_string(&options.schedule)
-        .map_err(|e| Failure::Io(format!("cannot read {}: {e}", options.schedule)))?;
-    let schedule = runtime_lite::load(&text)?;
-    let phase = match &options.phase {
-        Some(name) => schedule.schedule().phase(name).cloned(),
-        None => schedule.schedule().phases.first().cloned(),
+    let loaded = load(options);
+    // Go on only if every rank could load the schedule (the file may differ between hosts).
+    let mut failed_somewhere = 0i32;
+    world.all_reduce_into(
+        &i32::from(loaded.is_err()),
+        &mut failed_somewhere,
+        SystemOperation::max(),
+    );
+    let (schedule, phase) = loaded.map_err(|e| Failure::Setup(Some(e)))?;
+    if failed_somewhere != 0 {
+        return Err(Failure::Setup(None));
     }
-    .ok_or_else(|| Error::UnknownPhase {
-        phase: options.phase.clone().unwrap_or_default(),
-        available: schedule
-            .schedule()
-            .phases
-            .iter()
-            .map(|p| format!("`{}`", p.name))
-            .collect::<Vec<_>>()
-            .join(", "),
+    // Collective: fails on every rank together (this rank's own reason, or `PeerSetup`).
+    let mut node = MpiNode::new(world, schedule).map_err(|e| match e {
+        Error::Mpi(e) if matches!(*e, MpiError::PeerSetup) => Failure::Setup(None),
+        e => Failure::Setup(Some(e.to_string())),
     })?;
-    let mut node = MpiNode::new(world, schedule)?;
     node.set_timeout(options.timeout);
     match phase.dtype {
         DType::F32 => supersteps::<f32>(&mut node, &phase, options),
         DType::F64 => supersteps::<f64>(&mut node, &phase, options),
         DType::I32 => supersteps::<i32>(&mut node, &phase, options),
         DType::I64 => supersteps::<i64>(&mut node, &phase, options),
+    }
+}
+
+/// Reads and verifies the schedule and finds the phase to run.
+fn load(options: &Options) -> Result<(VerifiedSchedule, Phase), String> {
+    let text = std::fs::read_to_string(&options.schedule)
+        .map_err(|e| format!("cannot read {}: {e}", options.schedule))?;
+    let schedule = runtime_lite::load(&text).map_err(|e| e.to_string())?;
+    let phase = match &options.phase {
+        Some(name) => schedule.schedule().phase(name).cloned(),
+        None => schedule.schedule().phases.first().cloned(),
+    };
+    match phase {
+        Some(phase) => Ok((schedule, phase)),
+        None => Err(Error::UnknownPhase {
+            phase: options.phase.clone().unwrap_or_default(),
+            available: schedule
+                .schedule()
+                .phases
+                .iter()
+                .map(|p| format!("`{}`", p.name))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+        .to_string()),
     }
 }
 

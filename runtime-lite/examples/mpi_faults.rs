@@ -3,7 +3,7 @@
 //! with 4 ranks; each run exits 0 once every rank has reported.
 //!
 //! ```sh
-//! mpirun -np 4 target/debug/examples/mpi_faults wrong-size|ragged|silent-peer|wrong-length
+//! mpirun -np 4 target/debug/examples/mpi_faults wrong-size|ragged|silent-peer|wrong-length|vanish|setup
 //! ```
 //!
 //! On a ring allreduce of `p` nodes (one per rank), rank 1
@@ -13,7 +13,11 @@
 //!   messages are no whole number of `f64`;
 //! - `silent-peer`: does not run the phase at all (the messages are large, so its peers also
 //!   wait for it to take theirs);
-//! - `wrong-length`: passes a buffer one element short.
+//! - `wrong-length`: passes a buffer one element short;
+//! - `vanish`: exits (status 3) without finalising MPI instead of running the phase — the
+//!   launcher then ends the whole job, which exits non-zero rather than hanging;
+//! - `setup`: loads a schedule for a machine of `p + 1` nodes, so it cannot take a node, and
+//!   the others, whose setup is fine, must not be left waiting for it.
 //!
 //! The transport's timeout is 2 s, so the other ranks report within a few seconds.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -40,16 +44,27 @@ fn main() {
         "ragged" if odd => (DType::F32, 1004),
         "ragged" => (DType::F64, 1000),
         "silent-peer" => (DType::F32, 1 << 20),
-        "wrong-size" | "wrong-length" => (DType::F32, 1000),
-        _ => panic!("usage: mpi_faults wrong-size|ragged|silent-peer|wrong-length"),
+        "wrong-size" | "wrong-length" | "vanish" | "setup" => (DType::F32, 1000),
+        _ => panic!("usage: mpi_faults wrong-size|ragged|silent-peer|wrong-length|vanish|setup"),
     };
-    let phase = common::ring_allreduce(p, "grads", ReduceOp::Sum, dtype, elements);
-    let mut node =
-        MpiNode::new(&world, common::verified_one(common::ring_machine(p), phase)).unwrap();
+    let nodes = if odd && mode == "setup" { p + 1 } else { p };
+    let phase = common::ring_allreduce(nodes, "grads", ReduceOp::Sum, dtype, elements);
+    let schedule = common::verified_one(common::ring_machine(nodes), phase);
+    let mut node = match MpiNode::new(&world, schedule) {
+        Ok(node) => node,
+        Err(e) => {
+            println!("rank {rank}: error: {e}");
+            return;
+        }
+    };
     node.set_timeout(Some(Duration::from_secs(2)));
     let mut data = AnyBuffer::zeros(dtype, elements as usize);
     if odd && mode == "wrong-length" {
         data = AnyBuffer::zeros(dtype, elements as usize - 1);
+    }
+    if odd && mode == "vanish" {
+        println!("rank {rank}: vanishing");
+        std::process::exit(3);
     }
     let report = if odd && mode == "silent-peer" {
         "silent".to_string()

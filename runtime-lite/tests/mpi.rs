@@ -132,15 +132,24 @@ fn mpirun(ranks: usize, program: &Path, args: &[&str]) -> Option<Job> {
     Some(job)
 }
 
+/// A temporary file, removed when dropped.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Writes a verified schedule of `phases` on `machine` to a temporary file.
-fn schedule_file(name: &str, machine: Machine, phases: Vec<Phase>) -> PathBuf {
+fn schedule_file(name: &str, machine: Machine, phases: Vec<Phase>) -> TempFile {
     let schedule = verified(build_schedule(machine, phases));
     let path = std::env::temp_dir().join(format!(
         "runtime-lite-mpi-{}-{name}.ron",
         std::process::id()
     ));
     std::fs::write(&path, serial::to_string(schedule.schedule(), Format::Ron)).unwrap();
-    path
+    TempFile(path)
 }
 
 /// Runs `bsp_allreduce` on 8 ranks and checks that every superstep and the final model pass.
@@ -173,7 +182,7 @@ fn bsp_allreduce(schedule: &Path, extra: &[&str]) {
 
 #[test]
 fn eight_ranks_match_the_reference_and_the_in_process_run_bit_for_bit() {
-    let path = schedule_file(
+    let file = schedule_file(
         "ring8",
         ring_machine(8),
         vec![
@@ -181,31 +190,29 @@ fn eight_ranks_match_the_reference_and_the_in_process_run_bit_for_bit() {
             pipelined_ring_allreduce(8, "stats", ReduceOp::Prod, DType::F64, 4099),
         ],
     );
-    bsp_allreduce(&path, &[]);
-    bsp_allreduce(&path, &["--phase", "stats", "--seed", "9"]);
-    std::fs::remove_file(path).unwrap();
+    bsp_allreduce(&file.0, &[]);
+    bsp_allreduce(&file.0, &["--phase", "stats", "--seed", "9"]);
 }
 
 #[test]
 fn routes_through_a_switch_and_integers() {
     // Eight compute nodes around a switch: the switch has no rank.
-    let path = schedule_file(
+    let file = schedule_file(
         "star8",
         star_machine(8),
         vec![star_allreduce(8, "grads", ReduceOp::Sum, DType::I32, 5000)],
     );
-    bsp_allreduce(&path, &["--supersteps", "3"]);
-    std::fs::remove_file(path).unwrap();
+    bsp_allreduce(&file.0, &["--supersteps", "3"]);
 }
 
 #[test]
 fn a_wrong_number_of_ranks_is_an_error() {
-    let path = schedule_file(
+    let file = schedule_file(
         "ranks",
         ring_machine(8),
         vec![ring_allreduce(8, "grads", ReduceOp::Sum, DType::F32, 64)],
     );
-    let Some(job) = mpirun(3, &example("bsp_allreduce"), &[path.to_str().unwrap()]) else {
+    let Some(job) = mpirun(3, &example("bsp_allreduce"), &[file.0.to_str().unwrap()]) else {
         return;
     };
     assert!(!job.success);
@@ -217,7 +224,6 @@ fn a_wrong_number_of_ranks_is_an_error() {
         "{}",
         job.stderr
     );
-    std::fs::remove_file(path).unwrap();
 }
 
 /// Runs `mpi_faults mode` on 4 ranks and returns each rank's report, in rank order.
@@ -317,4 +323,34 @@ fn a_buffer_of_the_wrong_length_is_reported() {
         "error: phase `grads`: the buffer of node N1 has 999 elements but the phase works on 1000"
     );
     all_failed(&reports, usize::MAX);
+}
+
+#[test]
+fn a_vanished_peer_ends_the_job_instead_of_hanging() {
+    let Some(job) = mpirun(4, &example("mpi_faults"), &["vanish"]) else {
+        return;
+    };
+    // The launcher notices the rank that exited without finalising and ends the job; the
+    // other ranks are killed or report a timeout, and nothing hangs (see `mpirun`'s limit).
+    assert!(!job.success, "{}{}", job.stdout, job.stderr);
+    assert!(job.stdout.contains("rank 1: vanishing"), "{}", job.stdout);
+}
+
+#[test]
+fn a_rank_that_cannot_set_up_stops_every_rank() {
+    let Some(reports) = faults("setup") else {
+        return;
+    };
+    assert_eq!(
+        reports[1],
+        "error: the MPI job has 4 ranks but machine `ring-5` has 5 compute nodes: run one rank \
+         per compute node (`mpirun -np 5 …`)"
+    );
+    for r in [0, 2, 3] {
+        assert_eq!(
+            reports[r],
+            "error: another rank could not set up its node (it reports why), so this rank does \
+             not go on"
+        );
+    }
 }

@@ -22,6 +22,12 @@ pub enum MpiError {
         compute: usize,
     },
 
+    /// Another rank could not set up (its own error says why), so this one does not go on.
+    #[error(
+        "another rank could not set up its node (it reports why), so this rank does not go on"
+    )]
+    PeerSetup,
+
     /// The machine has more link directions and lanes than the MPI library has tags.
     #[error(
         "machine `{machine}` needs {needed} distinct MPI tags per step (2 directions × links × \

@@ -71,7 +71,9 @@
 //!
 //! Nothing here hangs for ever or panics on what the peers send:
 //! - a wrong number of ranks, or a machine too large for the tags: an error from
-//!   [`MpiNode::new`] or [`MpiTransport::new`] on every rank;
+//!   [`MpiNode::new`] or [`MpiTransport::new`] on every rank; [`MpiNode::new`] also agrees
+//!   with the other ranks first, so if one rank cannot set up (it was given another schedule),
+//!   the others fail with [`MpiError::PeerSetup`] instead of waiting for it;
 //! - a wrong buffer length or element type: an error on that rank before anything is sent;
 //! - a message of the wrong size: received, then reported with the phase, step, node, peer and
 //!   link;

@@ -3,10 +3,11 @@
 
 use super::transport::{tag_ub, MpiTransport, DEFAULT_TIMEOUT};
 use super::wire::{rank_node, tag_space, Wire};
-use super::MpiElement;
+use super::{MpiElement, MpiError};
 use crate::buffer::AnyBuffer;
 use crate::error::Error;
 use crate::exec::NodeExecutor;
+use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::CommunicatorCollectives;
 use schedule_ir::{NodeId, VerifiedSchedule};
@@ -67,18 +68,30 @@ impl std::fmt::Debug for MpiNode {
 
 impl MpiNode {
     /// Takes this process's node of `schedule`: the compute node whose position is this
-    /// process's rank in `comm`. Collective: every rank of `comm` must call it (it duplicates
-    /// the communicator).
+    /// process's rank in `comm`. Collective: every rank of `comm` must call it (it agrees with
+    /// the others on whether all can go on, then duplicates the communicator).
     ///
-    /// Fails, on every rank alike, if `comm` has a different number of ranks than the machine
-    /// has compute nodes, or if the machine needs more MPI tags per step than the library has.
+    /// Fails if `comm` has a different number of ranks than the machine has compute nodes, or
+    /// if the machine needs more MPI tags per step than the library has. If one rank fails
+    /// (given another schedule, say), every rank fails — with [`MpiError::PeerSetup`] where
+    /// its own checks passed — and none is left waiting in the duplication.
     pub fn new<C: Communicator>(comm: &C, schedule: VerifiedSchedule) -> Result<Self, Error> {
         let size = usize::try_from(comm.size()).unwrap_or(0);
         let rank = usize::try_from(comm.rank()).unwrap_or(usize::MAX);
         let tag_ub = tag_ub(comm);
-        // What every rank checks alike, before the collective duplication.
-        let node = rank_node(&schedule.schedule().machine, rank, size)?;
-        tag_space(&schedule.schedule().machine, tag_ub)?;
+        let machine = &schedule.schedule().machine;
+        let checked = rank_node(machine, rank, size)
+            .and_then(|node| tag_space(machine, tag_ub).map(|_| node));
+        let mut failed_somewhere = 0i32;
+        comm.all_reduce_into(
+            &i32::from(checked.is_err()),
+            &mut failed_somewhere,
+            SystemOperation::max(),
+        );
+        let node = checked?;
+        if failed_somewhere != 0 {
+            return Err(MpiError::PeerSetup.into());
+        }
         Ok(MpiNode {
             comm: comm.duplicate(),
             schedule,
