@@ -57,7 +57,7 @@ pub enum MpiError {
 
     /// An expected message did not arrive in time.
     #[error(
-        "no message from {peer} (rank {rank}) over link {link} arrived within {waited:?} \
+        "no message from {peer} (rank {rank}) over link {link} arrived within {waited:.1?} \
          (MPI tag {tag}): that rank has stopped, is stuck, or runs another phase or schedule"
     )]
     ReceiveTimeout {
@@ -76,7 +76,7 @@ pub enum MpiError {
     /// A message sent was not taken by its receiver in time.
     #[error(
         "{peer} (rank {rank}) did not take the message sent to it over link {link} within \
-         {waited:?} (MPI tag {tag}): that rank has stopped, is stuck, or runs another phase or \
+         {waited:.1?} (MPI tag {tag}): that rank has stopped, is stuck, or runs another phase or \
          schedule"
     )]
     SendTimeout {

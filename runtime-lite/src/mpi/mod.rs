@@ -86,7 +86,10 @@
 //! MPI and their buffers are leaked, never freed while MPI may still read them (cancelling a
 //! send is not reliably local: MPICH over UCX waits for the peer). A message whose arrival a
 //! probe has seen is received with a blocking `MPI_Mrecv`, which completes as long as the
-//! sender's MPI library runs, as it does while the sender is inside any MPI call.
+//! sender's MPI library runs, as it does while the sender is inside any MPI call. After a
+//! failure, what the node's peers have sent or still expect is unknown, so running a phase
+//! again on the same communicator may pair old messages with new receives: a program should
+//! end the job (`MPI_Abort`), as `bsp_allreduce` does.
 //!
 //! A peer that *vanished* — its process died — is normally noticed by the MPI launcher first:
 //! MPICH's and Open MPI's `mpirun` end the whole job when a rank exits without finalising, so
