@@ -191,6 +191,11 @@ pub enum Error {
         cause: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 
+    /// The MPI transport cannot be set up (wrong number of ranks, too few tags, …).
+    #[cfg(feature = "mpi")]
+    #[error(transparent)]
+    Mpi(Box<crate::mpi::MpiError>),
+
     /// A result differs from the reference reduction.
     #[error(
         "phase `{phase}`: node {node}, element {element}: got {actual} but the reference is \
@@ -231,6 +236,13 @@ fn render_verify(errors: &VerifyErrors) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+#[cfg(feature = "mpi")]
+impl From<crate::mpi::MpiError> for Error {
+    fn from(error: crate::mpi::MpiError) -> Self {
+        Error::Mpi(Box::new(error))
+    }
 }
 
 impl From<VerifyErrors> for Error {

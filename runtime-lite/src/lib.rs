@@ -10,6 +10,9 @@
 //!   run against it;
 //! - [`Element`]: the element types (`f32`, `f64`, `i32`, `i64`) and how they combine;
 //!   [`AnyBuffer`] and [`Buffers`] for element types chosen at run time;
+//! - [`inputs`]: deterministic inputs from `(seed, node)`, the same in every process;
+//! - `mpi` (cargo feature `mpi`): the MPI transport and `mpi::MpiNode`, one compute node per
+//!   MPI rank, for BSP programs launched with `mpirun`;
 //! - [`Error`]: everything that can go wrong, in the names the user wrote.
 //!
 //! # Pipeline
@@ -20,6 +23,7 @@
 //!                           lower (plan): ids → element ranges, messages keyed, all checked
 //!                                                               │
 //!            InProcess: all nodes, lockstep, one thread   NodeExecutor + Transport: one node
+//!                                                              (mpi::MpiNode: one rank each)
 //! ```
 //!
 //! Every entry point takes a [`schedule_ir::VerifiedSchedule`]: nothing
@@ -86,6 +90,9 @@ mod element;
 mod error;
 mod exec;
 mod inprocess;
+pub mod inputs;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 mod plan;
 mod reference;
 mod transport;

@@ -15,23 +15,16 @@
 //! nodes over the same link in one step (links with several lanes). A transport only needs to
 //! carry the key and the elements; it never interprets them.
 //!
-//! # Writing an MPI transport
+//! # Transports
 //!
-//! The trait is shaped for one node per process, for instance MPI with one rank per compute
-//! node:
-//! - map each compute [`NodeId`] to a rank (the position among the machine's compute nodes);
-//! - for every outgoing message, post a non-blocking send of `data` to the rank of `key.to`,
-//!   with a tag derived from `(key.step, key.link, key.first_chunk)`;
-//! - for every [`Expected`] entry, post a receive of `len` elements from the rank of
-//!   `key.from` with the same tag, wait for all, and return them with their keys;
-//! - the matched receives are the BSP barrier: a node cannot finish step `k` before every
-//!   peer it hears from has reached step `k`.
-//!
-//! An MPI transport implements `Transport<T>` for every [`Element`] `T`; [`Element::DTYPE`]
-//! says which type it is, so it can pick the matching MPI datatype (or go through
-//! [`Element::write_le_bytes`] / [`Element::read_le_bytes`] for byte-oriented channels). A
-//! peer that vanishes must become an error from `exchange` (after a timeout if the channel
-//! cannot tell), never a hang or a panic.
+//! [`crate::InProcess`] moves messages between the nodes of one process directly. The MPI
+//! transport (`crate::mpi`, cargo feature `mpi`) runs one node per rank: each outgoing message
+//! becomes a non-blocking send to the receiver's rank, each expected one a probed receive, with
+//! a tag derived from the key. A transport that can carry every element type implements the
+//! trait for all of them, dispatching on [`Element::DTYPE`] where the wire format needs to know
+//! (or going through [`Element::write_le_bytes`] / [`Element::read_le_bytes`] for
+//! byte-oriented channels). A peer that vanishes must become an error from `exchange` (after a
+//! timeout if the channel cannot tell), never a hang or a panic.
 
 use crate::element::Element;
 use schedule_ir::{ChunkId, LinkId, NodeId, StepId};
