@@ -13,7 +13,9 @@ use crate::path;
 use crate::topology::ast::{CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile};
 use crate::topology::{self, spans::Path};
 use crate::Error;
-use schedule_ir::{Collective, DType, ReduceOp, Schedule, VerifiedSchedule, FORMAT_VERSION};
+use schedule_ir::{
+    Collective, DType, ProgramItem, ReduceOp, Schedule, VerifiedSchedule, FORMAT_VERSION,
+};
 use std::collections::BTreeMap;
 
 /// Choices the command line can override.
@@ -81,6 +83,7 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
     let schedule = Schedule {
         format_version: FORMAT_VERSION,
         machine: machine.to_ir(),
+        program: program(&file, &exchanges),
         phases,
     };
     let schedule = schedule_ir::verify(schedule).map_err(Error::Unverified)?;
@@ -89,6 +92,34 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
         schedule,
         notes,
     })
+}
+
+/// The BSP program: the file's compute and exchange phases in order, or, when it declares no
+/// exchange, its compute phases followed by the default exchange phase.
+fn program(
+    file: &TopologyFile,
+    exchanges: &[(Path, Exchange, ring::PhaseSpec)],
+) -> Vec<ProgramItem> {
+    let mut items: Vec<ProgramItem> = file
+        .phases
+        .iter()
+        .map(|p| match p {
+            PhaseDecl::Compute(name) => ProgramItem::Compute(name.clone()),
+            PhaseDecl::Exchange(e) => ProgramItem::Exchange(e.name.clone()),
+        })
+        .collect();
+    if !file
+        .phases
+        .iter()
+        .any(|p| matches!(p, PhaseDecl::Exchange(_)))
+    {
+        items.extend(
+            exchanges
+                .iter()
+                .map(|(_, e, _)| ProgramItem::Exchange(e.name.clone())),
+        );
+    }
+    items
 }
 
 /// The exchange phases of the file (or the default one), checked, with their paths.
