@@ -274,9 +274,9 @@ fn lower_phase(
     for method in &candidates {
         match method.embed(machine) {
             Ok(rings) => {
-                let logical = ring::both_directions(&rings);
-                let phase = ring::lower(spec, method.name(), machine.node_count(), &logical)
-                    .ok_or_else(|| {
+                let logical = ring::orient(machine, &rings);
+                let phase =
+                    ring::lower(spec, method.name(), machine, &logical).ok_or_else(|| {
                         Problem::at(
                             at.clone(),
                             "internal: lowering refused a supported collective",
@@ -307,18 +307,42 @@ fn lower_phase(
             Err(e) => refusals.push((*method, e)),
         }
     }
-    let mut problem = Problem::at(
-        at.field("collective"),
-        format!(
-            "no method can lower {} on machine `{}`",
-            describe(spec.collective),
-            machine.name
-        ),
-        "cannot be compiled for this machine",
-    )
-    .also(path!["machine"], "the machine");
+    let headline = format!(
+        "no method can lower {} on machine `{}`",
+        describe(spec.collective),
+        machine.name
+    );
+    // The default phase is written nowhere: point at the machine instead.
+    let mut problem = if *at == path!["phases"] {
+        Problem::at(
+            path!["machine"],
+            headline,
+            "the default allreduce cannot be compiled for this machine",
+        )
+    } else {
+        Problem::at(
+            at.field("collective"),
+            headline,
+            "cannot be compiled for this machine",
+        )
+        .also(path!["machine"], "the machine")
+    };
     for (m, e) in &refusals {
         problem = problem.note(format!("{m}: {e}"));
+    }
+    if !machine.failed.links.is_empty() {
+        problem = problem.also(path!["machine", "failed_links"], "out of service");
+    }
+    if !machine.failed.nodes.is_empty() {
+        problem = problem.also(path!["machine", "failed_nodes"], "out of service");
+    }
+    if !machine.failed.is_empty() {
+        let mut failed = machine.failed.links.clone();
+        failed.extend(machine.failed.nodes.iter().cloned());
+        problem = problem.note(format!(
+            "the methods were tried on the machine without its failed links and nodes ({})",
+            failed.join(", ")
+        ));
     }
     Err(problem
         .hint("ring methods need a cycle through every compute node; add links so that one exists"))

@@ -1,13 +1,12 @@
 //! From a topology file to a [`Machine`]: checks every number and name of the declaration,
-//! runs the generator for its kind, and checks that the result is connected.
+//! runs the generator for its kind, checks that the result is connected, then takes out the
+//! failed links and nodes ([`failures`]).
 
-use super::{graph, ladder, ring, Machine};
+use super::{failures, graph, ladder, ring, Machine};
 use crate::diag::Problem;
 use crate::path;
 use crate::topology::ast::{LinkParams, MachineDecl, TopologyFile};
 use crate::topology::spans::Path;
-use petgraph::unionfind::UnionFind;
-use petgraph::visit::EdgeRef;
 
 /// The largest machine the compiler accepts, in nodes. Schedules grow with the square of the
 /// node count; this keeps a typo (`nodes: 80000000`) from exhausting memory.
@@ -49,7 +48,7 @@ pub fn check_params(at: &Path, p: &LinkParams) -> Vec<Problem> {
     problems
 }
 
-fn too_many(at: Path, count: u64, what: &str) -> Problem {
+pub(crate) fn too_many(at: Path, count: u64, what: &str) -> Problem {
     Problem::at(
         at,
         format!("{count} {what} is more than the compiler supports ({MAX_NODES} nodes)"),
@@ -59,9 +58,26 @@ fn too_many(at: Path, count: u64, what: &str) -> Problem {
 
 /// Builds the machine of a topology file, or reports every problem found.
 pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
+    let machine = generate(file)?;
+    check_connected(&machine)?;
+    let (failed_links, failed_nodes) = file.machine.failures();
+    let machine = failures::apply(machine, failed_links, failed_nodes)?;
+    let compute = machine.compute_nodes().len();
+    if compute < 2 {
+        return Err(vec![Problem::at(
+            path!["machine"],
+            format!("the machine has {compute} compute node(s); a collective needs at least two"),
+            "too few compute nodes",
+        )]);
+    }
+    Ok(machine)
+}
+
+/// Runs the generator of the declared kind, after checking its numbers and names.
+fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
     let name = file.name.as_str();
-    let machine = match &file.machine {
-        MachineDecl::Ring { nodes, link } => {
+    Ok(match &file.machine {
+        MachineDecl::Ring { nodes, link, .. } => {
             let mut problems = check_params(&path!["machine", "link"], link);
             if *nodes < 2 {
                 problems.push(
@@ -84,7 +100,9 @@ pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             }
             ring::ring(name, *nodes as usize, *link)
         }
-        MachineDecl::Ladder { pairs, link, rung } => {
+        MachineDecl::Ladder {
+            pairs, link, rung, ..
+        } => {
             let mut problems = check_params(&path!["machine", "link"], link);
             if let Some(r) = rung {
                 problems.extend(check_params(&path!["machine", "rung"], r));
@@ -110,58 +128,42 @@ pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             }
             ladder::ladder(name, *pairs as usize, *link, rung.unwrap_or(*link))
         }
-        MachineDecl::Graph { nodes, links, link } => {
+        MachineDecl::Graph {
+            nodes,
+            switches,
+            links,
+            link,
+            ..
+        } => {
             let problems = check_params(&path!["machine", "link"], link);
             if !problems.is_empty() {
                 return Err(problems);
             }
-            if nodes.len() as u64 > MAX_NODES {
-                return Err(vec![too_many(
-                    path!["machine", "nodes"],
-                    nodes.len() as u64,
-                    "nodes",
-                )]);
+            let count = nodes.len() as u64 + switches.len() as u64;
+            if count > MAX_NODES {
+                return Err(vec![too_many(path!["machine", "nodes"], count, "nodes")]);
             }
-            graph::graph(name, nodes, links, *link)?
+            graph::graph(name, nodes, switches, links, *link)?
         }
-    };
-    check_connected(&machine)?;
-    Ok(machine)
+    })
 }
 
-/// A machine must be one piece: a collective cannot cross from one part to another.
+/// A machine must be one piece as declared: a collective cannot cross from one part to another.
 fn check_connected(machine: &Machine) -> Result<(), Vec<Problem>> {
-    let n = machine.node_count();
-    let mut uf = UnionFind::<usize>::new(n);
-    for e in machine.graph.edge_references() {
-        uf.union(e.source().index(), e.target().index());
-    }
-    let labels = uf.into_labeling();
-    let mut parts: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
-    for (i, label) in labels.iter().enumerate() {
-        parts.entry(*label).or_default().push(
-            machine.graph[petgraph::graph::NodeIndex::new(i)]
-                .name
-                .clone(),
-        );
-    }
+    let parts = failures::components(machine);
     if parts.len() <= 1 {
         return Ok(());
     }
-    let mut parts: Vec<Vec<String>> = parts.into_values().collect();
-    parts.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    let show = |p: &Vec<String>| {
-        let names: Vec<&str> = p.iter().take(8).map(String::as_str).collect();
-        let more = if p.len() > 8 { ", …" } else { "" };
-        format!("{{{}{more}}}", names.join(", "))
-    };
-    let rest: Vec<String> = parts[1..].iter().map(show).collect();
+    let rest: Vec<String> = parts[1..]
+        .iter()
+        .map(|p| failures::show(machine, p))
+        .collect();
     Err(vec![Problem::at(
         path!["machine"],
         format!(
             "the machine is not connected: {} cannot reach {}",
             rest.join(" and "),
-            show(&parts[0])
+            failures::show(machine, &parts[0])
         ),
         format!("{} separate parts", parts.len()),
     )

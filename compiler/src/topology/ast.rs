@@ -68,6 +68,12 @@ pub enum MachineDecl {
         /// Parameters of every link.
         #[serde(default)]
         link: LinkParams,
+        /// Links out of service: left out of the machine graph.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service: left out of the machine graph, with their links.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
     },
     /// Seed 004's ladder: `pairs` facing pairs joined by two links each, ladder links between
     /// neighbouring pairs and return links between the end pairs.
@@ -80,17 +86,55 @@ pub enum MachineDecl {
         /// Parameters of the two intra-pair ("rung") links, if they differ.
         #[serde(default)]
         rung: Option<LinkParams>,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
     },
     /// An explicit graph with user-chosen node names and link ids.
     Graph {
         /// Compute node names, unique.
         nodes: Vec<String>,
+        /// Switch names, unique among all nodes: they forward transfers and compute nothing.
+        #[serde(default)]
+        switches: Vec<String>,
         /// Links between named nodes, each with a unique id.
         links: Vec<LinkDecl>,
         /// Parameters for links that do not give their own.
         #[serde(default)]
         link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
     },
+}
+
+impl MachineDecl {
+    /// The failed link ids and node names the declaration lists.
+    pub fn failures(&self) -> (&[String], &[String]) {
+        match self {
+            MachineDecl::Ring {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Ladder {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Graph {
+                failed_links,
+                failed_nodes,
+                ..
+            } => (failed_links, failed_nodes),
+        }
+    }
 }
 
 /// One link of a [`MachineDecl::Graph`].
