@@ -282,3 +282,60 @@ fn two_node_rings(machine: &Machine) -> Vec<Ring> {
         .map(|pair| Ring::direct(nodes.clone(), pair.to_vec()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lower::Method;
+    use crate::topology::ast::LinkParams;
+
+    /// How long finding rings takes on the machines the issue names, by search alone and by
+    /// the `ring` method (structural construction first); run with
+    /// `cargo test --release -p topoc ring_timings -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn ring_timings() {
+        let link = LinkParams::default();
+        let machines = [
+            (
+                "torus 16x16",
+                crate::machine::torus::torus("t", &[16, 16], link),
+            ),
+            (
+                "torus 4x4x4",
+                crate::machine::torus::torus("t", &[4, 4, 4], link),
+            ),
+            (
+                "torus 64x64",
+                crate::machine::torus::torus("t", &[64, 64], link),
+            ),
+            (
+                "hypercube 6 (64 nodes)",
+                crate::machine::hypercube::hypercube("h", 6, link),
+            ),
+            (
+                "hypercube 10",
+                crate::machine::hypercube::hypercube("h", 10, link),
+            ),
+            (
+                "hypercube 14",
+                crate::machine::hypercube::hypercube("h", 14, link),
+            ),
+            (
+                "full mesh 64",
+                crate::machine::mesh::full_mesh("m", 64, link),
+            ),
+        ];
+        for (what, m) in &machines {
+            let t = std::time::Instant::now();
+            let searched = find_rings(m, DEFAULT_BUDGET).map(|r| r.len());
+            let search_time = t.elapsed();
+            let t = std::time::Instant::now();
+            let method = Method::Ring.embed(m).map(|r| r.len());
+            println!(
+                "{what}: search {searched:?} rings in {search_time:?}; ring method {method:?} rings in {:?}",
+                t.elapsed()
+            );
+        }
+    }
+}

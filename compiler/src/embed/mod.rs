@@ -8,6 +8,7 @@
 pub mod hamiltonian;
 pub mod ladder;
 pub mod routed;
+pub mod structured;
 
 use crate::machine::Machine;
 use schedule_ir::{LinkId, NodeId, NodeKind};

@@ -11,7 +11,7 @@
 
 pub mod ring;
 
-use crate::embed::{self, hamiltonian, routed, EmbedError, Ring};
+use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::machine::{Machine, Shape};
 use std::fmt;
 
@@ -60,7 +60,10 @@ impl Method {
             }
             (Method::Ring, Shape::Ring) => vec![natural_ring(machine)],
             (Method::Ring, _) if machine.has_switches() => vec![routed::switched_ring(machine)?],
-            (Method::Ring, _) => hamiltonian::find_rings(machine, hamiltonian::DEFAULT_BUDGET)?,
+            (Method::Ring, shape) => match structured_rings(machine, shape) {
+                Some(rings) => rings,
+                None => hamiltonian::find_rings(machine, hamiltonian::DEFAULT_BUDGET)?,
+            },
         };
         embed::prove_rings(machine, &rings)?;
         Ok(rings)
@@ -70,6 +73,24 @@ impl Method {
 impl fmt::Display for Method {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// Two rings built from a torus's, hypercube's or full mesh's structure, where a construction
+/// applies ([`structured`]); `None` leaves the machine to the search.
+fn structured_rings(machine: &Machine, shape: &Shape) -> Option<Vec<Ring>> {
+    match shape {
+        Shape::Torus { dims } => structured::grid_rings(machine, dims, &|c| {
+            schedule_ir::NodeId::new(crate::machine::torus::index(dims, c))
+        }),
+        Shape::Hypercube { dims } => {
+            let sizes = vec![2; *dims as usize];
+            structured::grid_rings(machine, &sizes, &|c| {
+                schedule_ir::NodeId::new(c.iter().enumerate().map(|(k, &b)| b << k).sum())
+            })
+        }
+        Shape::FullMesh => structured::full_mesh_rings(machine),
+        _ => None,
     }
 }
 

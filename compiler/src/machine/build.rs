@@ -2,7 +2,7 @@
 //! runs the generator for its kind, checks that the result is connected, then takes out the
 //! failed links and nodes ([`failures`]).
 
-use super::{failures, graph, ladder, ring, Machine};
+use super::{failures, graph, hypercube, ladder, mesh, ring, torus, Machine};
 use crate::diag::Problem;
 use crate::path;
 use crate::topology::ast::{LinkParams, MachineDecl, TopologyFile};
@@ -11,6 +11,12 @@ use crate::topology::spans::Path;
 /// The largest machine the compiler accepts, in nodes. Schedules grow with the square of the
 /// node count; this keeps a typo (`nodes: 80000000`) from exhausting memory.
 pub const MAX_NODES: u64 = 1 << 14;
+
+/// The most links a machine may have (a full mesh grows with the square of its nodes).
+pub const MAX_LINKS: u64 = 1 << 20;
+
+/// The most dimensions of a hypercube: 2^14 nodes is [`MAX_NODES`].
+pub const MAX_HYPERCUBE_DIMS: u32 = 14;
 
 /// Checks a link's parameters; `at` is the path of the declaration that holds the fields.
 pub fn check_params(at: &Path, p: &LinkParams) -> Vec<Problem> {
@@ -127,6 +133,113 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
                 return Err(problems);
             }
             ladder::ladder(name, *pairs as usize, *link, rung.unwrap_or(*link))
+        }
+        MachineDecl::Hypercube { dims, link, .. } => {
+            let mut problems = check_params(&path!["machine", "link"], link);
+            if *dims == 0 || *dims > MAX_HYPERCUBE_DIMS {
+                problems.push(
+                    Problem::at(
+                        path!["machine", "dims"],
+                        format!(
+                            "a hypercube has 1 to {MAX_HYPERCUBE_DIMS} dimensions, not {dims}"
+                        ),
+                        "out of range",
+                    )
+                    .hint(format!(
+                        "`dims: d` gives 2^d nodes; {MAX_HYPERCUBE_DIMS} dimensions are {MAX_NODES} nodes"
+                    )),
+                );
+            }
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            hypercube::hypercube(name, *dims, *link)
+        }
+        MachineDecl::Cube { link, .. } => {
+            let problems = check_params(&path!["machine", "link"], link);
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            hypercube::cube(name, *link)
+        }
+        MachineDecl::Torus { dims, link, .. } => {
+            let mut problems = check_params(&path!["machine", "link"], link);
+            if dims.is_empty() {
+                problems.push(
+                    Problem::at(
+                        path!["machine", "dims"],
+                        "a torus needs at least one dimension",
+                        "no dimensions",
+                    )
+                    .hint("give the size of each dimension, e.g. `dims: [4, 4]`"),
+                );
+            }
+            for (k, &d) in dims.iter().enumerate() {
+                if d < 2 {
+                    problems.push(
+                        Problem::at(
+                            path!["machine", "dims", k],
+                            format!(
+                                "dimension {k} of the torus has size {d}; each needs at least 2"
+                            ),
+                            "too small",
+                        )
+                        .hint(if d == 1 {
+                            "a dimension of size 1 adds no link; leave it out"
+                        } else {
+                            "a dimension of size 0 has no nodes at all"
+                        }),
+                    );
+                }
+            }
+            let count = dims.iter().try_fold(1u64, |acc, &d| {
+                acc.checked_mul(u64::from(d)).filter(|&c| c <= MAX_NODES)
+            });
+            if problems.is_empty() && count.is_none() {
+                let shown: Vec<String> = dims.iter().map(ToString::to_string).collect();
+                problems.push(Problem::at(
+                    path!["machine", "dims"],
+                    format!(
+                        "a {} torus is more than the compiler supports ({MAX_NODES} nodes)",
+                        shown.join(" × ")
+                    ),
+                    "too large",
+                ));
+            }
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+            torus::torus(name, &dims, *link)
+        }
+        MachineDecl::FullMesh { nodes, link, .. } => {
+            let mut problems = check_params(&path!["machine", "link"], link);
+            let links = u64::from(*nodes) * u64::from(nodes.saturating_sub(1)) / 2;
+            if *nodes < 2 {
+                problems.push(
+                    Problem::at(
+                        path!["machine", "nodes"],
+                        format!("a full mesh needs at least 2 nodes, not {nodes}"),
+                        "too few nodes",
+                    )
+                    .hint("a collective needs at least two nodes to exchange anything"),
+                );
+            } else if links > MAX_LINKS {
+                problems.push(
+                    Problem::at(
+                        path!["machine", "nodes"],
+                        format!(
+                            "a full mesh of {nodes} nodes has {links} links, more than the compiler supports ({MAX_LINKS})"
+                        ),
+                        "too large",
+                    )
+                    .hint("1448 nodes is the largest full mesh"),
+                );
+            }
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            mesh::full_mesh(name, *nodes as usize, *link)
         }
         MachineDecl::Graph {
             nodes,

@@ -8,9 +8,12 @@
 pub mod build;
 pub mod failures;
 pub mod graph;
+pub mod hypercube;
 pub mod ladder;
+pub mod mesh;
 pub mod names;
 pub mod ring;
+pub mod torus;
 
 use petgraph::graph::{EdgeIndex, NodeIndex, UnGraph};
 use petgraph::visit::EdgeRef;
@@ -48,7 +51,21 @@ pub enum Shape {
     Ring,
     /// Seed 004's ladder.
     Ladder(ladder::LadderLayout),
-    /// An explicit graph.
+    /// A hypercube of `dims` dimensions, nodes in binary order.
+    Hypercube {
+        /// Number of dimensions.
+        dims: u32,
+    },
+    /// Seed 000's cube, with its faces.
+    Cube(hypercube::CubeLayout),
+    /// A torus of the given sizes, nodes in lexicographic order of their coordinates.
+    Torus {
+        /// The size of each dimension.
+        dims: Vec<usize>,
+    },
+    /// Every two nodes joined by one link.
+    FullMesh,
+    /// An explicit graph, or any machine once something in it has failed.
     Graph,
 }
 

@@ -93,6 +93,63 @@ pub enum MachineDecl {
         #[serde(default)]
         failed_nodes: Vec<String>,
     },
+    /// A `dims`-dimensional hypercube: nodes `N0 … N(2^dims - 1)`, linked when their indices
+    /// differ in one bit.
+    Hypercube {
+        /// Number of dimensions (1 to 14).
+        dims: u32,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+    },
+    /// Seed 000's cube: the 3-dimensional hypercube with nodes `a … h` and faces `abcd`/`efgh`,
+    /// `abef`/`dchg`, `adeh`/`bcgf`.
+    Cube {
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+    },
+    /// A torus: one node per point of a grid of the given sizes, linked to its neighbours
+    /// along each dimension, with wrap-around links.
+    Torus {
+        /// The size of each dimension (each at least 2).
+        dims: Vec<u32>,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+    },
+    /// `nodes` compute nodes, every two joined by a link.
+    FullMesh {
+        /// Number of nodes (at least 2).
+        nodes: u32,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+    },
     /// An explicit graph with user-chosen node names and link ids.
     Graph {
         /// Compute node names, unique.
@@ -124,6 +181,26 @@ impl MachineDecl {
                 ..
             }
             | MachineDecl::Ladder {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Hypercube {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Cube {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Torus {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::FullMesh {
                 failed_links,
                 failed_nodes,
                 ..
