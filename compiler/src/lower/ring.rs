@@ -170,12 +170,15 @@ pub fn lower(
     let ag_steps = if allgather { p - 1 } else { 0 };
     let groups = plan(machine, rings);
     let steps = (rs_steps + ag_steps) * groups.len();
-    let mut programs = vec![
-        Program {
-            steps: vec![Vec::new(); steps],
-        };
-        machine.node_count()
-    ];
+    // Switches run no program: theirs has no steps at all.
+    let mut programs: Vec<Program> = (0..machine.node_count())
+        .map(|i| match machine.node(schedule_ir::NodeId::new(i)).kind {
+            schedule_ir::NodeKind::Compute => Program {
+                steps: vec![Vec::new(); steps],
+            },
+            schedule_ir::NodeKind::Switch => Program::default(),
+        })
+        .collect();
     let data = BufferId(0);
     for ring_step in 0..rs_steps + ag_steps {
         for (g, group) in groups.iter().enumerate() {

@@ -2,7 +2,7 @@
 //! runs the generator for its kind, checks that the result is connected, then takes out the
 //! failed links and nodes ([`failures`]).
 
-use super::{failures, graph, hypercube, ladder, mesh, ring, torus, Machine};
+use super::{fabric, failures, graph, hypercube, ladder, mesh, ring, torus, tree, Machine};
 use crate::diag::Problem;
 use crate::path;
 use crate::topology::ast::{LinkParams, MachineDecl, TopologyFile};
@@ -241,6 +241,30 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             }
             mesh::full_mesh(name, *nodes as usize, *link)
         }
+        MachineDecl::Tree { root, link, .. } => tree::tree(name, root, *link)?,
+        MachineDecl::Fabric {
+            hosts,
+            ranks_per_host,
+            leaf_switches,
+            nic,
+            switch,
+            host_link,
+            network_link,
+            spine_link,
+            ..
+        } => fabric::fabric(
+            name,
+            &fabric::FabricDecl {
+                hosts: *hosts,
+                ranks_per_host: *ranks_per_host,
+                leaf_switches: *leaf_switches,
+                nic,
+                switch,
+                host_link: *host_link,
+                network_link: *network_link,
+                spine_link: spine_link.unwrap_or(*network_link),
+            },
+        )?,
         MachineDecl::Graph {
             nodes,
             switches,

@@ -214,14 +214,16 @@ fn cut_off(
         .enumerate()
         .filter_map(|(old, new)| new.map(|n| (n, old)))
         .collect();
-    let mut problems = Vec::new();
+    // Parts cut off by the same failures are reported together.
+    let mut groups: BTreeMap<Vec<usize>, Vec<&Vec<NodeId>>> = BTreeMap::new();
     for part in &parts[1..] {
         let members: BTreeSet<usize> = part.iter().map(|n| old_of[&n.index()]).collect();
         // A failure cuts this part off if it is a link with one end in the part, or a node
         // next to the part.
-        let touching: Vec<&Cause> = causes
+        let touching: Vec<usize> = causes
             .iter()
-            .filter(|c| match c {
+            .enumerate()
+            .filter(|(_, c)| match c {
                 Cause::Link(l, _) => {
                     let (a, b) = whole.endpoints(*l);
                     members.contains(&a.index()) != members.contains(&b.index())
@@ -231,41 +233,49 @@ fn cut_off(
                     .iter()
                     .any(|(_, m)| members.contains(&m.index())),
             })
+            .map(|(i, _)| i)
             .collect();
-        let Some(first) = touching.first() else {
-            continue;
-        };
+        if !touching.is_empty() {
+            groups.entry(touching).or_default().push(part);
+        }
+    }
+    let mut problems = Vec::new();
+    for (touching, cut) in groups {
         let names: Vec<String> = touching
             .iter()
-            .map(|c| match c {
+            .map(|&i| match &causes[i] {
                 Cause::Link(l, _) => whole.link(*l).name.clone(),
                 Cause::Node(n, _) => whole.node(*n).name.clone(),
             })
             .collect();
-        let shown = show(left, part);
+        let shown: Vec<String> = cut.iter().map(|p| show(left, p)).collect();
         let mut p = Problem::at(
-            cause_path(first),
+            cause_path(&causes[touching[0]]),
             format!(
-                "removing {} disconnects {shown} from the rest of the machine",
-                and_list(&names)
+                "removing {} disconnects {} from the rest of the machine",
+                and_list(&names),
+                and_list(&shown)
             ),
             "this failure cuts the machine",
         );
-        for c in &touching[1..] {
-            p = p.also(cause_path(c), "and this one");
+        for &i in &touching[1..] {
+            p = p.also(cause_path(&causes[i]), "and this one");
         }
-        let cut_compute = part.iter().any(|&n| left.node(n).kind == NodeKind::Compute);
-        p = p.note(format!(
-            "still connected to each other: {shown}; the rest: {}",
-            show(left, &parts[0])
-        ));
+        let cut_compute = cut
+            .iter()
+            .flat_map(|p| p.iter())
+            .any(|&n| left.node(n).kind == NodeKind::Compute);
+        let all: Vec<NodeId> = cut.iter().flat_map(|p| p.iter().copied()).collect();
+        p = p.note(format!("the rest: {}", show(left, &parts[0])));
         p = if cut_compute {
             p.hint(format!(
-                "every compute node must reach every other; if {shown} are out of service too, list them in `failed_nodes`"
+                "every compute node must reach every other; if {} are out of service too, list them in `failed_nodes`",
+                show(left, &all)
             ))
         } else {
             p.hint(format!(
-                "{shown} reach no compute node any more; list them in `failed_nodes` as well"
+                "{} reach no compute node any more; list them in `failed_nodes` as well",
+                show(left, &all)
             ))
         };
         problems.push(p);

@@ -6,6 +6,7 @@
 //! generators for each machine kind live in their own modules and document their naming.
 
 pub mod build;
+pub mod fabric;
 pub mod failures;
 pub mod graph;
 pub mod hypercube;
@@ -14,6 +15,7 @@ pub mod mesh;
 pub mod names;
 pub mod ring;
 pub mod torus;
+pub mod tree;
 
 use petgraph::graph::{EdgeIndex, NodeIndex, UnGraph};
 use petgraph::visit::EdgeRef;
@@ -65,6 +67,10 @@ pub enum Shape {
     },
     /// Every two nodes joined by one link.
     FullMesh,
+    /// A tree of switches and processors, root first.
+    Tree,
+    /// Hosts of ranks, NICs and switches.
+    Fabric,
     /// An explicit graph, or any machine once something in it has failed.
     Graph,
 }

@@ -6,6 +6,8 @@
 
 use serde::Deserialize;
 
+pub use super::kinds::{DeviceDecl, LinkDecl, LinkOverride, TreeNode};
+
 /// A whole topology file: `Topology(name: …, machine: …, phases: […])`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename = "Topology")]
@@ -150,6 +152,53 @@ pub enum MachineDecl {
         #[serde(default)]
         failed_nodes: Vec<String>,
     },
+    /// A tree of switches and processors (seed 002): inner nodes forward, processors compute.
+    Tree {
+        /// The root of the tree, usually a switch.
+        root: TreeNode,
+        /// Parameters of every tree link, unless a node's `up` overrides them.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+    },
+    /// Seed 003's fabric: hosts of several ranks, a NIC per host, and one switch or a
+    /// two-level tree of switches; NICs and switches may reduce.
+    Fabric {
+        /// Number of hosts (at least 1).
+        hosts: u32,
+        /// Ranks (compute nodes) per host (at least 1).
+        ranks_per_host: u32,
+        /// `None`: one switch `SW` joins the NICs. `Some(k)`: `k` leaf switches `SW0…` each join
+        /// a block of hosts' NICs, and a spine switch `SW` joins the leaves.
+        #[serde(default)]
+        leaf_switches: Option<u32>,
+        /// What every NIC can do.
+        #[serde(default)]
+        nic: DeviceDecl,
+        /// What every switch can do.
+        #[serde(default)]
+        switch: DeviceDecl,
+        /// The links between a host's ranks and its NIC.
+        #[serde(default)]
+        host_link: LinkParams,
+        /// The links between NICs and switches.
+        #[serde(default)]
+        network_link: LinkParams,
+        /// The links between leaf switches and the spine, when they differ from `network_link`.
+        #[serde(default)]
+        spine_link: Option<LinkParams>,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+    },
     /// An explicit graph with user-chosen node names and link ids.
     Graph {
         /// Compute node names, unique.
@@ -205,6 +254,16 @@ impl MachineDecl {
                 failed_nodes,
                 ..
             }
+            | MachineDecl::Tree {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Fabric {
+                failed_links,
+                failed_nodes,
+                ..
+            }
             | MachineDecl::Graph {
                 failed_links,
                 failed_nodes,
@@ -212,25 +271,6 @@ impl MachineDecl {
             } => (failed_links, failed_nodes),
         }
     }
-}
-
-/// One link of a [`MachineDecl::Graph`].
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkDecl {
-    /// The link identifier, unique in the machine.
-    pub id: String,
-    /// The two endpoints, by node name.
-    pub between: (String, String),
-    /// Per-direction bandwidth in Gbit/s; the machine's default when absent.
-    #[serde(default)]
-    pub bandwidth_gbps: Option<f64>,
-    /// Latency in microseconds; the machine's default when absent.
-    #[serde(default)]
-    pub latency_us: Option<f64>,
-    /// Lanes per direction; the machine's default when absent.
-    #[serde(default)]
-    pub lanes: Option<u32>,
 }
 
 /// One phase of the BSP program.
