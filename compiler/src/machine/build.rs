@@ -1,8 +1,10 @@
 //! From a topology file to a [`Machine`]: checks every number and name of the declaration,
-//! runs the generator for its kind, checks that the result is connected, then takes out the
-//! failed links and nodes ([`failures`]).
+//! runs the generator for its kind, checks that the result is connected, applies per-link
+//! parameters ([`overrides`]) and then takes out the failed links and nodes ([`failures`]).
 
-use super::{fabric, failures, graph, hypercube, ladder, mesh, ring, torus, tree, Machine};
+use super::{
+    fabric, failures, graph, hypercube, ladder, mesh, overrides, ring, torus, tree, Machine,
+};
 use crate::diag::Problem;
 use crate::path;
 use crate::topology::ast::{LinkParams, MachineDecl, TopologyFile};
@@ -66,8 +68,9 @@ pub(crate) fn too_many(at: Path, count: u64, what: &str) -> Problem {
 pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
     let machine = generate(file)?;
     check_connected(&machine)?;
-    let (failed_links, failed_nodes) = file.machine.failures();
-    let machine = failures::apply(machine, failed_links, failed_nodes)?;
+    let common = file.machine.common();
+    let machine = overrides::apply(machine, common.link_overrides)?;
+    let machine = failures::apply(machine, common.failed_links, common.failed_nodes)?;
     let compute = machine.compute_nodes().len();
     if compute < 2 {
         return Err(vec![Problem::at(

@@ -5,6 +5,7 @@
 //! [`build::build`], which checks the declaration and reports every problem it finds; the
 //! generators for each machine kind live in their own modules and document their naming.
 
+pub mod bisection;
 pub mod build;
 pub mod fabric;
 pub mod failures;
@@ -13,7 +14,9 @@ pub mod hypercube;
 pub mod ladder;
 pub mod mesh;
 pub mod names;
+pub mod overrides;
 pub mod ring;
+pub mod summary;
 pub mod torus;
 pub mod tree;
 

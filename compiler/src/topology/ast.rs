@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-pub use super::kinds::{DeviceDecl, LinkDecl, LinkOverride, TreeNode};
+pub use super::kinds::{DeviceDecl, LinkDecl, LinkOverride, LinkSetting, TreeNode};
 
 /// A whole topology file: `Topology(name: …, machine: …, phases: […])`.
 #[derive(Clone, Debug, Deserialize)]
@@ -76,6 +76,9 @@ pub enum MachineDecl {
         /// Nodes out of service: left out of the machine graph, with their links.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// Seed 004's ladder: `pairs` facing pairs joined by two links each, ladder links between
     /// neighbouring pairs and return links between the end pairs.
@@ -94,6 +97,9 @@ pub enum MachineDecl {
         /// Nodes out of service.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// A `dims`-dimensional hypercube: nodes `N0 … N(2^dims - 1)`, linked when their indices
     /// differ in one bit.
@@ -109,6 +115,9 @@ pub enum MachineDecl {
         /// Nodes out of service.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// Seed 000's cube: the 3-dimensional hypercube with nodes `a … h` and faces `abcd`/`efgh`,
     /// `abef`/`dchg`, `adeh`/`bcgf`.
@@ -122,6 +131,9 @@ pub enum MachineDecl {
         /// Nodes out of service.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// A torus: one node per point of a grid of the given sizes, linked to its neighbours
     /// along each dimension, with wrap-around links.
@@ -137,6 +149,9 @@ pub enum MachineDecl {
         /// Nodes out of service.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// `nodes` compute nodes, every two joined by a link.
     FullMesh {
@@ -151,6 +166,9 @@ pub enum MachineDecl {
         /// Nodes out of service.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// A tree of switches and processors (seed 002): inner nodes forward, processors compute.
     Tree {
@@ -165,6 +183,9 @@ pub enum MachineDecl {
         /// Nodes out of service.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// Seed 003's fabric: hosts of several ranks, a NIC per host, and one switch or a
     /// two-level tree of switches; NICs and switches may reduce.
@@ -198,6 +219,9 @@ pub enum MachineDecl {
         /// Nodes out of service.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// An explicit graph with user-chosen node names and link ids.
     Graph {
@@ -217,60 +241,87 @@ pub enum MachineDecl {
         /// Nodes out of service.
         #[serde(default)]
         failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
 }
 
 impl MachineDecl {
-    /// The failed link ids and node names the declaration lists.
-    pub fn failures(&self) -> (&[String], &[String]) {
+    /// What every kind may declare besides its shape.
+    pub fn common(&self) -> Common<'_> {
         match self {
             MachineDecl::Ring {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
             }
             | MachineDecl::Ladder {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
             }
             | MachineDecl::Hypercube {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
             }
             | MachineDecl::Cube {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
             }
             | MachineDecl::Torus {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
             }
             | MachineDecl::FullMesh {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
             }
             | MachineDecl::Tree {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
             }
             | MachineDecl::Fabric {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
             }
             | MachineDecl::Graph {
                 failed_links,
                 failed_nodes,
+                link_overrides,
                 ..
-            } => (failed_links, failed_nodes),
+            } => Common {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+            },
         }
     }
+}
+
+/// The fields every machine kind has.
+#[derive(Clone, Copy, Debug)]
+pub struct Common<'a> {
+    /// Link ids out of service.
+    pub failed_links: &'a [String],
+    /// Node names out of service.
+    pub failed_nodes: &'a [String],
+    /// Links with their own parameters.
+    pub link_overrides: &'a [LinkSetting],
 }
 
 /// One phase of the BSP program.

@@ -67,6 +67,35 @@ impl LinkOverride {
     }
 }
 
+/// Parameters for some links of a generated machine, by id: `(links: ["L02", "L13"],
+/// bandwidth_gbps: 50.0)`. The fields given replace the kind's own for those links.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSetting {
+    /// The link ids.
+    pub links: Vec<String>,
+    /// Per-direction bandwidth in Gbit/s.
+    #[serde(default)]
+    pub bandwidth_gbps: Option<f64>,
+    /// One-way latency in microseconds.
+    #[serde(default)]
+    pub latency_us: Option<f64>,
+    /// Transfers each direction can carry in one step.
+    #[serde(default)]
+    pub lanes: Option<u32>,
+}
+
+impl LinkSetting {
+    /// The fields given, as an override.
+    pub fn change(&self) -> LinkOverride {
+        LinkOverride {
+            bandwidth_gbps: self.bandwidth_gbps,
+            latency_us: self.latency_us,
+            lanes: self.lanes,
+        }
+    }
+}
+
 /// What a NIC or switch of a [`super::ast::MachineDecl::Fabric`] can do (seed 003).
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
