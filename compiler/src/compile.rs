@@ -13,7 +13,9 @@ use crate::path;
 use crate::topology::ast::{CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile};
 use crate::topology::{self, spans::Path};
 use crate::Error;
-use schedule_ir::{Collective, DType, ReduceOp, Schedule, VerifiedSchedule, FORMAT_VERSION};
+use schedule_ir::{
+    Collective, DType, ProgramItem, ReduceOp, Schedule, VerifiedSchedule, FORMAT_VERSION,
+};
 use std::collections::BTreeMap;
 
 /// Choices the command line can override.
@@ -83,6 +85,7 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
     let schedule = Schedule {
         format_version: FORMAT_VERSION,
         machine: machine.to_ir(),
+        program: program(&file, &exchanges),
         phases,
     };
     let schedule = schedule_ir::verify(schedule).map_err(Error::Unverified)?;
@@ -91,6 +94,34 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
         schedule,
         notes,
     })
+}
+
+/// The BSP program: the file's compute and exchange phases in order, or, when it declares no
+/// exchange, its compute phases followed by the default exchange phase.
+fn program(
+    file: &TopologyFile,
+    exchanges: &[(Path, Exchange, ring::PhaseSpec)],
+) -> Vec<ProgramItem> {
+    let mut items: Vec<ProgramItem> = file
+        .phases
+        .iter()
+        .map(|p| match p {
+            PhaseDecl::Compute(name) => ProgramItem::Compute(name.clone()),
+            PhaseDecl::Exchange(e) => ProgramItem::Exchange(e.name.clone()),
+        })
+        .collect();
+    if !file
+        .phases
+        .iter()
+        .any(|p| matches!(p, PhaseDecl::Exchange(_)))
+    {
+        items.extend(
+            exchanges
+                .iter()
+                .map(|(_, e, _)| ProgramItem::Exchange(e.name.clone())),
+        );
+    }
+    items
 }
 
 /// The exchange phases of the file (or the default one), checked, with their paths.
@@ -245,9 +276,9 @@ fn lower_phase(
     for method in &candidates {
         match method.embed(machine) {
             Ok(rings) => {
-                let logical = ring::both_directions(&rings);
-                let phase = ring::lower(spec, method.name(), machine.node_count(), &logical)
-                    .ok_or_else(|| {
+                let logical = ring::orient(machine, &rings);
+                let phase =
+                    ring::lower(spec, method.name(), machine, &logical).ok_or_else(|| {
                         Problem::at(
                             at.clone(),
                             "internal: lowering refused a supported collective",
@@ -279,18 +310,42 @@ fn lower_phase(
             Err(e) => refusals.push((*method, e)),
         }
     }
-    let mut problem = Problem::at(
-        at.field("collective"),
-        format!(
-            "no method can lower {} on machine `{}`",
-            describe(spec.collective),
-            machine.name
-        ),
-        "cannot be compiled for this machine",
-    )
-    .also(path!["machine"], "the machine");
+    let headline = format!(
+        "no method can lower {} on machine `{}`",
+        describe(spec.collective),
+        machine.name
+    );
+    // The default phase is written nowhere: point at the machine instead.
+    let mut problem = if *at == path!["phases"] {
+        Problem::at(
+            path!["machine"],
+            headline,
+            "the default allreduce cannot be compiled for this machine",
+        )
+    } else {
+        Problem::at(
+            at.field("collective"),
+            headline,
+            "cannot be compiled for this machine",
+        )
+        .also(path!["machine"], "the machine")
+    };
     for (m, e) in &refusals {
         problem = problem.note(format!("{m}: {e}"));
+    }
+    if !machine.failed.links.is_empty() {
+        problem = problem.also(path!["machine", "failed_links"], "out of service");
+    }
+    if !machine.failed.nodes.is_empty() {
+        problem = problem.also(path!["machine", "failed_nodes"], "out of service");
+    }
+    if !machine.failed.is_empty() {
+        let mut failed = machine.failed.links.clone();
+        failed.extend(machine.failed.nodes.iter().cloned());
+        problem = problem.note(format!(
+            "the methods were tried on the machine without its failed links and nodes ({})",
+            failed.join(", ")
+        ));
     }
     Err(problem
         .hint("ring methods need a cycle through every compute node; add links so that one exists"))

@@ -151,3 +151,34 @@ fn clamp(r: Range<usize>, source: &str) -> Range<usize> {
     }
     start..end
 }
+
+/// The name among `names` nearest to `wanted` by edit distance, if it is plausibly a typo
+/// and the only one that near (for "did you mean" hints: `N8` among `N0…N7` is no typo of
+/// any one of them).
+pub fn closest<'a>(wanted: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let mut near: Vec<(usize, &str)> = names
+        .into_iter()
+        .map(|n| (edit_distance(wanted, n), n))
+        .filter(|(d, n)| *d <= 2.max(n.len() / 3))
+        .collect();
+    near.sort();
+    match near.as_slice() {
+        [(d, n), rest @ ..] if rest.first().is_none_or(|(d2, _)| d2 > d) => Some(n),
+        _ => None,
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}

@@ -8,9 +8,12 @@
 //!
 //! 1. [`topology`] — the file format: [`topology::ast`] mirrors the RON syntax,
 //!    [`topology::parse`] reads it, [`topology::spans`] remembers where each value was written.
-//! 2. [`machine`] — the machine graph (petgraph), one generator per machine kind, and the
-//!    checks that turn a declaration into a graph ([`machine::build`]).
-//! 3. [`embed`] — rings over the graph, constructed or searched for, and their proofs.
+//! 2. [`machine`] — the machine graph (petgraph), one generator per machine kind (ring,
+//!    ladder, hypercube and cube, torus, full mesh, tree, fabric, explicit graph), the checks
+//!    that turn a declaration into a graph ([`machine::build`]), failed links and nodes
+//!    ([`machine::failures`]) and the summary `topoc check` prints ([`machine::summary`]).
+//! 3. [`embed`] — rings over the graph — constructed, searched for, or routed through
+//!    switches — and their proofs.
 //! 4. [`lower`] — one module per method, producing [`schedule_ir::Phase`]s.
 //! 5. [`compile`] — the driver that ties it together and verifies the result.
 //! 6. [`diag`] — problems with user input, rendered by codespan-reporting.

@@ -200,10 +200,16 @@ fn check_summarises_the_machine_and_its_rings() {
     let out = topoc(&["check", "examples/ladder8.ron"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(
-        text.contains("8 nodes (8 compute), 16 links, degree 4..4"),
-        "{text}"
-    );
+    for line in [
+        "  nodes      8 compute, 0 switches",
+        "  links      16 (32 directions), 100 Gbit/s per direction",
+        "  degree     4 links at every compute node",
+        "  diameter   3 links between the farthest compute nodes (exact)",
+        "  bisection  400 Gbit/s per direction (exact: all 35 balanced splits of the compute nodes)",
+        "  ladder-rings: 2 link-disjoint Hamiltonian rings, proved",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
     assert!(
         text.contains("ring 1: N0 -L011-> N1 -L13-> N3 -L231-> N2 -L24-> N4 -L451-> N5 -L57-> N7 -L671-> N6 -L06-> N0"),
         "{text}"
@@ -212,6 +218,36 @@ fn check_summarises_the_machine_and_its_rings() {
         text.contains("ring 2: N0 -L02-> N2 -L232-> N3 -L35-> N5 -L452-> N4 -L46-> N6 -L672-> N7 -L17-> N1 -L012-> N0"),
         "{text}"
     );
+}
+
+/// The summary of a machine with switches: devices, failures, routed rings, and a bisection
+/// labelled exact or estimated.
+#[test]
+fn check_summarises_switched_and_failed_machines() {
+    let out = topoc(&["check", "examples/fabric.ron"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for line in [
+        "  nodes      16 compute, 5 switches",
+        "  degree     1 link at every compute node",
+        "  bisection  200 Gbit/s per direction (exact: all 6435 balanced splits of the compute nodes)",
+        "  devices    NIC0, NIC1, NIC2, NIC3: reduces, 64 segment buffers, MTU 4096 B",
+        "  devices    SW: reduces, 256 segment buffers, MTU 4096 B",
+        "  ring: 1 ring through the switches, each hop routed, proved",
+        "    ring 1: H0R0 -[NIC0-H0R0 NIC0-H0R1]-> H0R1",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+
+    let out = topoc(&["check", "examples/ladder8-failed.ron"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("  failed     links L231"), "{text}");
+    assert!(text.contains("ladder-rings: does not apply: `ladder-rings` runs on intact `Ladder` machines only, and L231 failed"), "{text}");
+
+    let out = topoc(&["check", "examples/ladder24.ron"]);
+    let text = stdout(&out);
+    assert!(text.contains("  bisection  400 Gbit/s per direction (estimate: at most this; best of 9 balanced splits grown by breadth-first search and improved by Kernighan-Lin swaps)"), "{text}");
 }
 
 #[test]

@@ -306,6 +306,7 @@ fn switch_schedule() -> Schedule {
     Schedule {
         format_version: FORMAT_VERSION,
         machine,
+        program: Vec::new(),
         phases: vec![Phase {
             name: "gather".to_string(),
             collective: Collective::AllGather,

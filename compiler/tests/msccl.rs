@@ -311,6 +311,7 @@ fn star_schedule() -> Schedule {
     let idle = Vec::new;
     Schedule {
         format_version: FORMAT_VERSION,
+        program: Vec::new(),
         machine: Machine {
             name: "star".to_string(),
             nodes: vec![
@@ -448,6 +449,7 @@ fn refusal(schedule: &VerifiedSchedule, options: &Options) -> MscclError {
 fn two_node_phase(collective: Collective, chunks: Vec<Chunk>, programs: Vec<Program>) -> Schedule {
     Schedule {
         format_version: FORMAT_VERSION,
+        program: Vec::new(),
         machine: Machine {
             name: "pair".to_string(),
             nodes: ["N0", "N1"]

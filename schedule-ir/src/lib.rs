@@ -130,8 +130,23 @@ pub struct Schedule {
     pub format_version: u32,
     /// The machine the schedule was compiled for.
     pub machine: Machine,
+    /// The BSP program every node runs: compute phases and exchange phases, in order. Each
+    /// exchange item names a phase of [`Schedule::phases`]; every phase is named exactly once,
+    /// in the order of `phases`. Empty means "the phases in order, no compute phases recorded".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub program: Vec<ProgramItem>,
     /// The exchange phases, in program order. Names are unique.
     pub phases: Vec<Phase>,
+}
+
+/// One item of the BSP program: local computation, or an exchange phase framed by barriers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProgramItem {
+    /// A compute phase: local work the schedule has no instructions for; recorded so that the
+    /// program reads as the topology file wrote it. Names need not be unique.
+    Compute(String),
+    /// An exchange phase, by the name of its [`Phase`]: a barrier, the phase's steps, a barrier.
+    Exchange(String),
 }
 
 /// The machine summary carried by a schedule: everything the verifier and the runtime need to

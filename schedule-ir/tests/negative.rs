@@ -659,6 +659,42 @@ fn phase_problems() {
 }
 
 #[test]
+fn program_problems() {
+    use schedule_ir::ProgramItem::{Compute, Exchange};
+    let mut s = ring_allreduce(3, 30);
+    let mut second = s.phases[0].clone();
+    second.name = "shards".into();
+    s.phases.push(second);
+    s.program = vec![
+        Compute("forward".into()),
+        Exchange("grads".into()),
+        Exchange("grads".into()),
+        Exchange("nope".into()),
+    ];
+    assert_eq!(
+        messages(s.clone()),
+        vec![
+            "program item 3 runs exchange phase `nope`, but no phase has that name",
+            "program: phase `grads` is run 2 times; every phase must be run exactly once",
+            "program: phase `shards` is run 0 times; every phase must be run exactly once",
+        ]
+    );
+    s.program = vec![
+        Exchange("shards".into()),
+        Compute("forward".into()),
+        Exchange("grads".into()),
+    ];
+    assert_eq!(
+        errors(s),
+        vec![VerifyError::ProgramOrder {
+            position: 0,
+            found: "shards".into(),
+            expected: "grads".into(),
+        }]
+    );
+}
+
+#[test]
 fn switches_and_peers() {
     let mut s = with_scratch(chain_broadcast(3, 1, 10));
     s.machine.nodes.push(schedule_ir::Node {

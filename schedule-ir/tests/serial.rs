@@ -17,7 +17,14 @@ fn samples() -> Vec<Schedule> {
         buffer: BufferId(0),
         chunks: ids(&[1, 2]),
     });
+    let mut with_program = ring_allreduce(3, 30);
+    with_program.program = vec![
+        schedule_ir::ProgramItem::Compute("forward".into()),
+        schedule_ir::ProgramItem::Exchange("grads".into()),
+        schedule_ir::ProgramItem::Compute("optimizer".into()),
+    ];
     vec![
+        with_program,
         ring_allreduce(3, 30),
         bidir_ring_allreduce(4, 2, 1 << 20),
         ring_reduce_scatter(5, 7),
@@ -83,9 +90,26 @@ fn syntax_errors_say_where() {
 
 #[test]
 fn what_is_read_back_verifies_again() {
-    for s in samples().into_iter().take(6) {
+    for s in samples().into_iter().take(7) {
         let text = serial::to_string(&s, Format::Ron);
         let back = serial::from_str(&text).unwrap();
         assert!(schedule_ir::verify(back).is_ok());
     }
+}
+
+/// The program is written as `program: [Compute("forward"), Exchange("grads"), …]` (one item
+/// a line), and left
+/// out when empty, so schedules without one read and write as before.
+#[test]
+fn program_is_written_only_when_present() {
+    let samples = samples();
+    let text = serial::to_string(&samples[0], Format::Ron);
+    assert!(
+        text.contains("program: [\n  Compute(\"forward\"),\n  Exchange(\"grads\"),\n  Compute(\"optimizer\"),\n]"),
+        "{text}"
+    );
+    let json = serial::to_string(&samples[0], Format::Json);
+    assert!(json.contains(r#""Compute": "forward""#), "{json}");
+    let bare = serial::to_string(&samples[1], Format::Ron);
+    assert!(!bare.contains("program:"), "{bare}");
 }

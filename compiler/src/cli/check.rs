@@ -1,31 +1,29 @@
-//! `topoc check`: parse, diagnose, summarise.
+//! `topoc check`: parse, diagnose, summarise the machine and the rings each method finds.
 
 use super::{read, report_error};
 use std::path::Path;
 use std::process::ExitCode;
 use topoc::lower::Method;
+use topoc::machine::summary;
 
 pub fn check(path: &Path) -> Result<ExitCode, String> {
     let text = read(path)?;
     let (_, machine) = topoc::compile::load(&text).map_err(|e| report_error(path, &text, &e))?;
-    let compute = machine.compute_nodes();
-    let degrees: Vec<usize> = compute.iter().map(|&n| machine.links_at(n).len()).collect();
     println!("machine `{}`", machine.name);
-    println!(
-        "  {} nodes ({} compute), {} links, degree {}..{}",
-        machine.node_count(),
-        compute.len(),
-        machine.link_count(),
-        degrees.iter().min().unwrap_or(&0),
-        degrees.iter().max().unwrap_or(&0),
-    );
+    print!("{}", summary::summarize(&machine));
+    print!("{}", summary::extras(&machine));
     for method in Method::ALL {
         match method.embed(&machine) {
             Ok(rings) => {
-                println!(
-                    "  {method}: {} link-disjoint Hamiltonian ring(s), proved",
-                    rings.len()
-                );
+                let count = rings.len();
+                let plural = if count == 1 { "" } else { "s" };
+                if rings.iter().any(|r| r.is_routed()) {
+                    println!(
+                        "  {method}: {count} ring{plural} through the switches, each hop routed, proved"
+                    );
+                } else {
+                    println!("  {method}: {count} link-disjoint Hamiltonian ring{plural}, proved");
+                }
                 for (i, r) in rings.iter().enumerate() {
                     println!("    ring {}: {}", i + 1, abbreviate(&r.describe(&machine)));
                 }

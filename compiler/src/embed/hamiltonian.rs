@@ -94,10 +94,10 @@ impl<'a> Searcher<'a> {
                 for l in closing {
                     let mut links = via.clone();
                     links.push(l);
-                    let ring = Ring {
-                        nodes: path.iter().map(|&i| schedule_ir::NodeId::new(i)).collect(),
+                    let ring = Ring::direct(
+                        path.iter().map(|&i| schedule_ir::NodeId::new(i)).collect(),
                         links,
-                    };
+                    );
                     if !found(ring) {
                         return Outcome::Stopped;
                     }
@@ -137,21 +137,27 @@ impl<'a> Searcher<'a> {
         out.into_iter().map(|(_, u, l)| (u, l)).collect()
     }
 
-    fn why_none(&self) -> String {
-        for (i, nbrs) in self.adj.iter().enumerate() {
+    /// A node with fewer than two neighbours can be on no cycle.
+    fn too_few_neighbours(&self) -> Option<String> {
+        self.adj.iter().enumerate().find_map(|(i, nbrs)| {
             let distinct: BTreeSet<usize> = nbrs.iter().map(|&(u, _)| u).collect();
-            if distinct.len() < 2 {
-                return format!(
+            (distinct.len() < 2).then(|| {
+                format!(
                     "{} has {} neighbour(s); every node of a ring needs two",
                     self.machine.graph[petgraph::graph::NodeIndex::new(i)].name,
                     distinct.len()
-                );
-            }
-        }
-        format!(
-            "an exhaustive search of the {}-node graph found none",
-            self.adj.len()
-        )
+                )
+            })
+        })
+    }
+
+    fn why_none(&self) -> String {
+        self.too_few_neighbours().unwrap_or_else(|| {
+            format!(
+                "an exhaustive search of the {}-node graph found none",
+                self.adj.len()
+            )
+        })
     }
 }
 
@@ -172,6 +178,12 @@ pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedErro
         return Ok(two_node_rings(machine));
     }
     let mut searcher = Searcher::new(machine, budget);
+    if let Some(reason) = searcher
+        .too_few_neighbours()
+        .or_else(|| unbalanced_sides(&searcher.adj, machine))
+    {
+        return Err(EmbedError::NoHamiltonianCycle { reason });
+    }
     let mut firsts: Vec<Ring> = Vec::new();
     let outcome = searcher.search(&BTreeSet::new(), &mut |ring| {
         firsts.push(ring);
@@ -201,6 +213,58 @@ pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedErro
     Ok(vec![firsts.swap_remove(0)])
 }
 
+/// A cycle in a bipartite graph alternates between the two sides, so a Hamiltonian cycle needs
+/// as many nodes on each side. When they differ (a torus or hypercube that lost a node), this
+/// says so at once instead of searching exhaustively.
+fn unbalanced_sides(adj: &[Vec<(usize, LinkId)>], machine: &Machine) -> Option<String> {
+    let n = adj.len();
+    let mut side: Vec<Option<bool>> = vec![None; n];
+    let mut count = [0usize; 2];
+    for start in 0..n {
+        if side[start].is_some() {
+            continue;
+        }
+        side[start] = Some(false);
+        count[0] += 1;
+        let mut stack = vec![start];
+        while let Some(v) = stack.pop() {
+            let here = side[v].unwrap_or(false);
+            for &(u, _) in &adj[v] {
+                match side[u] {
+                    Some(s) if s == here => return None, // an odd cycle: not bipartite
+                    Some(_) => {}
+                    None => {
+                        side[u] = Some(!here);
+                        count[usize::from(!here)] += 1;
+                        stack.push(u);
+                    }
+                }
+            }
+        }
+    }
+    if count[0] == count[1] {
+        return None;
+    }
+    let name = |side_wanted: bool| {
+        (0..n)
+            .find(|&i| side[i] == Some(side_wanted))
+            .map(|i| {
+                machine.graph[petgraph::graph::NodeIndex::new(i)]
+                    .name
+                    .clone()
+            })
+            .unwrap_or_default()
+    };
+    Some(format!(
+        "its links join two sides ({} nodes with {}, {} with {}) and every link crosses between \
+         them, so a ring alternates sides and needs as many nodes on each",
+        count[0],
+        name(false),
+        count[1],
+        name(true)
+    ))
+}
+
 /// Two nodes: each pair of parallel links is a ring; a single link is a one-way ring.
 fn two_node_rings(machine: &Machine) -> Vec<Ring> {
     let links: Vec<LinkId> = machine
@@ -210,17 +274,68 @@ fn two_node_rings(machine: &Machine) -> Vec<Ring> {
         .collect();
     let nodes = vec![schedule_ir::NodeId::new(0), schedule_ir::NodeId::new(1)];
     if links.len() == 1 {
-        return vec![Ring {
-            nodes,
-            links: vec![links[0], links[0]],
-        }];
+        return vec![Ring::direct(nodes, vec![links[0], links[0]])];
     }
     links
         .chunks_exact(2)
         .take(2)
-        .map(|pair| Ring {
-            nodes: nodes.clone(),
-            links: pair.to_vec(),
-        })
+        .map(|pair| Ring::direct(nodes.clone(), pair.to_vec()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lower::Method;
+    use crate::topology::ast::LinkParams;
+
+    /// How long finding rings takes on the machines the issue names, by search alone and by
+    /// the `ring` method (structural construction first); run with
+    /// `cargo test --release -p topoc ring_timings -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn ring_timings() {
+        let link = LinkParams::default();
+        let machines = [
+            (
+                "torus 16x16",
+                crate::machine::torus::torus("t", &[16, 16], link),
+            ),
+            (
+                "torus 4x4x4",
+                crate::machine::torus::torus("t", &[4, 4, 4], link),
+            ),
+            (
+                "torus 64x64",
+                crate::machine::torus::torus("t", &[64, 64], link),
+            ),
+            (
+                "hypercube 6 (64 nodes)",
+                crate::machine::hypercube::hypercube("h", 6, link),
+            ),
+            (
+                "hypercube 10",
+                crate::machine::hypercube::hypercube("h", 10, link),
+            ),
+            (
+                "hypercube 14",
+                crate::machine::hypercube::hypercube("h", 14, link),
+            ),
+            (
+                "full mesh 64",
+                crate::machine::mesh::full_mesh("m", 64, link),
+            ),
+        ];
+        for (what, m) in &machines {
+            let t = std::time::Instant::now();
+            let searched = find_rings(m, DEFAULT_BUDGET).map(|r| r.len());
+            let search_time = t.elapsed();
+            let t = std::time::Instant::now();
+            let method = Method::Ring.embed(m).map(|r| r.len());
+            println!(
+                "{what}: search {searched:?} rings in {search_time:?}; ring method {method:?} rings in {:?}",
+                t.elapsed()
+            );
+        }
+    }
 }

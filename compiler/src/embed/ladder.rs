@@ -17,10 +17,10 @@ use schedule_ir::{LinkId, NodeId};
 pub fn barley_twist(layout: &LadderLayout) -> Result<Vec<Ring>, EmbedError> {
     let p = layout.pairs;
     if p == 1 {
-        return Ok(vec![Ring {
-            nodes: vec![layout.node(0, 0), layout.node(0, 1)],
-            links: vec![layout.rungs[0][0], layout.rungs[0][1]],
-        }]);
+        return Ok(vec![Ring::direct(
+            vec![layout.node(0, 0), layout.node(0, 1)],
+            vec![layout.rungs[0][0], layout.rungs[0][1]],
+        )]);
     }
     if p % 2 == 1 {
         return Err(EmbedError::NotApplicable(format!(
@@ -55,13 +55,7 @@ pub fn barley_twist(layout: &LadderLayout) -> Result<Vec<Ring>, EmbedError> {
     }
     // The walk ends on pair 0's side-1 node, whose second rung closes the ring at N0.
     Ok(vec![
-        Ring {
-            nodes: r1_nodes,
-            links: r1_links,
-        },
-        Ring {
-            nodes: r2_nodes,
-            links: r2_links,
-        },
+        Ring::direct(r1_nodes, r1_links),
+        Ring::direct(r2_nodes, r2_links),
     ])
 }

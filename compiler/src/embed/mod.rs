@@ -7,46 +7,84 @@
 
 pub mod hamiltonian;
 pub mod ladder;
+pub mod routed;
+pub mod structured;
 
 use crate::machine::Machine;
-use schedule_ir::{LinkId, NodeId};
+use schedule_ir::{LinkId, NodeId, NodeKind};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
-/// A ring: `nodes[i]` sends to `nodes[i+1 mod n]` over `links[i]`.
+/// A ring: `nodes[i]` sends to `nodes[i+1 mod n]`, leaving on `links[i]` and, when the two are
+/// not adjacent, crossing the switches of `via[i]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ring {
     /// The nodes in ring order.
     pub nodes: Vec<NodeId>,
-    /// `links[i]` joins `nodes[i]` and `nodes[i+1 mod n]`.
+    /// `links[i]` is the first link of the hop from `nodes[i]` to `nodes[i+1 mod n]`; for a
+    /// direct hop, the link that joins them.
     pub links: Vec<LinkId>,
+    /// `via[i]` is the rest of hop `i`'s route, through forwarding switches; empty for a direct
+    /// hop. Same length as `nodes`.
+    pub via: Vec<Vec<LinkId>>,
 }
 
 impl Ring {
-    /// The same cycle walked the other way.
+    /// A ring of direct hops: `links[i]` joins `nodes[i]` and `nodes[i+1 mod n]`.
+    pub fn direct(nodes: Vec<NodeId>, links: Vec<LinkId>) -> Ring {
+        let via = vec![Vec::new(); links.len()];
+        Ring { nodes, links, via }
+    }
+
+    /// The route of hop `i`: `links[i]` followed by `via[i]`.
+    pub fn route(&self, i: usize) -> impl Iterator<Item = LinkId> + '_ {
+        std::iter::once(self.links[i]).chain(self.via[i].iter().copied())
+    }
+
+    /// The last link of hop `i`'s route, the one its receiver names.
+    pub fn last_link(&self, i: usize) -> LinkId {
+        self.via[i].last().copied().unwrap_or(self.links[i])
+    }
+
+    /// Whether some hop crosses a switch.
+    pub fn is_routed(&self) -> bool {
+        self.via.iter().any(|v| !v.is_empty())
+    }
+
+    /// The same cycle walked the other way, each hop's route reversed.
     pub fn reversed(&self) -> Ring {
         let n = self.nodes.len();
         let nodes: Vec<NodeId> = (0..n).map(|i| self.nodes[(n - i) % n]).collect();
-        // In the reversed ring, nodes[i] = old[-i] sends to old[-i-1] over old link[-i-1].
-        let links: Vec<LinkId> = (0..n).map(|i| self.links[(2 * n - i - 1) % n]).collect();
-        Ring { nodes, links }
+        // In the reversed ring, nodes[i] = old[-i] sends to old[-i-1] over old hop -i-1, backwards.
+        let mut links = Vec::with_capacity(n);
+        let mut via = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut route: Vec<LinkId> = self.route((2 * n - i - 1) % n).collect();
+            route.reverse();
+            links.push(route[0]);
+            via.push(route[1..].to_vec());
+        }
+        Ring { nodes, links, via }
     }
 
-    /// Whether walking the ring both ways would send twice over one link direction: only a
-    /// two-node ring that uses the same link there and back.
-    pub fn is_one_way_only(&self) -> bool {
-        self.nodes.len() == 2 && self.links[0] == self.links[1]
-    }
-
-    /// Renders the ring with user-facing names: `N0 -L011-> N1 -L13-> N3 …`.
+    /// Renders the ring with user-facing names: `N0 -L011-> N1 -L13-> N3 …`; a hop through
+    /// switches lists its route in brackets: `p2 -[s0-p2 root-s0 root-s1 s1-p3]-> p3`.
     pub fn describe(&self, machine: &Machine) -> String {
         let mut s = String::new();
-        for (node, link) in self.nodes.iter().zip(&self.links) {
-            s.push_str(&format!(
-                "{} -{}-> ",
-                machine.node(*node).name,
-                machine.link(*link).name
-            ));
+        for (i, node) in self.nodes.iter().enumerate() {
+            let route: Vec<&str> = self
+                .route(i)
+                .map(|l| machine.link(l).name.as_str())
+                .collect();
+            if route.len() == 1 {
+                s.push_str(&format!("{} -{}-> ", machine.node(*node).name, route[0]));
+            } else {
+                s.push_str(&format!(
+                    "{} -[{}]-> ",
+                    machine.node(*node).name,
+                    route.join(" ")
+                ));
+            }
         }
         if let Some(first) = self.nodes.first() {
             s.push_str(&machine.node(*first).name);
@@ -65,6 +103,28 @@ pub enum EmbedError {
         ring: usize,
         /// What is wrong, with names.
         detail: String,
+    },
+    /// A ring's hop does not lead from one node to the next, or is forwarded by a compute node.
+    #[error(
+        "ring {ring}: the route {route} from {from} does not reach {to} through switches only"
+    )]
+    BadRoute {
+        /// Which ring.
+        ring: usize,
+        /// The route's link ids.
+        route: String,
+        /// The node before it.
+        from: String,
+        /// The node after it.
+        to: String,
+    },
+    /// Two consecutive ring nodes have no route between them through switches.
+    #[error("no route from {from} to {to} passes through switches only, and only switches forward transfers")]
+    NoRoute {
+        /// The sending node.
+        from: String,
+        /// The receiving node.
+        to: String,
     },
     /// A ring's link does not join the nodes it claims to.
     #[error("ring {ring}: link {link} does not join {from} and {to}")]
@@ -105,8 +165,8 @@ pub enum EmbedError {
     NotApplicable(String),
 }
 
-/// Proves that `rings` are Hamiltonian cycles over the compute nodes, over real links, and
-/// pairwise link-disjoint.
+/// Proves that `rings` are Hamiltonian cycles over the compute nodes, each hop a real link or a
+/// route that reaches the next node through switches only, and that no two rings share a link.
 pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> {
     let compute = machine.compute_nodes();
     let mut owner: BTreeMap<LinkId, usize> = BTreeMap::new();
@@ -140,19 +200,39 @@ pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> 
             });
         }
         let n = ring.nodes.len();
+        if ring.via.len() != n {
+            return Err(EmbedError::NotHamiltonian {
+                ring: r,
+                detail: format!("{n} nodes but {} routes", ring.via.len()),
+            });
+        }
         let mut own: Vec<LinkId> = Vec::with_capacity(n);
         for i in 0..n {
-            let (from, to, link) = (ring.nodes[i], ring.nodes[(i + 1) % n], ring.links[i]);
-            let (a, b) = machine.endpoints(link);
-            if !((a == from && b == to) || (a == to && b == from)) {
-                return Err(EmbedError::BadLink {
+            let (from, to) = (ring.nodes[i], ring.nodes[(i + 1) % n]);
+            if ring.via[i].is_empty() {
+                let link = ring.links[i];
+                let (a, b) = machine.endpoints(link);
+                if !((a == from && b == to) || (a == to && b == from)) {
+                    return Err(EmbedError::BadLink {
+                        ring: r,
+                        link: machine.link(link).name.clone(),
+                        from: name(from),
+                        to: name(to),
+                    });
+                }
+            } else if !route_reaches(machine, from, to, ring.route(i)) {
+                let route: Vec<String> = ring
+                    .route(i)
+                    .map(|l| machine.link(l).name.clone())
+                    .collect();
+                return Err(EmbedError::BadRoute {
                     ring: r,
-                    link: machine.link(link).name.clone(),
+                    route: format!("[{}]", route.join(" ")),
                     from: name(from),
                     to: name(to),
                 });
             }
-            own.push(link);
+            own.extend(ring.route(i));
         }
         own.sort();
         own.dedup();
@@ -168,4 +248,34 @@ pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> 
         }
     }
     Ok(())
+}
+
+/// Whether `route`, walked from `from`, crosses real links, passes only through switches and
+/// ends at `to`.
+fn route_reaches(
+    machine: &Machine,
+    from: NodeId,
+    to: NodeId,
+    route: impl Iterator<Item = LinkId>,
+) -> bool {
+    let mut at = from;
+    let mut first = true;
+    for link in route {
+        if link.index() >= machine.link_count() {
+            return false;
+        }
+        if !first && machine.node(at).kind != NodeKind::Switch {
+            return false;
+        }
+        first = false;
+        let (a, b) = machine.endpoints(link);
+        at = if a == at {
+            b
+        } else if b == at {
+            a
+        } else {
+            return false;
+        };
+    }
+    at == to
 }

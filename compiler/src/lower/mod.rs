@@ -3,15 +3,16 @@
 //! | method         | machines                         | embedding                        |
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
-//! | `ring`         | any machine with a Hamiltonian cycle | one or two rings found by search |
+//! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
 //!
-//! Every ring is run in both directions, so each method uses every link direction it embeds.
-//! `auto` picks the first method in this table that applies.
+//! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
+//! method uses every link direction it embeds. `auto` picks the first method in this table that
+//! applies.
 
 pub mod balance;
 pub mod ring;
 
-use crate::embed::{self, hamiltonian, EmbedError, Ring};
+use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::machine::{Machine, Shape};
 use std::fmt;
 
@@ -45,13 +46,25 @@ impl Method {
     pub fn embed(self, machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
         let rings = match (self, &machine.shape) {
             (Method::LadderRings, Shape::Ladder(layout)) => embed::ladder::barley_twist(layout)?,
+            (Method::LadderRings, _) if !machine.failed.is_empty() => {
+                let mut failed = machine.failed.links.clone();
+                failed.extend(machine.failed.nodes.iter().cloned());
+                return Err(EmbedError::NotApplicable(format!(
+                    "`ladder-rings` runs on intact `Ladder` machines only, and {} failed",
+                    failed.join(", ")
+                )));
+            }
             (Method::LadderRings, _) => {
                 return Err(EmbedError::NotApplicable(
                     "`ladder-rings` runs on `Ladder` machines only".to_string(),
                 ))
             }
             (Method::Ring, Shape::Ring) => vec![natural_ring(machine)],
-            (Method::Ring, _) => hamiltonian::find_rings(machine, hamiltonian::DEFAULT_BUDGET)?,
+            (Method::Ring, _) if machine.has_switches() => vec![routed::switched_ring(machine)?],
+            (Method::Ring, shape) => match structured_rings(machine, shape) {
+                Some(rings) => rings,
+                None => hamiltonian::find_rings(machine, hamiltonian::DEFAULT_BUDGET)?,
+            },
         };
         embed::prove_rings(machine, &rings)?;
         Ok(rings)
@@ -64,11 +77,29 @@ impl fmt::Display for Method {
     }
 }
 
+/// Two rings built from a torus's, hypercube's or full mesh's structure, where a construction
+/// applies ([`structured`]); `None` leaves the machine to the search.
+fn structured_rings(machine: &Machine, shape: &Shape) -> Option<Vec<Ring>> {
+    match shape {
+        Shape::Torus { dims } => structured::grid_rings(machine, dims, &|c| {
+            schedule_ir::NodeId::new(crate::machine::torus::index(dims, c))
+        }),
+        Shape::Hypercube { dims } => {
+            let sizes = vec![2; *dims as usize];
+            structured::grid_rings(machine, &sizes, &|c| {
+                schedule_ir::NodeId::new(c.iter().enumerate().map(|(k, &b)| b << k).sum())
+            })
+        }
+        Shape::FullMesh => structured::full_mesh_rings(machine),
+        _ => None,
+    }
+}
+
 /// A `Ring` machine's own cycle: node `i` to node `i+1` over link `i`.
 fn natural_ring(machine: &Machine) -> Ring {
     let n = machine.node_count();
-    Ring {
-        nodes: (0..n).map(schedule_ir::NodeId::new).collect(),
-        links: (0..n).map(schedule_ir::LinkId::new).collect(),
-    }
+    Ring::direct(
+        (0..n).map(schedule_ir::NodeId::new).collect(),
+        (0..n).map(schedule_ir::LinkId::new).collect(),
+    )
 }

@@ -9,12 +9,20 @@
 //! - **allgather** (`p - 1` steps): in step `t`, the node at position `i` sends chunk
 //!   `(i + 1 - t) mod p` to the next node, which stores it.
 //!
-//! Allreduce is the two in sequence, `2(p - 1)` steps. A chunk's owner — where it ends up
+//! Allreduce is the two in sequence, `2(p - 1)` ring steps. A chunk's owner — where it ends up
 //! reduced, and where an allgather takes it from — is the node before its position.
-//! Logical rings must not share a link direction; each node sends on `R` links and receives
-//! on `R` links in every step.
+//!
+//! A hop may be a route through switches. When the hops of one ring step need some link
+//! direction more often than its `lanes` allow (logical rings that share links, routes that
+//! share a tree's uplink), the ring step is split into sub-steps, each a BSP step that
+//! overbooks nothing ([`plan`]). That is always correct: within a ring step every hop moves a
+//! different chunk than its receiver sends, and what a node sends in ring step `s` was
+//! complete at the end of ring step `s - 1`, before any sub-step of `s`. When no direction is
+//! shared, a ring step is one BSP step and each node sends on `R` links and receives on `R`
+//! links in every step.
 
 use crate::embed::Ring;
+use crate::machine::Machine;
 use schedule_ir::{
     Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, Phase, Program, RecvMode,
 };
@@ -60,13 +68,84 @@ pub fn even_chunks(elements: u64, count: usize) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// Lowers `spec` onto the logical `rings` (each already oriented) of a machine with
-/// `node_count` nodes. `algorithm` names the method in the schedule. Returns `None` for a
-/// collective rings do not lower (see [`supports`]).
+/// Which transfers of a ring step go in which BSP step: `groups[g]` lists the hops `(ring,
+/// position)` that move in sub-step `g`. Hops are placed first-fit, in ring order, into the
+/// first sub-step where every link direction of their route still has a free lane, so that no
+/// sub-step overbooks a direction. Every ring step has the same routes (only the chunks
+/// differ), so one plan serves them all.
+pub fn plan(machine: &Machine, rings: &[Ring]) -> Vec<Vec<(usize, usize)>> {
+    let mut groups: Vec<Vec<(usize, usize)>> = Vec::new();
+    let mut load: Vec<std::collections::BTreeMap<usize, u32>> = Vec::new();
+    for (r, ring) in rings.iter().enumerate() {
+        for i in 0..ring.nodes.len() {
+            let dirs = directions(machine, ring, i);
+            let fits = |l: &std::collections::BTreeMap<usize, u32>| {
+                dirs.iter()
+                    .all(|&(d, lanes)| l.get(&d).copied().unwrap_or(0) < lanes)
+            };
+            let g = match load.iter().position(fits) {
+                Some(g) => g,
+                None => {
+                    groups.push(Vec::new());
+                    load.push(Default::default());
+                    groups.len() - 1
+                }
+            };
+            groups[g].push((r, i));
+            for &(d, _) in &dirs {
+                *load[g].entry(d).or_default() += 1;
+            }
+        }
+    }
+    groups
+}
+
+/// The link directions hop `i` of `ring` crosses (numbered as in the IR: `2·link`, `+1` when
+/// crossed from `b` to `a`), each with its link's lane count.
+fn directions(machine: &Machine, ring: &Ring, i: usize) -> Vec<(usize, u32)> {
+    let mut at = ring.nodes[i];
+    ring.route(i)
+        .map(|link| {
+            let (a, b) = machine.endpoints(link);
+            let backward = at != a;
+            at = if backward { a } else { b };
+            (
+                2 * link.index() + usize::from(backward),
+                machine.link(link).lanes,
+            )
+        })
+        .collect()
+}
+
+/// The logical rings to run: the embedded rings one way, or each also walked back, whichever
+/// moves the vector faster. Walking back doubles the rings (each carries half as much) but
+/// may need more sub-steps per ring step ([`plan`]) where the two ways share link directions —
+/// a two-node ring over one link, or routes through a tree, which already use both
+/// directions of every link. Ties go to fewer rings (fewer steps).
+pub fn orient(machine: &Machine, rings: &[Ring]) -> Vec<Ring> {
+    let one_way = rings.to_vec();
+    let mut both = Vec::with_capacity(2 * rings.len());
+    for ring in rings {
+        both.push(ring.clone());
+        both.push(ring.reversed());
+    }
+    // Time per ring step ∝ sub-steps × chunk size ∝ sub-steps / logical rings.
+    let (g1, g2) = (plan(machine, &one_way).len(), plan(machine, &both).len());
+    if g2 * one_way.len() < g1 * both.len() {
+        both
+    } else {
+        one_way
+    }
+}
+
+/// Lowers `spec` onto the logical `rings` (each already oriented) of `machine`. `algorithm`
+/// names the method in the schedule. Each ring step becomes as many BSP steps as [`plan`]
+/// needs (one when the rings share no link direction). Returns `None` for a collective rings
+/// do not lower (see [`supports`]).
 pub fn lower(
     spec: &PhaseSpec,
     algorithm: &str,
-    node_count: usize,
+    machine: &Machine,
     rings: &[Ring],
 ) -> Option<Phase> {
     let (reduce_scatter, allgather) = parts(spec.collective)?;
@@ -89,30 +168,36 @@ pub fn lower(
 
     let rs_steps = if reduce_scatter { p - 1 } else { 0 };
     let ag_steps = if allgather { p - 1 } else { 0 };
-    let steps = rs_steps + ag_steps;
-    let mut programs = vec![
-        Program {
-            steps: vec![Vec::new(); steps],
-        };
-        node_count
-    ];
+    let groups = plan(machine, rings);
+    let steps = (rs_steps + ag_steps) * groups.len();
+    // Switches run no program: theirs has no steps at all.
+    let mut programs: Vec<Program> = (0..machine.node_count())
+        .map(|i| match machine.node(schedule_ir::NodeId::new(i)).kind {
+            schedule_ir::NodeKind::Compute => Program {
+                steps: vec![Vec::new(); steps],
+            },
+            schedule_ir::NodeKind::Switch => Program::default(),
+        })
+        .collect();
     let data = BufferId(0);
-    for step in 0..steps {
-        // Sends first, then receives, each in ring order: a fixed, readable program order.
-        let mut recvs: Vec<(usize, Instr)> = Vec::new();
-        for (r, ring) in rings.iter().enumerate() {
-            for i in 0..p {
-                let (from, to, link) = (ring.nodes[i], ring.nodes[(i + 1) % p], ring.links[i]);
-                let (j, mode) = if step < rs_steps {
-                    ((i + p - step % p) % p, RecvMode::Reduce)
+    for ring_step in 0..rs_steps + ag_steps {
+        for (g, group) in groups.iter().enumerate() {
+            let step = ring_step * groups.len() + g;
+            // Sends first, then receives, each in ring order: a fixed, readable program order.
+            let mut recvs: Vec<(usize, Instr)> = Vec::new();
+            for &(r, i) in group {
+                let ring = &rings[r];
+                let (from, to) = (ring.nodes[i], ring.nodes[(i + 1) % p]);
+                let (j, mode) = if ring_step < rs_steps {
+                    ((i + p - ring_step % p) % p, RecvMode::Reduce)
                 } else {
-                    let t = step - rs_steps;
+                    let t = ring_step - rs_steps;
                     ((i + 1 + p - t % p) % p, RecvMode::Store)
                 };
                 let chunks = vec![chunk_id(r, j)];
                 programs[from.index()].steps[step].push(Instr::Send {
-                    link,
-                    via: Vec::new(),
+                    link: ring.links[i],
+                    via: ring.via[i].clone(),
                     to,
                     buffer: data,
                     chunks: chunks.clone(),
@@ -120,7 +205,7 @@ pub fn lower(
                 recvs.push((
                     to.index(),
                     Instr::Recv {
-                        link,
+                        link: ring.last_link(i),
                         from,
                         buffer: data,
                         chunks,
@@ -128,9 +213,9 @@ pub fn lower(
                     },
                 ));
             }
-        }
-        for (node, instr) in recvs {
-            programs[node].steps[step].push(instr);
+            for (node, instr) in recvs {
+                programs[node].steps[step].push(instr);
+            }
         }
     }
 
@@ -151,22 +236,78 @@ pub fn lower(
     })
 }
 
-/// Both directions of every ring, except where walking back would reuse a link direction
-/// (a two-node ring over a single link).
-pub fn both_directions(rings: &[Ring]) -> Vec<Ring> {
-    let mut out = Vec::with_capacity(2 * rings.len());
-    for ring in rings {
-        out.push(ring.clone());
-        if !ring.is_one_way_only() {
-            out.push(ring.reversed());
-        }
-    }
-    out
-}
-
 #[cfg(test)]
+#[allow(clippy::panic)]
 mod tests {
     use super::*;
+    use crate::embed::routed;
+
+    /// Four compute nodes on one switch: every hop of the routed ring crosses the switch.
+    fn star(lanes: u32) -> Machine {
+        let text = format!(
+            r#"Topology(name: "star", machine: Graph(nodes: ["a", "b", "c", "d"], switches: ["sw"],
+            link: (lanes: {lanes}), links: [
+                (id: "la", between: ("sw", "a")), (id: "lb", between: ("sw", "b")),
+                (id: "lc", between: ("sw", "c")), (id: "ld", between: ("sw", "d")),
+            ]))"#
+        );
+        match crate::compile::load(&text) {
+            Ok((_, m)) => m,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn spec() -> PhaseSpec {
+        PhaseSpec {
+            name: "grads".into(),
+            collective: Collective::AllReduce,
+            op: schedule_ir::ReduceOp::Sum,
+            dtype: schedule_ir::DType::F32,
+            elements: 1000,
+        }
+    }
+
+    fn verified(machine: &Machine, rings: &[Ring]) -> schedule_ir::Phase {
+        let phase = lower(&spec(), "ring", machine, rings).unwrap_or_else(|| panic!("lowers"));
+        let schedule = schedule_ir::Schedule {
+            format_version: schedule_ir::FORMAT_VERSION,
+            machine: machine.to_ir(),
+            program: Vec::new(),
+            phases: vec![phase.clone()],
+        };
+        if let Err(e) = schedule_ir::verify(schedule) {
+            panic!("{e}");
+        }
+        phase
+    }
+
+    #[test]
+    fn shared_link_directions_are_serialised_into_sub_steps() {
+        let m = star(1);
+        let ring = routed::switched_ring(&m).unwrap_or_else(|e| panic!("{e}"));
+        // One way, the ring's routes use every direction once: one sub-step per ring step.
+        assert_eq!(plan(&m, std::slice::from_ref(&ring)).len(), 1);
+        assert_eq!(
+            orient(&m, std::slice::from_ref(&ring)).len(),
+            1,
+            "one way is as fast"
+        );
+        assert_eq!(verified(&m, std::slice::from_ref(&ring)).steps, 6);
+        // Both ways, each direction is needed twice: two sub-steps, and the verifier agrees.
+        let both = [ring.clone(), ring.reversed()];
+        assert_eq!(plan(&m, &both).len(), 2);
+        assert_eq!(verified(&m, &both).steps, 12);
+    }
+
+    #[test]
+    fn lanes_let_both_ways_share_a_step() {
+        let m = star(2);
+        let ring = routed::switched_ring(&m).unwrap_or_else(|e| panic!("{e}"));
+        let logical = orient(&m, std::slice::from_ref(&ring));
+        assert_eq!(logical.len(), 2, "two lanes: both ways in one sub-step");
+        assert_eq!(plan(&m, &logical).len(), 1);
+        assert_eq!(verified(&m, &logical).steps, 6);
+    }
 
     #[test]
     fn chunks_cover_the_vector_evenly() {

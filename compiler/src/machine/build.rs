@@ -1,17 +1,24 @@
 //! From a topology file to a [`Machine`]: checks every number and name of the declaration,
-//! runs the generator for its kind, and checks that the result is connected.
+//! runs the generator for its kind, checks that the result is connected, applies per-link
+//! parameters ([`overrides`]) and then takes out the failed links and nodes ([`failures`]).
 
-use super::{graph, ladder, ring, Machine};
+use super::{
+    fabric, failures, graph, hypercube, ladder, mesh, overrides, ring, torus, tree, Machine,
+};
 use crate::diag::Problem;
 use crate::path;
 use crate::topology::ast::{LinkParams, MachineDecl, TopologyFile};
 use crate::topology::spans::Path;
-use petgraph::unionfind::UnionFind;
-use petgraph::visit::EdgeRef;
 
 /// The largest machine the compiler accepts, in nodes. Schedules grow with the square of the
 /// node count; this keeps a typo (`nodes: 80000000`) from exhausting memory.
 pub const MAX_NODES: u64 = 1 << 14;
+
+/// The most links a machine may have (a full mesh grows with the square of its nodes).
+pub const MAX_LINKS: u64 = 1 << 20;
+
+/// The most dimensions of a hypercube: 2^14 nodes is [`MAX_NODES`].
+pub const MAX_HYPERCUBE_DIMS: u32 = 14;
 
 /// Checks a link's parameters; `at` is the path of the declaration that holds the fields.
 pub fn check_params(at: &Path, p: &LinkParams) -> Vec<Problem> {
@@ -49,7 +56,7 @@ pub fn check_params(at: &Path, p: &LinkParams) -> Vec<Problem> {
     problems
 }
 
-fn too_many(at: Path, count: u64, what: &str) -> Problem {
+pub(crate) fn too_many(at: Path, count: u64, what: &str) -> Problem {
     Problem::at(
         at,
         format!("{count} {what} is more than the compiler supports ({MAX_NODES} nodes)"),
@@ -59,9 +66,27 @@ fn too_many(at: Path, count: u64, what: &str) -> Problem {
 
 /// Builds the machine of a topology file, or reports every problem found.
 pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
+    let machine = generate(file)?;
+    check_connected(&machine)?;
+    let common = file.machine.common();
+    let machine = overrides::apply(machine, common.link_overrides)?;
+    let machine = failures::apply(machine, common.failed_links, common.failed_nodes)?;
+    let compute = machine.compute_nodes().len();
+    if compute < 2 {
+        return Err(vec![Problem::at(
+            path!["machine"],
+            format!("the machine has {compute} compute node(s); a collective needs at least two"),
+            "too few compute nodes",
+        )]);
+    }
+    Ok(machine)
+}
+
+/// Runs the generator of the declared kind, after checking its numbers and names.
+fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
     let name = file.name.as_str();
-    let machine = match &file.machine {
-        MachineDecl::Ring { nodes, link } => {
+    Ok(match &file.machine {
+        MachineDecl::Ring { nodes, link, .. } => {
             let mut problems = check_params(&path!["machine", "link"], link);
             if *nodes < 2 {
                 problems.push(
@@ -84,7 +109,9 @@ pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             }
             ring::ring(name, *nodes as usize, *link)
         }
-        MachineDecl::Ladder { pairs, link, rung } => {
+        MachineDecl::Ladder {
+            pairs, link, rung, ..
+        } => {
             let mut problems = check_params(&path!["machine", "link"], link);
             if let Some(r) = rung {
                 problems.extend(check_params(&path!["machine", "rung"], r));
@@ -110,58 +137,173 @@ pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             }
             ladder::ladder(name, *pairs as usize, *link, rung.unwrap_or(*link))
         }
-        MachineDecl::Graph { nodes, links, link } => {
+        MachineDecl::Hypercube { dims, link, .. } => {
+            let mut problems = check_params(&path!["machine", "link"], link);
+            if *dims == 0 || *dims > MAX_HYPERCUBE_DIMS {
+                problems.push(
+                    Problem::at(
+                        path!["machine", "dims"],
+                        format!(
+                            "a hypercube has 1 to {MAX_HYPERCUBE_DIMS} dimensions, not {dims}"
+                        ),
+                        "out of range",
+                    )
+                    .hint(format!(
+                        "`dims: d` gives 2^d nodes; {MAX_HYPERCUBE_DIMS} dimensions are {MAX_NODES} nodes"
+                    )),
+                );
+            }
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            hypercube::hypercube(name, *dims, *link)
+        }
+        MachineDecl::Cube { link, .. } => {
             let problems = check_params(&path!["machine", "link"], link);
             if !problems.is_empty() {
                 return Err(problems);
             }
-            if nodes.len() as u64 > MAX_NODES {
-                return Err(vec![too_many(
-                    path!["machine", "nodes"],
-                    nodes.len() as u64,
-                    "nodes",
-                )]);
-            }
-            graph::graph(name, nodes, links, *link)?
+            hypercube::cube(name, *link)
         }
-    };
-    check_connected(&machine)?;
-    Ok(machine)
+        MachineDecl::Torus { dims, link, .. } => {
+            let mut problems = check_params(&path!["machine", "link"], link);
+            if dims.is_empty() {
+                problems.push(
+                    Problem::at(
+                        path!["machine", "dims"],
+                        "a torus needs at least one dimension",
+                        "no dimensions",
+                    )
+                    .hint("give the size of each dimension, e.g. `dims: [4, 4]`"),
+                );
+            }
+            for (k, &d) in dims.iter().enumerate() {
+                if d < 2 {
+                    problems.push(
+                        Problem::at(
+                            path!["machine", "dims", k],
+                            format!(
+                                "dimension {k} of the torus has size {d}; each needs at least 2"
+                            ),
+                            "too small",
+                        )
+                        .hint(if d == 1 {
+                            "a dimension of size 1 adds no link; leave it out"
+                        } else {
+                            "a dimension of size 0 has no nodes at all"
+                        }),
+                    );
+                }
+            }
+            let count = dims.iter().try_fold(1u64, |acc, &d| {
+                acc.checked_mul(u64::from(d)).filter(|&c| c <= MAX_NODES)
+            });
+            if problems.is_empty() && count.is_none() {
+                let shown: Vec<String> = dims.iter().map(ToString::to_string).collect();
+                problems.push(Problem::at(
+                    path!["machine", "dims"],
+                    format!(
+                        "a {} torus is more than the compiler supports ({MAX_NODES} nodes)",
+                        shown.join(" × ")
+                    ),
+                    "too large",
+                ));
+            }
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+            torus::torus(name, &dims, *link)
+        }
+        MachineDecl::FullMesh { nodes, link, .. } => {
+            let mut problems = check_params(&path!["machine", "link"], link);
+            let links = u64::from(*nodes) * u64::from(nodes.saturating_sub(1)) / 2;
+            if *nodes < 2 {
+                problems.push(
+                    Problem::at(
+                        path!["machine", "nodes"],
+                        format!("a full mesh needs at least 2 nodes, not {nodes}"),
+                        "too few nodes",
+                    )
+                    .hint("a collective needs at least two nodes to exchange anything"),
+                );
+            } else if links > MAX_LINKS {
+                problems.push(
+                    Problem::at(
+                        path!["machine", "nodes"],
+                        format!(
+                            "a full mesh of {nodes} nodes has {links} links, more than the compiler supports ({MAX_LINKS})"
+                        ),
+                        "too large",
+                    )
+                    .hint("1448 nodes is the largest full mesh"),
+                );
+            }
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            mesh::full_mesh(name, *nodes as usize, *link)
+        }
+        MachineDecl::Tree { root, link, .. } => tree::tree(name, root, *link)?,
+        MachineDecl::Fabric {
+            hosts,
+            ranks_per_host,
+            leaf_switches,
+            nic,
+            switch,
+            host_link,
+            network_link,
+            spine_link,
+            ..
+        } => fabric::fabric(
+            name,
+            &fabric::FabricDecl {
+                hosts: *hosts,
+                ranks_per_host: *ranks_per_host,
+                leaf_switches: *leaf_switches,
+                nic,
+                switch,
+                host_link: *host_link,
+                network_link: *network_link,
+                spine_link: spine_link.unwrap_or(*network_link),
+            },
+        )?,
+        MachineDecl::Graph {
+            nodes,
+            switches,
+            links,
+            link,
+            ..
+        } => {
+            let problems = check_params(&path!["machine", "link"], link);
+            if !problems.is_empty() {
+                return Err(problems);
+            }
+            let count = nodes.len() as u64 + switches.len() as u64;
+            if count > MAX_NODES {
+                return Err(vec![too_many(path!["machine", "nodes"], count, "nodes")]);
+            }
+            graph::graph(name, nodes, switches, links, *link)?
+        }
+    })
 }
 
-/// A machine must be one piece: a collective cannot cross from one part to another.
+/// A machine must be one piece as declared: a collective cannot cross from one part to another.
 fn check_connected(machine: &Machine) -> Result<(), Vec<Problem>> {
-    let n = machine.node_count();
-    let mut uf = UnionFind::<usize>::new(n);
-    for e in machine.graph.edge_references() {
-        uf.union(e.source().index(), e.target().index());
-    }
-    let labels = uf.into_labeling();
-    let mut parts: std::collections::BTreeMap<usize, Vec<String>> = Default::default();
-    for (i, label) in labels.iter().enumerate() {
-        parts.entry(*label).or_default().push(
-            machine.graph[petgraph::graph::NodeIndex::new(i)]
-                .name
-                .clone(),
-        );
-    }
+    let parts = failures::components(machine);
     if parts.len() <= 1 {
         return Ok(());
     }
-    let mut parts: Vec<Vec<String>> = parts.into_values().collect();
-    parts.sort_by_key(|p| std::cmp::Reverse(p.len()));
-    let show = |p: &Vec<String>| {
-        let names: Vec<&str> = p.iter().take(8).map(String::as_str).collect();
-        let more = if p.len() > 8 { ", …" } else { "" };
-        format!("{{{}{more}}}", names.join(", "))
-    };
-    let rest: Vec<String> = parts[1..].iter().map(show).collect();
+    let rest: Vec<String> = parts[1..]
+        .iter()
+        .map(|p| failures::show(machine, p))
+        .collect();
     Err(vec![Problem::at(
         path!["machine"],
         format!(
             "the machine is not connected: {} cannot reach {}",
             rest.join(" and "),
-            show(&parts[0])
+            failures::show(machine, &parts[0])
         ),
         format!("{} separate parts", parts.len()),
     )

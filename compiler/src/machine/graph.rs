@@ -1,15 +1,19 @@
-//! `Graph(nodes, links)`: an explicit machine with user-chosen node names and link ids.
+//! `Graph(nodes, switches, links)`: an explicit machine with user-chosen node names and link
+//! ids. `nodes` are compute nodes, `switches` forward transfers and compute nothing; node `i`
+//! is `nodes[i]`, then the switches follow in their order.
 
 use super::{LinkInfo, Machine, NodeInfo, Shape};
-use crate::diag::Problem;
+use crate::diag::{closest, Problem};
 use crate::path;
 use crate::topology::ast::{LinkDecl, LinkParams};
+use schedule_ir::NodeKind;
 use std::collections::BTreeMap;
 
 /// Builds an explicit graph, reporting every problem in its declaration.
 pub fn graph(
     name: &str,
     nodes: &[String],
+    switches: &[String],
     links: &[LinkDecl],
     defaults: LinkParams,
 ) -> Result<Machine, Vec<Problem>> {
@@ -24,23 +28,36 @@ pub fn graph(
             .hint("list the compute nodes, e.g. `nodes: [\"a\", \"b\", \"c\"]`"),
         );
     }
+    // Every declared name with its kind and where it was written.
+    let declared: Vec<(&String, NodeKind, crate::topology::spans::Path)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n, NodeKind::Compute, path!["machine", "nodes", i]))
+        .chain(
+            switches
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n, NodeKind::Switch, path!["machine", "switches", i])),
+        )
+        .collect();
+    let all_names: Vec<&str> = declared.iter().map(|(n, _, _)| n.as_str()).collect();
     let mut index: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, (n, _, at)) in declared.iter().enumerate() {
         if n.trim().is_empty() {
             problems.push(Problem::at(
-                path!["machine", "nodes", i],
+                at.clone(),
                 "a node name is empty",
                 "give the node a name",
             ));
         } else if let Some(&first) = index.get(n.as_str()) {
             problems.push(
                 Problem::at(
-                    path!["machine", "nodes", i],
+                    at.clone(),
                     format!("node `{n}` is declared twice"),
                     "declared again here",
                 )
-                .also(path!["machine", "nodes", first], "first declared here")
-                .hint("node names must be unique; rename or remove one"),
+                .also(declared[first].2.clone(), "first declared here")
+                .hint("node names must be unique among compute nodes and switches; rename or remove one"),
             );
         } else {
             index.insert(n, i);
@@ -82,9 +99,9 @@ pub fn graph(
                         format!("link `{}` names an unknown node `{who}`", l.id),
                         "no node has this name",
                     );
-                    p = match closest(who, nodes) {
+                    p = match closest(who, all_names.iter().copied()) {
                         Some(near) => p.hint(format!("did you mean `{near}`?")),
-                        None => p.hint("declare the node in `nodes: […]` first"),
+                        None => p.hint("declare the node in `nodes: […]` or `switches: […]` first"),
                     };
                     problems.push(p);
                     None
@@ -98,7 +115,7 @@ pub fn graph(
                 problems.push(
                     Problem::at(
                         at.field("between"),
-                        format!("link `{}` joins node `{}` to itself", l.id, nodes[a]),
+                        format!("link `{}` joins node `{}` to itself", l.id, all_names[a]),
                         "both ends are the same node",
                     )
                     .hint("a link must join two different nodes"),
@@ -118,11 +135,11 @@ pub fn graph(
         return Err(problems);
     }
 
-    let nodes = nodes
+    let nodes = declared
         .iter()
-        .map(|n| NodeInfo {
-            name: n.clone(),
-            kind: schedule_ir::NodeKind::Compute,
+        .map(|(n, kind, _)| NodeInfo {
+            name: (*n).clone(),
+            kind: *kind,
         })
         .collect();
     let links = edges
@@ -130,29 +147,4 @@ pub fn graph(
         .map(|(a, b, id, p)| (a, b, LinkInfo::new(id, &p)))
         .collect();
     Ok(Machine::from_parts(name, nodes, links, Shape::Graph))
-}
-
-/// The declared name nearest to `wanted` by edit distance, if it is plausibly a typo.
-fn closest<'a>(wanted: &str, names: &'a [String]) -> Option<&'a str> {
-    names
-        .iter()
-        .map(|n| (edit_distance(wanted, n), n))
-        .filter(|(d, n)| *d <= 2.max(n.len() / 3))
-        .min()
-        .map(|(_, n)| n.as_str())
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }

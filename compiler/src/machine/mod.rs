@@ -5,15 +5,25 @@
 //! [`build::build`], which checks the declaration and reports every problem it finds; the
 //! generators for each machine kind live in their own modules and document their naming.
 
+pub mod bisection;
 pub mod build;
+pub mod fabric;
+pub mod failures;
 pub mod graph;
+pub mod hypercube;
 pub mod ladder;
+pub mod mesh;
 pub mod names;
+pub mod overrides;
 pub mod ring;
+pub mod summary;
+pub mod torus;
+pub mod tree;
 
 use petgraph::graph::{EdgeIndex, NodeIndex, UnGraph};
 use petgraph::visit::EdgeRef;
 use schedule_ir::{LinkId, NodeId, NodeKind};
+use std::collections::BTreeMap;
 
 pub use build::build;
 
@@ -46,19 +56,70 @@ pub enum Shape {
     Ring,
     /// Seed 004's ladder.
     Ladder(ladder::LadderLayout),
-    /// An explicit graph.
+    /// A hypercube of `dims` dimensions, nodes in binary order.
+    Hypercube {
+        /// Number of dimensions.
+        dims: u32,
+    },
+    /// Seed 000's cube, with its faces.
+    Cube(hypercube::CubeLayout),
+    /// A torus of the given sizes, nodes in lexicographic order of their coordinates.
+    Torus {
+        /// The size of each dimension.
+        dims: Vec<usize>,
+    },
+    /// Every two nodes joined by one link.
+    FullMesh,
+    /// A tree of switches and processors, root first.
+    Tree,
+    /// Hosts of ranks, NICs and switches.
+    Fabric,
+    /// An explicit graph, or any machine once something in it has failed.
     Graph,
 }
 
-/// A machine: its graph and how it was made.
+/// A machine: its graph, how it was made, and what the graph does not say.
 #[derive(Clone, Debug)]
 pub struct Machine {
     /// The name from the topology file.
     pub name: String,
     /// Nodes and links. Parallel links are allowed; self-loops are not.
     pub graph: UnGraph<NodeInfo, LinkInfo, u32>,
-    /// Which generator made it.
+    /// Which generator made it. [`Shape::Graph`] once anything has failed: a structure with
+    /// holes in it is no longer the structure.
     pub shape: Shape,
+    /// Network devices that can do more than forward (a `Fabric`'s NICs and switches): a side
+    /// table, so that the graph and the schedule's machine summary stay as they are.
+    pub devices: BTreeMap<NodeId, DeviceCaps>,
+    /// What the file declared out of service; already left out of `graph`.
+    pub failed: Failed,
+}
+
+/// What a network device can do for in-network reduction (seed 003).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceCaps {
+    /// Whether it can combine the segments passing through it.
+    pub reduces: bool,
+    /// How many segment buffer units it has.
+    pub segment_buffers: u32,
+    /// The largest segment it carries, in bytes.
+    pub mtu_bytes: u32,
+}
+
+/// Links and nodes declared out of service, by the names the file gives.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Failed {
+    /// Failed link ids.
+    pub links: Vec<String>,
+    /// Failed node names.
+    pub nodes: Vec<String>,
+}
+
+impl Failed {
+    /// Whether nothing failed.
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty() && self.nodes.is_empty()
+    }
 }
 
 impl LinkInfo {
@@ -93,6 +154,8 @@ impl Machine {
             name: name.to_string(),
             graph,
             shape,
+            devices: BTreeMap::new(),
+            failed: Failed::default(),
         }
     }
 
@@ -123,6 +186,13 @@ impl Machine {
             .edge_endpoints(EdgeIndex::new(id.index()))
             .unwrap_or((NodeIndex::new(0), NodeIndex::new(0)));
         (NodeId::new(a.index()), NodeId::new(b.index()))
+    }
+
+    /// Whether any node is a switch.
+    pub fn has_switches(&self) -> bool {
+        self.graph
+            .node_weights()
+            .any(|n| n.kind == NodeKind::Switch)
     }
 
     /// Ids of the compute nodes, in order.

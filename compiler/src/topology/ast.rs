@@ -6,6 +6,8 @@
 
 use serde::Deserialize;
 
+pub use super::kinds::{DeviceDecl, LinkDecl, LinkOverride, LinkSetting, TreeNode};
+
 /// A whole topology file: `Topology(name: …, machine: …, phases: […])`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename = "Topology")]
@@ -68,6 +70,15 @@ pub enum MachineDecl {
         /// Parameters of every link.
         #[serde(default)]
         link: LinkParams,
+        /// Links out of service: left out of the machine graph.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service: left out of the machine graph, with their links.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// Seed 004's ladder: `pairs` facing pairs joined by two links each, ladder links between
     /// neighbouring pairs and return links between the end pairs.
@@ -80,36 +91,237 @@ pub enum MachineDecl {
         /// Parameters of the two intra-pair ("rung") links, if they differ.
         #[serde(default)]
         rung: Option<LinkParams>,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
+    },
+    /// A `dims`-dimensional hypercube: nodes `N0 … N(2^dims - 1)`, linked when their indices
+    /// differ in one bit.
+    Hypercube {
+        /// Number of dimensions (1 to 14).
+        dims: u32,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
+    },
+    /// Seed 000's cube: the 3-dimensional hypercube with nodes `a … h` and faces `abcd`/`efgh`,
+    /// `abef`/`dchg`, `adeh`/`bcgf`.
+    Cube {
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
+    },
+    /// A torus: one node per point of a grid of the given sizes, linked to its neighbours
+    /// along each dimension, with wrap-around links.
+    Torus {
+        /// The size of each dimension (each at least 2).
+        dims: Vec<u32>,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
+    },
+    /// `nodes` compute nodes, every two joined by a link.
+    FullMesh {
+        /// Number of nodes (at least 2).
+        nodes: u32,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
+    },
+    /// A tree of switches and processors (seed 002): inner nodes forward, processors compute.
+    Tree {
+        /// The root of the tree, usually a switch.
+        root: TreeNode,
+        /// Parameters of every tree link, unless a node's `up` overrides them.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
+    },
+    /// Seed 003's fabric: hosts of several ranks, a NIC per host, and one switch or a
+    /// two-level tree of switches; NICs and switches may reduce.
+    Fabric {
+        /// Number of hosts (at least 1).
+        hosts: u32,
+        /// Ranks (compute nodes) per host (at least 1).
+        ranks_per_host: u32,
+        /// `None`: one switch `SW` joins the NICs. `Some(k)`: `k` leaf switches `SW0…` each join
+        /// a block of hosts' NICs, and a spine switch `SW` joins the leaves.
+        #[serde(default)]
+        leaf_switches: Option<u32>,
+        /// What every NIC can do.
+        #[serde(default)]
+        nic: DeviceDecl,
+        /// What every switch can do.
+        #[serde(default)]
+        switch: DeviceDecl,
+        /// The links between a host's ranks and its NIC.
+        #[serde(default)]
+        host_link: LinkParams,
+        /// The links between NICs and switches.
+        #[serde(default)]
+        network_link: LinkParams,
+        /// The links between leaf switches and the spine, when they differ from `network_link`.
+        #[serde(default)]
+        spine_link: Option<LinkParams>,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
     /// An explicit graph with user-chosen node names and link ids.
     Graph {
         /// Compute node names, unique.
         nodes: Vec<String>,
+        /// Switch names, unique among all nodes: they forward transfers and compute nothing.
+        #[serde(default)]
+        switches: Vec<String>,
         /// Links between named nodes, each with a unique id.
         links: Vec<LinkDecl>,
         /// Parameters for links that do not give their own.
         #[serde(default)]
         link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
     },
 }
 
-/// One link of a [`MachineDecl::Graph`].
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkDecl {
-    /// The link identifier, unique in the machine.
-    pub id: String,
-    /// The two endpoints, by node name.
-    pub between: (String, String),
-    /// Per-direction bandwidth in Gbit/s; the machine's default when absent.
-    #[serde(default)]
-    pub bandwidth_gbps: Option<f64>,
-    /// Latency in microseconds; the machine's default when absent.
-    #[serde(default)]
-    pub latency_us: Option<f64>,
-    /// Lanes per direction; the machine's default when absent.
-    #[serde(default)]
-    pub lanes: Option<u32>,
+impl MachineDecl {
+    /// What every kind may declare besides its shape.
+    pub fn common(&self) -> Common<'_> {
+        match self {
+            MachineDecl::Ring {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Ladder {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Hypercube {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Cube {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Torus {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::FullMesh {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Tree {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Fabric {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Graph {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            } => Common {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+            },
+        }
+    }
+}
+
+/// The fields every machine kind has.
+#[derive(Clone, Copy, Debug)]
+pub struct Common<'a> {
+    /// Link ids out of service.
+    pub failed_links: &'a [String],
+    /// Node names out of service.
+    pub failed_nodes: &'a [String],
+    /// Links with their own parameters.
+    pub link_overrides: &'a [LinkSetting],
 }
 
 /// One phase of the BSP program.

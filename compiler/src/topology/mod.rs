@@ -4,6 +4,7 @@
 //! text so that later checks can point at them.
 
 pub mod ast;
+pub mod kinds;
 pub mod parse;
 pub mod spans;
 

@@ -116,6 +116,12 @@ fn problem_from_ron(source: &str, e: &ron::error::SpannedError) -> Problem {
         ),
         E::ExpectedComma => Problem::at_bytes(range, "expected a comma", "expected `,` before this")
             .hint("fields and list items are separated by commas; is one missing at the end of the previous line?"),
+        E::ExceededRecursionLimit => Problem::at_bytes(
+            range,
+            "the file nests too deeply",
+            "nesting goes too deep here",
+        )
+        .hint("values may nest 128 levels, which allows a tree about 20 switches deep; flatten the tree, or declare it as a `Graph` with `switches`"),
         E::IntegerOutOfBounds => Problem::at_bytes(
             range,
             "number out of range",

@@ -228,6 +228,7 @@ pub fn build_schedule(machine: Machine, phases: Vec<Phase>) -> Schedule {
     Schedule {
         format_version: FORMAT_VERSION,
         machine,
+        program: Vec::new(),
         phases,
     }
 }

@@ -169,6 +169,32 @@ pub enum VerifyError {
         /// The name.
         name: String,
     },
+    /// The program runs an exchange phase that the schedule does not have.
+    #[error("program item {position} runs exchange phase `{name}`, but no phase has that name")]
+    ProgramUnknownPhase {
+        /// The item's position in the program, from 0.
+        position: usize,
+        /// The name it gives.
+        name: String,
+    },
+    /// A phase is not run exactly once by the program.
+    #[error("program: phase `{name}` is run {count} times; every phase must be run exactly once")]
+    ProgramPhaseCount {
+        /// The phase's name.
+        name: String,
+        /// How many exchange items name it.
+        count: usize,
+    },
+    /// The program runs the phases in another order than the schedule lists them.
+    #[error("program item {position} runs `{found}` where the phase order has `{expected}`; the program must run the phases in the order they are listed")]
+    ProgramOrder {
+        /// The item's position in the program, from 0.
+        position: usize,
+        /// The phase it names.
+        found: String,
+        /// The phase the order of `phases` expects there.
+        expected: String,
+    },
 
     // ---- well-formed: one phase ----
     /// Buffer 0 is missing or not the data buffer.

@@ -7,7 +7,7 @@ use super::instrs::InstrChecker;
 use super::{buffer, link, node, step_id, VerifyError};
 use crate::{
     Buffer, BufferKind, Chunk, ChunkId, Collective, Link, LinkId, Machine, Node, NodeId, NodeKind,
-    Phase, Program, Schedule, FORMAT_VERSION,
+    Phase, Program, ProgramItem, Schedule, FORMAT_VERSION,
 };
 use std::collections::BTreeMap;
 
@@ -19,6 +19,7 @@ pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
     let Schedule {
         format_version,
         machine,
+        program,
         phases,
     } = schedule;
     if *format_version != FORMAT_VERSION {
@@ -42,6 +43,57 @@ pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
             });
         }
         check_phase(machine, phase, errors);
+    }
+    check_program(program, phases, errors);
+}
+
+/// The program names every phase once, in the order of `phases` (an empty program is fine).
+fn check_program(program: &[ProgramItem], phases: &[Phase], errors: &mut Vec<VerifyError>) {
+    if program.is_empty() {
+        return;
+    }
+    let mut counts: BTreeMap<&str, usize> = phases.iter().map(|p| (p.name.as_str(), 0)).collect();
+    let mut runs: Vec<(usize, &str)> = Vec::new();
+    for (position, item) in program.iter().enumerate() {
+        let ProgramItem::Exchange(name) = item else {
+            continue;
+        };
+        match counts.get_mut(name.as_str()) {
+            Some(count) => {
+                *count += 1;
+                runs.push((position, name));
+            }
+            None => errors.push(VerifyError::ProgramUnknownPhase {
+                position,
+                name: name.clone(),
+            }),
+        }
+    }
+    let mut miscounted = false;
+    for phase in phases {
+        let count = counts.get(phase.name.as_str()).copied().unwrap_or(0);
+        if count != 1 {
+            miscounted = true;
+            errors.push(VerifyError::ProgramPhaseCount {
+                name: phase.name.clone(),
+                count,
+            });
+        }
+    }
+    if miscounted {
+        return;
+    }
+    // Each phase named once: the names must come in the order of `phases`.
+    if let Some(((position, found), expected)) = runs
+        .iter()
+        .zip(phases)
+        .find(|((_, found), phase)| *found != phase.name)
+    {
+        errors.push(VerifyError::ProgramOrder {
+            position: *position,
+            found: found.to_string(),
+            expected: expected.name.clone(),
+        });
     }
 }
 

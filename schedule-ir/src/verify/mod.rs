@@ -13,7 +13,10 @@
 //! The schedule:
 //! - `format_version` is [`FORMAT_VERSION`](crate::FORMAT_VERSION) — [`VerifyError::FormatVersion`];
 //! - node, link, chunk, buffer and step counts fit in a `u32` — [`VerifyError::TooLarge`];
-//! - phase names are unique — [`VerifyError::DuplicatePhaseName`].
+//! - phase names are unique — [`VerifyError::DuplicatePhaseName`];
+//! - a non-empty `program` names only existing phases — [`VerifyError::ProgramUnknownPhase`] —
+//!   runs every phase exactly once — [`VerifyError::ProgramPhaseCount`] — and in the order of
+//!   `phases` — [`VerifyError::ProgramOrder`].
 //!
 //! The machine:
 //! - it has at least one compute node — [`VerifyError::NoComputeNodes`];

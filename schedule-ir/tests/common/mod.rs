@@ -177,6 +177,7 @@ pub fn skeleton(
     Schedule {
         format_version: FORMAT_VERSION,
         machine,
+        program: Vec::new(),
         phases: vec![Phase {
             name: "grads".into(),
             collective,

@@ -1,0 +1,147 @@
+//! Rings over machines with switches: the compute nodes in depth-first order, each hop routed
+//! through the switches along a shortest path.
+//!
+//! Only switches forward transfers (a compute node runs its own program and relays nothing), so
+//! a machine whose compute nodes hang off switches — a tree, a fabric — has no Hamiltonian
+//! cycle among its compute nodes; its ring is made of routes instead. The order is the
+//! depth-first order of the compute nodes (neighbours in link-id order) from node 0. On a tree
+//! this makes consecutive nodes share as much of their path as possible: walked once around,
+//! the routes cross every tree link exactly once in each direction (the ring is the tree's
+//! Euler tour), so one direction of the ring never puts two transfers on one link direction.
+//! On other graphs the same order is used; where hops share a link direction the lowering
+//! serialises them ([`crate::lower::ring`]).
+//!
+//! Each hop takes a shortest path through switches only, found by breadth-first search with
+//! neighbours in link-id order, so that the same machine always gets the same routes.
+
+use super::{EmbedError, Ring};
+use crate::machine::Machine;
+use schedule_ir::{LinkId, NodeId, NodeKind};
+use std::collections::VecDeque;
+
+/// The ring of a machine with switches: every compute node once, in depth-first order, each
+/// hop a shortest route through switches.
+pub fn switched_ring(machine: &Machine) -> Result<Ring, EmbedError> {
+    let adj: Vec<Vec<(LinkId, NodeId)>> = (0..machine.node_count())
+        .map(|i| machine.links_at(NodeId::new(i)))
+        .collect();
+    let order = depth_first_compute(machine, &adj);
+    if order.len() < 2 {
+        return Err(EmbedError::NotApplicable(
+            "a ring needs at least two compute nodes".to_string(),
+        ));
+    }
+    let mut search = RouteSearch::new(adj.len());
+    let n = order.len();
+    let mut links = Vec::with_capacity(n);
+    let mut via = Vec::with_capacity(n);
+    for i in 0..n {
+        let (from, to) = (order[i], order[(i + 1) % n]);
+        let route =
+            search
+                .shortest(machine, &adj, from, to)
+                .ok_or_else(|| EmbedError::NoRoute {
+                    from: machine.node(from).name.clone(),
+                    to: machine.node(to).name.clone(),
+                })?;
+        links.push(route[0]);
+        via.push(route[1..].to_vec());
+    }
+    Ok(Ring {
+        nodes: order,
+        links,
+        via,
+    })
+}
+
+/// The compute nodes in depth-first preorder from node 0, neighbours in link-id order.
+fn depth_first_compute(machine: &Machine, adj: &[Vec<(LinkId, NodeId)>]) -> Vec<NodeId> {
+    let mut seen = vec![false; adj.len()];
+    let mut order = Vec::new();
+    if adj.is_empty() {
+        return order;
+    }
+    // Stack of (node, index of the next neighbour to look at).
+    let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
+    seen[0] = true;
+    if machine.node(NodeId::new(0)).kind == NodeKind::Compute {
+        order.push(NodeId::new(0));
+    }
+    while let Some(top) = stack.last_mut() {
+        let (v, next) = *top;
+        let Some(&(_, u)) = adj[v].get(next) else {
+            stack.pop();
+            continue;
+        };
+        top.1 += 1;
+        if !seen[u.index()] {
+            seen[u.index()] = true;
+            if machine.node(u).kind == NodeKind::Compute {
+                order.push(u);
+            }
+            stack.push((u.index(), 0));
+        }
+    }
+    order
+}
+
+/// Breadth-first search state reused across hops: a visit stamp per node, so that a search
+/// costs what it explores, not the size of the machine.
+struct RouteSearch {
+    stamp: Vec<u32>,
+    parent: Vec<(LinkId, NodeId)>,
+    current: u32,
+}
+
+impl RouteSearch {
+    fn new(nodes: usize) -> RouteSearch {
+        RouteSearch {
+            stamp: vec![0; nodes],
+            parent: vec![(LinkId(0), NodeId(0)); nodes],
+            current: 0,
+        }
+    }
+
+    /// The links of a shortest route from `from` to `to` whose inner nodes are switches.
+    fn shortest(
+        &mut self,
+        machine: &Machine,
+        adj: &[Vec<(LinkId, NodeId)>],
+        from: NodeId,
+        to: NodeId,
+    ) -> Option<Vec<LinkId>> {
+        self.current += 1;
+        let mark = self.current;
+        self.stamp[from.index()] = mark;
+        let mut queue = VecDeque::from([from]);
+        while let Some(v) = queue.pop_front() {
+            if v != from && machine.node(v).kind != NodeKind::Switch {
+                continue; // compute nodes end routes; they never forward
+            }
+            for &(link, u) in &adj[v.index()] {
+                if self.stamp[u.index()] == mark {
+                    continue;
+                }
+                self.stamp[u.index()] = mark;
+                self.parent[u.index()] = (link, v);
+                if u == to {
+                    return Some(self.path(from, to));
+                }
+                queue.push_back(u);
+            }
+        }
+        None
+    }
+
+    fn path(&self, from: NodeId, to: NodeId) -> Vec<LinkId> {
+        let mut links = Vec::new();
+        let mut at = to;
+        while at != from {
+            let (link, prev) = self.parent[at.index()];
+            links.push(link);
+            at = prev;
+        }
+        links.reverse();
+        links
+    }
+}
