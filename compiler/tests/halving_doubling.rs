@@ -44,8 +44,8 @@ fn runs(verified: &VerifiedSchedule, case: &str) {
             let adjusted = trial::adjust(verified.clone(), Some(dtype), Some(elements))
                 .unwrap_or_else(|e| panic!("{case}: {e}"));
             for phase in &adjusted.schedule().phases {
-                let run = trial::run_phase(&adjusted, phase, 5)
-                    .unwrap_or_else(|e| panic!("{case}: {e}"));
+                let run =
+                    trial::run_phase(&adjusted, phase, 5).unwrap_or_else(|e| panic!("{case}: {e}"));
                 let what = format!("{case} {dtype} × {elements}");
                 assert_eq!(run.mismatch, None, "{what}: matches the reference");
                 assert!(run.reproducible, "{what}: two runs are bit-identical");
@@ -66,7 +66,10 @@ fn every_collective_verifies_and_runs_on_rings_of_any_size() {
         ] {
             for slices in [1, 2, 4] {
                 let case = format!("ring{n} {collective} slices {slices}");
-                runs(&compile(&topology(&ring(n), &collective), Some(slices)), &case);
+                runs(
+                    &compile(&topology(&ring(n), &collective), Some(slices)),
+                    &case,
+                );
             }
         }
     }
@@ -123,13 +126,17 @@ fn more_slices_spread_the_local_reductions_over_more_steps() {
     // The per-round override: 1 slice (combine on arrival) then 4, then 4.
     let source = mesh.replace("elements: 4099", "elements: 4099, slices: [1, 4]");
     let per_round = compile(&source, None);
-    assert_eq!(reduces(&per_round), vec![0, 0, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0]);
+    assert_eq!(
+        reduces(&per_round),
+        vec![0, 0, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0]
+    );
     runs(&per_round, "full mesh slices [1, 4]");
 }
 
 #[test]
 fn slices_out_of_range_are_refused() {
-    let source = topology(&ring(6), "AllReduce").replace("elements: 4099", "elements: 9, slices: 0");
+    let source =
+        topology(&ring(6), "AllReduce").replace("elements: 4099", "elements: 9, slices: 0");
     let Err(e) = topoc::compile(&source, &topoc::Options::default()) else {
         panic!("0 slices compiles");
     };

@@ -1,9 +1,9 @@
 //! Rings over machines with switches: the compute nodes in depth-first order, each hop routed
 //! through the switches along a shortest path.
 //!
-//! Only switches forward transfers (a compute node runs its own program and relays nothing), so
-//! a machine whose compute nodes hang off switches — a tree, a fabric — has no Hamiltonian
-//! cycle among its compute nodes; its ring is made of routes instead. The order is the
+//! A ring's hops are forwarded by switches only (the IR lets compute nodes forward too, but a
+//! ring keeps each compute node's links for its own hops), so a machine whose compute nodes
+//! hang off switches — a tree, a fabric — has no Hamiltonian cycle among its compute nodes; its ring is made of routes instead. The order is the
 //! depth-first order of the compute nodes (neighbours in link-id order) from node 0. On a tree
 //! this makes consecutive nodes share as much of their path as possible: walked once around,
 //! the routes cross every tree link exactly once in each direction (the ring is the tree's
@@ -37,13 +37,12 @@ pub fn switched_ring(machine: &Machine) -> Result<Ring, EmbedError> {
     let mut via = Vec::with_capacity(n);
     for i in 0..n {
         let (from, to) = (order[i], order[(i + 1) % n]);
-        let route =
-            search
-                .shortest(machine, &adj, from, to, false)
-                .ok_or_else(|| EmbedError::NoRoute {
-                    from: machine.node(from).name.clone(),
-                    to: machine.node(to).name.clone(),
-                })?;
+        let route = search
+            .shortest(machine, &adj, from, to, false)
+            .ok_or_else(|| EmbedError::NoRoute {
+                from: machine.node(from).name.clone(),
+                to: machine.node(to).name.clone(),
+            })?;
         links.push(route[0]);
         via.push(route[1..].to_vec());
     }

@@ -348,11 +348,7 @@ pub fn lower(
         });
     }
     let programs = emit(machine, &steps)?;
-    let steps = programs
-        .iter()
-        .map(|p| p.steps.len())
-        .max()
-        .unwrap_or(0);
+    let steps = programs.iter().map(|p| p.steps.len()).max().unwrap_or(0);
     Ok(Phase {
         name: spec.name.clone(),
         collective: spec.collective,
@@ -378,7 +374,7 @@ fn emit(machine: &Machine, steps: &[Logical]) -> Result<Vec<Program>, EmbedError
         .collect();
     for step in steps {
         for t in &step.transfers {
-            if !routes.contains_key(&(t.from, t.to)) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = routes.entry((t.from, t.to)) {
                 let route = search
                     .shortest(machine, &adj, t.from, t.to, true)
                     .filter(|r| !r.is_empty())
@@ -389,7 +385,7 @@ fn emit(machine: &Machine, steps: &[Logical]) -> Result<Vec<Program>, EmbedError
                             machine.node(t.to).name
                         ))
                     })?;
-                routes.insert((t.from, t.to), route);
+                slot.insert(route);
             }
         }
         let route = |t: &Transfer| routes.get(&(t.from, t.to)).cloned().unwrap_or_default();
@@ -465,4 +461,3 @@ fn emit(machine: &Machine, steps: &[Logical]) -> Result<Vec<Program>, EmbedError
     }
     Ok(programs)
 }
-
