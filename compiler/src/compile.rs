@@ -7,7 +7,7 @@
 
 use crate::diag::Problem;
 use crate::embed::{EmbedError, Ring};
-use crate::lower::{ring, Method};
+use crate::lower::{halving_doubling, ring, Method};
 use crate::machine::{self, Machine};
 use crate::path;
 use crate::topology::ast::{CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile};
@@ -23,6 +23,9 @@ use std::collections::BTreeMap;
 pub struct Options {
     /// Force a method for every phase (`None` or `auto`: each phase's own choice, or the best).
     pub algorithm: Option<String>,
+    /// Slices per round for `halving-doubling` in every phase (`None`: each phase's own
+    /// `slices`, or the method's default).
+    pub slices: Option<usize>,
 }
 
 /// How one phase was compiled, for humans.
@@ -71,7 +74,29 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
             .clone()
             .or_else(|| decl.algorithm.clone())
             .unwrap_or_else(|| "auto".to_string());
-        match lower_phase(&machine, at, spec, &wanted) {
+        let slices = match options.slices {
+            Some(k) => vec![k],
+            None => decl
+                .slices
+                .as_ref()
+                .map(|s| s.per_round())
+                .unwrap_or_default(),
+        };
+        if let Some(bad) = slices
+            .iter()
+            .find(|&&k| k == 0 || k > halving_doubling::MAX_SLICES)
+        {
+            problems.push(
+                Problem::at(
+                    at.field("slices"),
+                    format!("{bad} slices per round is out of range"),
+                    "not between 1 and 64",
+                )
+                .hint("cut each round's half into 1 to 64 slices (2 is the default)"),
+            );
+            continue;
+        }
+        match lower_phase(&machine, at, spec, &wanted, &slices) {
             Ok((phase, note)) => {
                 phases.push(phase);
                 notes.push(note);
@@ -243,6 +268,7 @@ fn lower_phase(
     at: &Path,
     spec: &ring::PhaseSpec,
     wanted: &str,
+    slices: &[usize],
 ) -> Result<(schedule_ir::Phase, PhaseNote), Problem> {
     let at_algorithm = at.field("algorithm");
     let candidates: Vec<Method> = if wanted == "auto" {
@@ -261,7 +287,7 @@ fn lower_phase(
             }
         }
     };
-    if !ring::supports(spec.collective) {
+    if !candidates.iter().any(|m| m.supports(spec.collective)) {
         return Err(Problem::at(
             at.field("collective"),
             format!(
@@ -270,21 +296,12 @@ fn lower_phase(
             ),
             "not supported",
         )
-        .hint("allreduce, reduce-scatter and allgather are available; broadcast and reduce are planned"));
+        .hint("ring methods lower allreduce, reduce-scatter and allgather; halving-doubling lowers allreduce, reduce-scatter and reduce; broadcast is planned"));
     }
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
-    for method in &candidates {
-        match method.embed(machine) {
-            Ok(rings) => {
-                let logical = ring::orient(machine, &rings);
-                let phase =
-                    ring::lower(spec, method.name(), machine, &logical).ok_or_else(|| {
-                        Problem::at(
-                            at.clone(),
-                            "internal: lowering refused a supported collective",
-                            "here",
-                        )
-                    })?;
+    for method in candidates.iter().filter(|m| m.supports(spec.collective)) {
+        match lower_with(machine, spec, *method, slices) {
+            Ok((phase, described, rings)) => {
                 let reason = if wanted == "auto" {
                     let skipped: Vec<String> = refusals
                         .iter()
@@ -302,7 +319,7 @@ fn lower_phase(
                     phase: spec.name.clone(),
                     method: *method,
                     reason,
-                    rings: rings.iter().map(|r| r.describe(machine)).collect(),
+                    rings: described,
                     embedding: rings,
                 };
                 return Ok((phase, note));
@@ -349,6 +366,44 @@ fn lower_phase(
     }
     Err(problem
         .hint("ring methods need a cycle through every compute node; add links so that one exists"))
+}
+
+/// Lowers `spec` with `method`: the phase and the embedding described for humans (rings, or
+/// the halving-doubling plan).
+/// Lowers with one method; returns the phase, a description of its embedding for humans, and
+/// the embedded rings (empty for methods that embed none).
+fn lower_with(
+    machine: &Machine,
+    spec: &ring::PhaseSpec,
+    method: Method,
+    slices: &[usize],
+) -> Result<(schedule_ir::Phase, Vec<String>, Vec<Ring>), EmbedError> {
+    if method == Method::HalvingDoubling {
+        let phase = halving_doubling::lower(spec, method.name(), machine, slices)?;
+        let p = machine.compute_nodes().len();
+        let rounds = p.checked_ilog2().unwrap_or(0) as usize;
+        let folded = p - (1 << rounds);
+        let per_round = halving_doubling::round_slices(slices, rounds);
+        let fold = if folded > 0 {
+            format!(", {folded} ranks folded in first")
+        } else {
+            String::new()
+        };
+        return Ok((
+            phase,
+            vec![format!(
+                "halving-doubling: {p} ranks, {rounds} rounds{fold}, slices per round {per_round:?}"
+            )],
+            Vec::new(),
+        ));
+    }
+    let rings = method.embed(machine)?;
+    let logical = ring::orient(machine, &rings);
+    let phase = ring::lower(spec, method.name(), machine, &logical).ok_or_else(|| {
+        EmbedError::NotApplicable("internal: lowering refused a supported collective".to_string())
+    })?;
+    let described = rings.iter().map(|r| r.describe(machine)).collect();
+    Ok((phase, described, rings))
 }
 
 fn describe(c: Collective) -> String {

@@ -72,6 +72,7 @@ pub fn simulate_topology(source: &str, sizes: &[u64], phase: Option<&str>) -> Ta
     for method in Method::ALL {
         let options = Options {
             algorithm: Some(method.name().to_string()),
+            ..Options::default()
         };
         match compile(source, &options) {
             Ok(compiled) => table

@@ -34,9 +34,10 @@
 //!
 //! # Routes, links and lanes
 //!
-//! A send names the link it leaves on and, when it crosses switches, the further links of its
-//! route ([`Instr::Send::via`]); every node a route passes through is a switch, and the receive
-//! names the route's last link. A transfer occupies one direction of every link of its route for
+//! A send names the link it leaves on and, when its destination is not a neighbour, the further
+//! links of its route ([`Instr::Send::via`]); the receive names the route's last link. Any node
+//! may forward: switches, and compute nodes, whose routers pass a transfer through without
+//! computing on it or storing it (as on torus machines); forwarding takes no instruction. A transfer occupies one direction of every link of its route for
 //! the whole step; each direction of a link carries at most [`Link::lanes`] transfers per step.
 //! Directions are numbered machine-wide (see [`Link`] and [`Hop::direction`]).
 //!
@@ -298,8 +299,8 @@ pub enum Instr {
     Send {
         /// The link the transfer leaves on; one endpoint is the sending node.
         link: LinkId,
-        /// Further links of the route, in order, through forwarding switches. Empty for a
-        /// direct transfer. The last link of the route ends at `to`.
+        /// Further links of the route, in order, through forwarding nodes (switches or compute
+        /// nodes). Empty for a direct transfer. The last link of the route ends at `to`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         via: Vec<LinkId>,
         /// The receiving compute node.

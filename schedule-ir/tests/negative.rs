@@ -517,12 +517,13 @@ fn every_kind_of_id_out_of_range() {
 }
 
 #[test]
-fn route_through_a_compute_node() {
-    // N0 sends chunk 0 to N2 through N1 (L0 then L1), and N2 receives it over L1.
+fn route_through_compute_nodes_that_misses_its_destination() {
+    // Compute nodes forward, so N0 may reach N2 through N1 (L0 then L1); but this route goes
+    // on through N2 to N3 (L2), and N2 waits for it over L1.
     let mut s = with_scratch(ring_allreduce(4, 1024));
     at(&mut s, 0, 0).push(Instr::Send {
         link: LinkId(0),
-        via: vec![LinkId(1)],
+        via: vec![LinkId(1), LinkId(2)],
         to: NodeId(2),
         buffer: BufferId(0),
         chunks: ids(&[0]),
@@ -537,17 +538,17 @@ fn route_through_a_compute_node() {
     let e = errors(s);
     assert_eq!(
         e,
-        vec![VerifyError::RouteThroughCompute {
+        vec![VerifyError::RouteEndsElsewhere {
             phase: grads(),
             step: StepId(0),
             node: n(0),
             to: n(2),
-            through: n(1),
+            end: n(3),
         }]
     );
     assert_eq!(
         e[0].to_string(),
-        "phase `grads`, step 0: the route of N0's send to N2 passes through compute node N1; only switches forward"
+        "phase `grads`, step 0: the route of N0's send to N2 ends at N3"
     );
 }
 

@@ -9,6 +9,7 @@ use topoc::emit::msccl;
 pub fn compile(
     path: &Path,
     algorithm: &str,
+    slices: Option<u32>,
     emit: Emit,
     output: Option<&Path>,
     phase: Option<&str>,
@@ -23,6 +24,7 @@ pub fn compile(
     let text = read(path)?;
     let options = topoc::Options {
         algorithm: (algorithm != "auto").then(|| algorithm.to_string()),
+        slices: slices.map(|k| k as usize),
     };
     let compiled = topoc::compile(&text, &options).map_err(|e| report_error(path, &text, &e))?;
     let out = match emit {

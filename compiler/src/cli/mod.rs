@@ -42,9 +42,14 @@ enum Command {
     Compile {
         /// The topology file (RON).
         file: PathBuf,
-        /// Lowering method for every exchange phase: auto, ladder-rings or ring.
+        /// Lowering method for every exchange phase: auto, ladder-rings, ring or
+        /// halving-doubling.
         #[arg(long, default_value = "auto")]
         algorithm: String,
+        /// Slices per round for halving-doubling, in every phase (1 to 64; default: each
+        /// phase's `slices`, else 2).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+        slices: Option<u32>,
         /// Output format of the schedule.
         #[arg(long, value_enum, default_value_t = Emit::Ron)]
         emit: Emit,
@@ -191,10 +196,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Compile {
             file,
             algorithm,
+            slices,
             emit,
             output,
             phase,
-        } => compile::compile(&file, &algorithm, emit, output.as_deref(), phase.as_deref()),
+        } => compile::compile(
+            &file,
+            &algorithm,
+            slices,
+            emit,
+            output.as_deref(),
+            phase.as_deref(),
+        ),
         Command::Verify { input, format } => verify::verify(&input, format),
         Command::Run {
             input,

@@ -119,7 +119,7 @@ pub enum EmbedError {
         to: String,
     },
     /// Two consecutive ring nodes have no route between them through switches.
-    #[error("no route from {from} to {to} passes through switches only, and only switches forward transfers")]
+    #[error("no route from {from} to {to} passes through switches only, and a ring's hops are forwarded by switches only")]
     NoRoute {
         /// The sending node.
         from: String,

@@ -1,9 +1,9 @@
 //! Rings over machines with switches: the compute nodes in depth-first order, each hop routed
 //! through the switches along a shortest path.
 //!
-//! Only switches forward transfers (a compute node runs its own program and relays nothing), so
-//! a machine whose compute nodes hang off switches — a tree, a fabric — has no Hamiltonian
-//! cycle among its compute nodes; its ring is made of routes instead. The order is the
+//! A ring's hops are forwarded by switches only (the IR lets compute nodes forward too, but a
+//! ring keeps each compute node's links for its own hops), so a machine whose compute nodes
+//! hang off switches — a tree, a fabric — has no Hamiltonian cycle among its compute nodes; its ring is made of routes instead. The order is the
 //! depth-first order of the compute nodes (neighbours in link-id order) from node 0. On a tree
 //! this makes consecutive nodes share as much of their path as possible: walked once around,
 //! the routes cross every tree link exactly once in each direction (the ring is the tree's
@@ -12,7 +12,9 @@
 //! serialises them ([`crate::lower::ring`]).
 //!
 //! Each hop takes a shortest path through switches only, found by breadth-first search with
-//! neighbours in link-id order, so that the same machine always gets the same routes.
+//! neighbours in link-id order, so that the same machine always gets the same routes. The same
+//! search, allowed to pass through compute nodes too ([`RouteSearch::shortest`]), routes the
+//! transfers of methods whose partners are not neighbours (halving-doubling).
 
 use super::{EmbedError, Ring};
 use crate::machine::Machine;
@@ -22,9 +24,7 @@ use std::collections::VecDeque;
 /// The ring of a machine with switches: every compute node once, in depth-first order, each
 /// hop a shortest route through switches.
 pub fn switched_ring(machine: &Machine) -> Result<Ring, EmbedError> {
-    let adj: Vec<Vec<(LinkId, NodeId)>> = (0..machine.node_count())
-        .map(|i| machine.links_at(NodeId::new(i)))
-        .collect();
+    let adj = adjacency(machine);
     let order = depth_first_compute(machine, &adj);
     if order.len() < 2 {
         return Err(EmbedError::NotApplicable(
@@ -37,13 +37,12 @@ pub fn switched_ring(machine: &Machine) -> Result<Ring, EmbedError> {
     let mut via = Vec::with_capacity(n);
     for i in 0..n {
         let (from, to) = (order[i], order[(i + 1) % n]);
-        let route =
-            search
-                .shortest(machine, &adj, from, to)
-                .ok_or_else(|| EmbedError::NoRoute {
-                    from: machine.node(from).name.clone(),
-                    to: machine.node(to).name.clone(),
-                })?;
+        let route = search
+            .shortest(machine, &adj, from, to, false)
+            .ok_or_else(|| EmbedError::NoRoute {
+                from: machine.node(from).name.clone(),
+                to: machine.node(to).name.clone(),
+            })?;
         links.push(route[0]);
         via.push(route[1..].to_vec());
     }
@@ -85,16 +84,24 @@ fn depth_first_compute(machine: &Machine, adj: &[Vec<(LinkId, NodeId)>]) -> Vec<
     order
 }
 
+/// Every node's links as `(link, neighbour)`, in link-id order: the input of [`RouteSearch`].
+pub fn adjacency(machine: &Machine) -> Vec<Vec<(LinkId, NodeId)>> {
+    (0..machine.node_count())
+        .map(|i| machine.links_at(NodeId::new(i)))
+        .collect()
+}
+
 /// Breadth-first search state reused across hops: a visit stamp per node, so that a search
 /// costs what it explores, not the size of the machine.
-struct RouteSearch {
+pub struct RouteSearch {
     stamp: Vec<u32>,
     parent: Vec<(LinkId, NodeId)>,
     current: u32,
 }
 
 impl RouteSearch {
-    fn new(nodes: usize) -> RouteSearch {
+    /// A search over a machine of `nodes` nodes.
+    pub fn new(nodes: usize) -> RouteSearch {
         RouteSearch {
             stamp: vec![0; nodes],
             parent: vec![(LinkId(0), NodeId(0)); nodes],
@@ -102,21 +109,23 @@ impl RouteSearch {
         }
     }
 
-    /// The links of a shortest route from `from` to `to` whose inner nodes are switches.
-    fn shortest(
+    /// The links of a shortest route from `from` to `to` whose inner nodes are switches, or
+    /// any nodes when `compute_forwards`. `adj` is [`adjacency`]`(machine)`.
+    pub fn shortest(
         &mut self,
         machine: &Machine,
         adj: &[Vec<(LinkId, NodeId)>],
         from: NodeId,
         to: NodeId,
+        compute_forwards: bool,
     ) -> Option<Vec<LinkId>> {
         self.current += 1;
         let mark = self.current;
         self.stamp[from.index()] = mark;
         let mut queue = VecDeque::from([from]);
         while let Some(v) = queue.pop_front() {
-            if v != from && machine.node(v).kind != NodeKind::Switch {
-                continue; // compute nodes end routes; they never forward
+            if v != from && !compute_forwards && machine.node(v).kind != NodeKind::Switch {
+                continue; // compute nodes end routes unless asked to forward
             }
             for &(link, u) in &adj[v.index()] {
                 if self.stamp[u.index()] == mark {

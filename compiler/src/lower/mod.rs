@@ -4,12 +4,14 @@
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
+//! | `halving-doubling` | any machine whose compute nodes reach each other | seed 001's pipelined recursive halving/doubling; no rings, every transfer routed ([`halving_doubling`]) |
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` picks the first method in this table that
-//! applies.
+//! applies and supports the collective.
 
 pub mod balance;
+pub mod halving_doubling;
 pub mod ring;
 
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
@@ -23,17 +25,28 @@ pub enum Method {
     LadderRings,
     /// Ring collectives over Hamiltonian rings (the machine's own ring, or found by search).
     Ring,
+    /// Seed 001: pipelined recursive halving/doubling over routed transfers.
+    HalvingDoubling,
 }
 
 impl Method {
     /// Every method, in the order `auto` tries them.
-    pub const ALL: [Method; 2] = [Method::LadderRings, Method::Ring];
+    pub const ALL: [Method; 3] = [Method::LadderRings, Method::Ring, Method::HalvingDoubling];
 
     /// The method's name on the command line and in schedules.
     pub fn name(self) -> &'static str {
         match self {
             Method::LadderRings => "ladder-rings",
             Method::Ring => "ring",
+            Method::HalvingDoubling => "halving-doubling",
+        }
+    }
+
+    /// Whether the method lowers `collective`.
+    pub fn supports(self, collective: schedule_ir::Collective) -> bool {
+        match self {
+            Method::LadderRings | Method::Ring => ring::supports(collective),
+            Method::HalvingDoubling => halving_doubling::supports(collective),
         }
     }
 
@@ -42,9 +55,11 @@ impl Method {
         Method::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    /// The proved rings this method runs on `machine` (one direction each).
+    /// The proved rings this method runs on `machine` (one direction each); none for
+    /// `halving-doubling`, which routes its transfers as it lowers.
     pub fn embed(self, machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
         let rings = match (self, &machine.shape) {
+            (Method::HalvingDoubling, _) => return Ok(Vec::new()),
             (Method::LadderRings, Shape::Ladder(layout)) => embed::ladder::barley_twist(layout)?,
             (Method::LadderRings, _) if !machine.failed.is_empty() => {
                 let mut failed = machine.failed.links.clone();

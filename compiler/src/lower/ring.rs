@@ -69,32 +69,46 @@ pub fn even_chunks(elements: u64, count: usize) -> Vec<(u64, u64)> {
 }
 
 /// Which transfers of a ring step go in which BSP step: `groups[g]` lists the hops `(ring,
-/// position)` that move in sub-step `g`. Hops are placed first-fit, in ring order, into the
+/// position)` that move in sub-step `g`. Hops are placed by [`first_fit`], in ring order, into the
 /// first sub-step where every link direction of their route still has a free lane, so that no
 /// sub-step overbooks a direction. Every ring step has the same routes (only the chunks
 /// differ), so one plan serves them all.
 pub fn plan(machine: &Machine, rings: &[Ring]) -> Vec<Vec<(usize, usize)>> {
-    let mut groups: Vec<Vec<(usize, usize)>> = Vec::new();
+    let hops: Vec<(usize, usize)> = rings
+        .iter()
+        .enumerate()
+        .flat_map(|(r, ring)| (0..ring.nodes.len()).map(move |i| (r, i)))
+        .collect();
+    let routes = hops.iter().map(|&(r, i)| directions(machine, &rings[r], i));
+    first_fit(routes)
+        .into_iter()
+        .map(|group| group.into_iter().map(|t| hops[t]).collect())
+        .collect()
+}
+
+/// Packs transfers into sub-steps: `groups[g]` lists the indices of the transfers (each given
+/// by the link directions of its route with their lane counts, as [`route_directions`] returns
+/// them) that move in sub-step `g`. Each goes, in order, into the first sub-step where every
+/// direction of its route still has a free lane, so that no sub-step overbooks a direction.
+pub fn first_fit(routes: impl IntoIterator<Item = Vec<(usize, u32)>>) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
     let mut load: Vec<std::collections::BTreeMap<usize, u32>> = Vec::new();
-    for (r, ring) in rings.iter().enumerate() {
-        for i in 0..ring.nodes.len() {
-            let dirs = directions(machine, ring, i);
-            let fits = |l: &std::collections::BTreeMap<usize, u32>| {
-                dirs.iter()
-                    .all(|&(d, lanes)| l.get(&d).copied().unwrap_or(0) < lanes)
-            };
-            let g = match load.iter().position(fits) {
-                Some(g) => g,
-                None => {
-                    groups.push(Vec::new());
-                    load.push(Default::default());
-                    groups.len() - 1
-                }
-            };
-            groups[g].push((r, i));
-            for &(d, _) in &dirs {
-                *load[g].entry(d).or_default() += 1;
+    for (t, dirs) in routes.into_iter().enumerate() {
+        let fits = |l: &std::collections::BTreeMap<usize, u32>| {
+            dirs.iter()
+                .all(|&(d, lanes)| l.get(&d).copied().unwrap_or(0) < lanes)
+        };
+        let g = match load.iter().position(fits) {
+            Some(g) => g,
+            None => {
+                groups.push(Vec::new());
+                load.push(Default::default());
+                groups.len() - 1
             }
+        };
+        groups[g].push(t);
+        for &(d, _) in &dirs {
+            *load[g].entry(d).or_default() += 1;
         }
     }
     groups
@@ -103,8 +117,19 @@ pub fn plan(machine: &Machine, rings: &[Ring]) -> Vec<Vec<(usize, usize)>> {
 /// The link directions hop `i` of `ring` crosses (numbered as in the IR: `2·link`, `+1` when
 /// crossed from `b` to `a`), each with its link's lane count.
 fn directions(machine: &Machine, ring: &Ring, i: usize) -> Vec<(usize, u32)> {
-    let mut at = ring.nodes[i];
-    ring.route(i)
+    route_directions(machine, ring.nodes[i], ring.route(i))
+}
+
+/// The link directions a route leaving `from` over `links` crosses, each with its link's lane
+/// count (the input of [`first_fit`]).
+pub fn route_directions(
+    machine: &Machine,
+    from: schedule_ir::NodeId,
+    links: impl IntoIterator<Item = schedule_ir::LinkId>,
+) -> Vec<(usize, u32)> {
+    let mut at = from;
+    links
+        .into_iter()
         .map(|link| {
             let (a, b) = machine.endpoints(link);
             let backward = at != a;

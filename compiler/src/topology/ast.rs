@@ -353,6 +353,30 @@ pub struct Exchange {
     /// Force a lowering method (`auto` when absent).
     #[serde(default)]
     pub algorithm: Option<String>,
+    /// Slices per round for `halving-doubling`: one count for every round, or one per round
+    /// (the last repeated). The method's default when absent.
+    #[serde(default)]
+    pub slices: Option<SlicesDecl>,
+}
+
+/// A slice count as written in a file: `slices: 4` or `slices: [2, 4, 4]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum SlicesDecl {
+    /// The same count for every round.
+    Every(usize),
+    /// One count per round; rounds past the end use the last.
+    PerRound(Vec<usize>),
+}
+
+impl SlicesDecl {
+    /// The counts, one per round (the last repeated for later rounds).
+    pub fn per_round(&self) -> Vec<usize> {
+        match self {
+            SlicesDecl::Every(k) => vec![*k],
+            SlicesDecl::PerRound(ks) => ks.clone(),
+        }
+    }
 }
 
 impl Exchange {
@@ -372,6 +396,7 @@ impl Exchange {
             dtype: DTypeDecl::F32,
             elements: 1 << 20,
             algorithm: None,
+            slices: None,
         }
     }
 }

@@ -391,20 +391,6 @@ pub enum VerifyError {
         /// The link's endpoints.
         ends: [Named<NodeId>; 2],
     },
-    /// A route passes through a compute node.
-    #[error("phase `{phase}`, {step}: the route of {node}'s send to {to} passes through compute node {through}; only switches forward")]
-    RouteThroughCompute {
-        /// The phase.
-        phase: String,
-        /// The step.
-        step: StepId,
-        /// The sending node.
-        node: Named<NodeId>,
-        /// The receiving node.
-        to: Named<NodeId>,
-        /// The compute node in the middle of the route.
-        through: Named<NodeId>,
-    },
     /// A route does not end at the receiving node.
     #[error("phase `{phase}`, {step}: the route of {node}'s send to {to} ends at {end}")]
     RouteEndsElsewhere {

@@ -52,8 +52,7 @@
 //! - a send's `link` has the sender as an endpoint and a receive's `link` has the receiver as
 //!   an endpoint — [`VerifyError::WrongLink`];
 //! - a send's route `link, via…`, walked from the sender, is connected —
-//!   [`VerifyError::RouteBroken`] — passes only through switches —
-//!   [`VerifyError::RouteThroughCompute`] — and ends at `to` —
+//!   [`VerifyError::RouteBroken`] — and ends at `to` —
 //!   [`VerifyError::RouteEndsElsewhere`];
 //! - a local reduce or copy reads and writes different buffers — [`VerifyError::SameBuffer`].
 //!

@@ -99,6 +99,10 @@ pub struct StepReport {
     pub max_bytes: u64,
     /// Bytes of every send of the step, each counted once.
     pub bytes_sent: u64,
+    /// Local reductions of the step: [`Instr::Reduce`](crate::Instr::Reduce) instructions,
+    /// summed over every node. Shown on the step's line when not zero, so that a pipelined
+    /// schedule's combining work can be seen spread over its steps.
+    pub reduces: usize,
     /// The estimated time of the step, in seconds.
     pub seconds: f64,
     /// Every busy direction with its bytes and transfers.
@@ -130,6 +134,7 @@ pub(super) fn build(schedule: &Schedule, warnings: Vec<Vec<Warning>>) -> Report 
                 .into_iter()
                 .zip(&estimate.per_step)
                 .map(|(load, &seconds)| StepReport {
+                    reduces: local_reduces(phase, load.step),
                     step: load.step,
                     busy: load.busy(),
                     idle: directions.len() - load.busy(),
@@ -186,6 +191,18 @@ pub(super) fn build(schedule: &Schedule, warnings: Vec<Vec<Warning>>) -> Report 
         directions,
         phases,
     }
+}
+
+/// The number of local [`Instr::Reduce`](crate::Instr::Reduce) instructions in `step`, over
+/// every node.
+fn local_reduces(phase: &crate::Phase, step: StepId) -> usize {
+    phase
+        .programs
+        .iter()
+        .filter_map(|p| p.steps.get(step.index()))
+        .flatten()
+        .filter(|i| matches!(i, crate::Instr::Reduce { .. }))
+        .count()
 }
 
 /// Every link direction of the machine, in direction order.
@@ -278,9 +295,14 @@ impl Report {
             .max(2);
         let line = |f: &mut fmt::Formatter<'_>, r: &StepReport| {
             let idle: Vec<usize> = idle_directions(total, r);
+            let reduces = if r.reduces == 0 {
+                String::new()
+            } else {
+                format!("  reduces {}", r.reduces)
+            };
             writeln!(
                 f,
-                "  step {:>width$}  busy {}/{} directions  max {} B  idle: {}",
+                "  step {:>width$}  busy {}/{} directions  max {} B{reduces}  idle: {}",
                 r.step.0,
                 r.busy,
                 total,

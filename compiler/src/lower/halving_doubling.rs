@@ -1,0 +1,463 @@
+//! Pipelined recursive halving/doubling (seed 001): reduce-scatter by halving, then collection.
+//!
+//! **Ranks.** The compute nodes in id order are ranks `0 … p-1`; for `Reduce { root }` they
+//! are rotated so that the root is rank 0. With `p = 2^k + r` (`0 <= r < 2^k`), the first `2r`
+//! ranks fold in pairs before anything else: in one **fold** step each odd rank `2j+1` sends
+//! its whole vector to rank `2j`, which combines it on arrival, and then sits out. The `2^k`
+//! ranks left — the even ones among the first `2r`, then every rank from `2r` on — take virtual
+//! ranks `v = 0 … 2^k-1` in order. (This is the usual scheme for non-powers of two; the seed
+//! only says that some processes sit out a round.)
+//!
+//! **Chunks.** The vector is cut into `2^k` blocks of `B` chunks each, where `B` is the
+//! largest slice count of any round, so that every half and every slice is a whole run of
+//! chunks (chunks may be empty for tiny vectors).
+//!
+//! **Distribution (rounds `i = 0 … k-1`).** Every virtual rank holds a run of blocks, the whole
+//! vector at first. In round `i` its partner is `v XOR 2^i`; the lower of the two keeps the
+//! lower half of the run and the higher keeps the upper half, and each sends the other half.
+//! The half in flight is cut into `K_i` slices (`--slices`, default 2, may differ per round),
+//! one slice per step: in step `t` of the round each rank sends slice `t` to its partner,
+//! receives the partner's slice `t` into the scratch buffer, and combines the slice it
+//! received in step `t-1` from scratch into its data with a local `Reduce`. So reducing slice
+//! `t-1` overlaps sending slice `t`, and the round's last slice is combined in the first step
+//! of the next round, while that round's first slice is on the wire. For that to be safe the
+//! last slice received in a round must lie in the half the rank keeps next round (the half
+//! it sends next must be complete when the round starts), so a rank receives its slices in
+//! descending order when it keeps the lower half next round, ascending otherwise. The very
+//! last slice of the distribution, with nothing left to overlap it, and every slice of a round
+//! with `K_i = 1`, are combined on arrival (`Recv` with `Reduce`). After `k` rounds virtual
+//! rank `v` holds one block fully combined.
+//!
+//! **Collection.** `ReduceScatter` stops there (the folded-out ranks own nothing). For
+//! `AllReduce` the rounds run backwards, `i = k-1 … 0`, one step each: partners swap
+//! everything they hold and store what they receive; then each folded-out rank gets the whole
+//! result back from its even neighbour in one **unfold** step. For `Reduce` (seed 001's
+//! collection to root 0), in round `j = 0 … k-1` a virtual rank that is a multiple of
+//! `2^(j+1)` receives from `v + 2^j` everything that rank has gathered so far, so virtual rank
+//! 0 — the root — ends with the whole vector.
+//!
+//! **Routes.** Partners are rarely neighbours: every transfer takes a shortest route through
+//! the machine (compute nodes forward), and the transfers of one logical step are packed into
+//! as many BSP sub-steps as their shared link directions need ([`ring::first_fit`]). A
+//! node's local reduce goes in the first sub-step where it sends or receives, so it reads the
+//! scratch slice before the node's own receive of that step can store over it. Splitting is
+//! safe because within a logical step no transfer reads what another one of that step writes.
+
+use super::ring::{self, PhaseSpec};
+use crate::embed::routed::{adjacency, RouteSearch};
+use crate::embed::EmbedError;
+use crate::machine::Machine;
+use schedule_ir::{
+    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind,
+    Phase, Program, RecvMode,
+};
+use std::collections::BTreeMap;
+
+/// The slice count of a round when none is given.
+pub const DEFAULT_SLICES: usize = 2;
+/// The most slices a round may be cut into.
+pub const MAX_SLICES: usize = 64;
+
+const DATA: BufferId = BufferId(0);
+const SCRATCH: BufferId = BufferId(1);
+
+/// Whether [`lower`] can produce `collective`.
+pub fn supports(collective: Collective) -> bool {
+    matches!(
+        collective,
+        Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce { .. }
+    )
+}
+
+/// One transfer of a logical step.
+struct Transfer {
+    from: NodeId,
+    to: NodeId,
+    chunks: Vec<ChunkId>,
+    /// Buffer read on the sender.
+    src: BufferId,
+    /// Buffer written on the receiver, and how.
+    dst: BufferId,
+    mode: RecvMode,
+}
+
+/// What every node does in one step of the algorithm, before packing into sub-steps.
+#[derive(Default)]
+struct Logical {
+    transfers: Vec<Transfer>,
+    /// Local `Reduce { src: scratch, dst: data }` per node.
+    reduces: Vec<(NodeId, Vec<ChunkId>)>,
+}
+
+/// How ranks and virtual ranks map onto compute nodes.
+struct Ranks {
+    /// Rank `r`'s compute node.
+    node: Vec<NodeId>,
+    /// `2^k`.
+    pow: usize,
+    /// `p - 2^k`: pairs folded before the rounds.
+    extra: usize,
+    /// `k`.
+    rounds: usize,
+}
+
+impl Ranks {
+    fn new(compute: &[NodeId], root: Option<NodeId>) -> Option<Ranks> {
+        let p = compute.len();
+        let at = match root {
+            Some(root) => compute.iter().position(|&n| n == root)?,
+            None => 0,
+        };
+        let node = (0..p).map(|r| compute[(at + r) % p]).collect();
+        let rounds = usize::try_from(p.checked_ilog2()?).ok()?;
+        let pow = 1usize << rounds;
+        Some(Ranks {
+            node,
+            pow,
+            extra: p - pow,
+            rounds,
+        })
+    }
+
+    /// Virtual rank `v`'s compute node.
+    fn virtual_node(&self, v: usize) -> NodeId {
+        if v < self.extra {
+            self.node[2 * v]
+        } else {
+            self.node[v + self.extra]
+        }
+    }
+}
+
+/// The slice count of every round: `slices[i]`, the last entry for rounds past the list's
+/// end, [`DEFAULT_SLICES`] when the list is empty; each clamped to `1 ..= MAX_SLICES`.
+pub fn round_slices(slices: &[usize], rounds: usize) -> Vec<usize> {
+    (0..rounds)
+        .map(|i| {
+            slices
+                .get(i)
+                .or(slices.last())
+                .copied()
+                .unwrap_or(DEFAULT_SLICES)
+                .clamp(1, MAX_SLICES)
+        })
+        .collect()
+}
+
+/// Lowers `spec` by halving/doubling on `machine`, with `slices` per round (see
+/// [`round_slices`]). `algorithm` names the method in the schedule.
+pub fn lower(
+    spec: &PhaseSpec,
+    algorithm: &str,
+    machine: &Machine,
+    slices: &[usize],
+) -> Result<Phase, EmbedError> {
+    let not = |why: String| EmbedError::NotApplicable(why);
+    if !supports(spec.collective) {
+        return Err(not(format!(
+            "`{algorithm}` lowers allreduce, reduce-scatter and reduce, not {}",
+            spec.collective
+        )));
+    }
+    let compute = machine.compute_nodes();
+    if compute.len() < 2 {
+        return Err(not(format!(
+            "`{algorithm}` needs at least two compute nodes"
+        )));
+    }
+    let root = match spec.collective {
+        Collective::Reduce { root } => Some(root),
+        _ => None,
+    };
+    let ranks = Ranks::new(&compute, root)
+        .ok_or_else(|| not("the root is not a compute node".to_string()))?;
+    let ks = round_slices(slices, ranks.rounds);
+    let per_block = ks.iter().copied().max().unwrap_or(1);
+    let block = |b: usize| (b * per_block..(b + 1) * per_block).map(ChunkId::new);
+    let run = |(lo, hi): (usize, usize)| -> Vec<ChunkId> { (lo..hi).flat_map(block).collect() };
+
+    let mut steps: Vec<Logical> = Vec::new();
+    let all: Vec<ChunkId> = run((0, ranks.pow));
+    // Fold: odd ranks among the first 2r hand their vector to their even neighbour.
+    if ranks.extra > 0 {
+        steps.push(Logical {
+            transfers: (0..ranks.extra)
+                .map(|j| Transfer {
+                    from: ranks.node[2 * j + 1],
+                    to: ranks.node[2 * j],
+                    chunks: all.clone(),
+                    src: DATA,
+                    dst: DATA,
+                    mode: RecvMode::Reduce,
+                })
+                .collect(),
+            reduces: Vec::new(),
+        });
+    }
+
+    // Distribution. `held[i][v]` is the block run v holds after round i - 1.
+    let mut held: Vec<Vec<(usize, usize)>> = vec![vec![(0, ranks.pow); ranks.pow]];
+    let mut pending: Vec<Option<Vec<ChunkId>>> = vec![None; ranks.pow];
+    for (i, &k) in ks.iter().enumerate() {
+        let before = &held[i];
+        let halves: Vec<((usize, usize), (usize, usize))> = (0..ranks.pow)
+            .map(|v| {
+                let (lo, hi) = before[v];
+                let mid = (lo + hi) / 2;
+                if v & (1 << i) == 0 {
+                    ((lo, mid), (mid, hi))
+                } else {
+                    ((mid, hi), (lo, mid))
+                }
+            })
+            .collect();
+        // The slices each rank receives, in the order it receives them.
+        let incoming: Vec<Vec<Vec<ChunkId>>> = (0..ranks.pow)
+            .map(|v| {
+                let keep = run(halves[v].0);
+                let descending = i + 1 < ranks.rounds && v & (1 << (i + 1)) == 0;
+                let mut parts: Vec<Vec<ChunkId>> = ring::even_chunks(keep.len() as u64, k)
+                    .into_iter()
+                    .map(|(a, b)| keep[a as usize..b as usize].to_vec())
+                    .collect();
+                if descending {
+                    parts.reverse();
+                }
+                parts
+            })
+            .collect();
+        for t in 0..k {
+            let mut step = Logical::default();
+            for v in 0..ranks.pow {
+                let partner = v ^ (1 << i);
+                let direct = k == 1 || (i + 1 == ranks.rounds && t + 1 == k);
+                step.transfers.push(Transfer {
+                    from: ranks.virtual_node(partner),
+                    to: ranks.virtual_node(v),
+                    chunks: incoming[v][t].clone(),
+                    src: DATA,
+                    dst: if direct { DATA } else { SCRATCH },
+                    mode: if direct {
+                        RecvMode::Reduce
+                    } else {
+                        RecvMode::Store
+                    },
+                });
+                let previous = if t == 0 {
+                    pending[v].take()
+                } else {
+                    Some(incoming[v][t - 1].clone())
+                };
+                if let Some(chunks) = previous {
+                    step.reduces.push((ranks.virtual_node(v), chunks));
+                }
+            }
+            steps.push(step);
+        }
+        for (v, slot) in pending.iter_mut().enumerate() {
+            let last_in_scratch = k > 1 && i + 1 < ranks.rounds;
+            *slot = last_in_scratch.then(|| incoming[v][k - 1].clone());
+        }
+        held.push(halves.iter().map(|h| h.0).collect());
+    }
+
+    let finals = held.last().cloned().unwrap_or_default();
+    match spec.collective {
+        Collective::AllReduce => {
+            for i in (0..ranks.rounds).rev() {
+                let after = &held[i + 1];
+                steps.push(Logical {
+                    transfers: (0..ranks.pow)
+                        .map(|v| Transfer {
+                            from: ranks.virtual_node(v),
+                            to: ranks.virtual_node(v ^ (1 << i)),
+                            chunks: run(after[v]),
+                            src: DATA,
+                            dst: DATA,
+                            mode: RecvMode::Store,
+                        })
+                        .collect(),
+                    reduces: Vec::new(),
+                });
+            }
+            if ranks.extra > 0 {
+                steps.push(Logical {
+                    transfers: (0..ranks.extra)
+                        .map(|j| Transfer {
+                            from: ranks.node[2 * j],
+                            to: ranks.node[2 * j + 1],
+                            chunks: all.clone(),
+                            src: DATA,
+                            dst: DATA,
+                            mode: RecvMode::Store,
+                        })
+                        .collect(),
+                    reduces: Vec::new(),
+                });
+            }
+        }
+        Collective::Reduce { .. } => {
+            for j in 0..ranks.rounds {
+                let span = 1 << j;
+                steps.push(Logical {
+                    transfers: (0..ranks.pow)
+                        .step_by(2 * span)
+                        .map(|v| {
+                            let mut chunks: Vec<ChunkId> = (v + span..v + 2 * span)
+                                .flat_map(|u| run(finals[u]))
+                                .collect();
+                            chunks.sort();
+                            Transfer {
+                                from: ranks.virtual_node(v + span),
+                                to: ranks.virtual_node(v),
+                                chunks,
+                                src: DATA,
+                                dst: DATA,
+                                mode: RecvMode::Store,
+                            }
+                        })
+                        .collect(),
+                    reduces: Vec::new(),
+                });
+            }
+        }
+        _ => {}
+    }
+
+    let mut owner: Vec<Option<NodeId>> = vec![None; ranks.pow * per_block];
+    if spec.collective == Collective::ReduceScatter {
+        for (v, &range) in finals.iter().enumerate() {
+            for c in run(range) {
+                owner[c.index()] = Some(ranks.virtual_node(v));
+            }
+        }
+    }
+    let chunks: Vec<Chunk> = ring::even_chunks(spec.elements, ranks.pow * per_block)
+        .into_iter()
+        .zip(owner)
+        .map(|((start, end), owner)| Chunk { start, end, owner })
+        .collect();
+    let mut buffers = vec![Buffer {
+        name: "data".to_string(),
+        kind: BufferKind::Data,
+    }];
+    if ks.iter().any(|&k| k > 1) {
+        buffers.push(Buffer {
+            name: "scratch".to_string(),
+            kind: BufferKind::Scratch,
+        });
+    }
+    let programs = emit(machine, &steps)?;
+    let steps = programs.iter().map(|p| p.steps.len()).max().unwrap_or(0);
+    Ok(Phase {
+        name: spec.name.clone(),
+        collective: spec.collective,
+        op: spec.op,
+        dtype: spec.dtype,
+        elements: spec.elements,
+        algorithm: algorithm.to_string(),
+        chunks,
+        buffers,
+        steps: u32::try_from(steps).unwrap_or(u32::MAX),
+        programs,
+    })
+}
+
+/// Routes every transfer, packs each logical step into conflict-free sub-steps and writes the
+/// programs: per sub-step and node, sends, then the local reduce, then receives.
+fn emit(machine: &Machine, steps: &[Logical]) -> Result<Vec<Program>, EmbedError> {
+    let adj = adjacency(machine);
+    let mut search = RouteSearch::new(machine.node_count());
+    let mut routes: BTreeMap<(NodeId, NodeId), Vec<LinkId>> = BTreeMap::new();
+    let mut programs: Vec<Program> = (0..machine.node_count())
+        .map(|_| Program::default())
+        .collect();
+    for step in steps {
+        for t in &step.transfers {
+            if let std::collections::btree_map::Entry::Vacant(slot) = routes.entry((t.from, t.to)) {
+                let route = search
+                    .shortest(machine, &adj, t.from, t.to, true)
+                    .filter(|r| !r.is_empty())
+                    .ok_or_else(|| {
+                        EmbedError::NotApplicable(format!(
+                            "no route from {} to {}",
+                            machine.node(t.from).name,
+                            machine.node(t.to).name
+                        ))
+                    })?;
+                slot.insert(route);
+            }
+        }
+        let route = |t: &Transfer| routes.get(&(t.from, t.to)).cloned().unwrap_or_default();
+        let groups = ring::first_fit(
+            step.transfers
+                .iter()
+                .map(|t| ring::route_directions(machine, t.from, route(t))),
+        );
+        let groups = if groups.is_empty() {
+            vec![Vec::new()]
+        } else {
+            groups
+        };
+        let base = programs.first().map_or(0, |p| p.steps.len());
+        for program in &mut programs {
+            program.steps.extend((0..groups.len()).map(|_| Vec::new()));
+        }
+        let mut recvs: Vec<(usize, NodeId, Instr)> = Vec::new();
+        for (g, group) in groups.iter().enumerate() {
+            for &x in group {
+                let t = &step.transfers[x];
+                let links = route(t);
+                let (Some(&first), Some(&last)) = (links.first(), links.last()) else {
+                    continue;
+                };
+                programs[t.from.index()].steps[base + g].push(Instr::Send {
+                    link: first,
+                    via: links[1..].to_vec(),
+                    to: t.to,
+                    buffer: t.src,
+                    chunks: t.chunks.clone(),
+                });
+                recvs.push((
+                    g,
+                    t.to,
+                    Instr::Recv {
+                        link: last,
+                        from: t.from,
+                        buffer: t.dst,
+                        chunks: t.chunks.clone(),
+                        mode: t.mode,
+                    },
+                ));
+            }
+        }
+        // A node's local reduce goes in the first sub-step where it sends or receives: no
+        // later than its own receive, which may store over the scratch chunks it reads.
+        for (node, chunks) in &step.reduces {
+            let g = groups
+                .iter()
+                .position(|group| {
+                    group.iter().any(|&x| {
+                        let t = &step.transfers[x];
+                        t.from == *node || t.to == *node
+                    })
+                })
+                .unwrap_or(0);
+            programs[node.index()].steps[base + g].push(Instr::Reduce {
+                src: SCRATCH,
+                dst: DATA,
+                chunks: chunks.clone(),
+            });
+        }
+        for (g, to, instr) in recvs {
+            programs[to.index()].steps[base + g].push(instr);
+        }
+    }
+    // Switches run no program.
+    for (i, program) in programs.iter_mut().enumerate() {
+        if machine.node(NodeId::new(i)).kind == NodeKind::Switch {
+            program.steps.clear();
+        }
+    }
+    Ok(programs)
+}
