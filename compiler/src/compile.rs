@@ -23,6 +23,8 @@ use std::collections::BTreeMap;
 pub struct Options {
     /// Force a method for every phase (`None` or `auto`: each phase's own choice, or the best).
     pub algorithm: Option<String>,
+    /// Force a variant of the method (`cube-planes`: 300 or 400) for every phase.
+    pub variant: Option<u32>,
 }
 
 /// How one phase was compiled, for humans.
@@ -69,7 +71,8 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
             .clone()
             .or_else(|| decl.algorithm.clone())
             .unwrap_or_else(|| "auto".to_string());
-        match lower_phase(&machine, at, spec, &wanted) {
+        let variant = options.variant.or(decl.variant);
+        match lower_phase(&machine, at, spec, &wanted, variant) {
             Ok((phase, note)) => {
                 phases.push(phase);
                 notes.push(note);
@@ -241,8 +244,27 @@ fn lower_phase(
     at: &Path,
     spec: &ring::PhaseSpec,
     wanted: &str,
+    variant: Option<u32>,
 ) -> Result<(schedule_ir::Phase, PhaseNote), Problem> {
     let at_algorithm = at.field("algorithm");
+    if let Some(v) = variant {
+        if !Method::from_name(wanted).is_some_and(Method::takes_variant) {
+            let takers: Vec<&str> = Method::ALL
+                .iter()
+                .filter(|m| m.takes_variant())
+                .map(|m| m.name())
+                .collect();
+            return Err(Problem::at(
+                at.field("variant"),
+                format!("variant {v} given for algorithm `{wanted}`"),
+                "no variant here",
+            )
+            .hint(format!(
+                "only {} take a variant; name the algorithm too",
+                takers.join(", ")
+            )));
+        }
+    }
     let candidates: Vec<Method> = if wanted == "auto" {
         Method::ALL.to_vec()
     } else {
@@ -272,18 +294,9 @@ fn lower_phase(
     }
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
     for method in &candidates {
-        match method.embed(machine) {
-            Ok(rings) => {
-                let logical = ring::orient(machine, &rings);
-                let phase =
-                    ring::lower(spec, method.name(), machine, &logical).ok_or_else(|| {
-                        Problem::at(
-                            at.clone(),
-                            "internal: lowering refused a supported collective",
-                            "here",
-                        )
-                    })?;
-                let reason = if wanted == "auto" {
+        match method.lower(machine, spec, variant) {
+            Ok(lowered) => {
+                let mut reason = if wanted == "auto" {
                     let skipped: Vec<String> = refusals
                         .iter()
                         .map(|(m, e)| format!("{m} does not apply ({e})"))
@@ -296,13 +309,16 @@ fn lower_phase(
                 } else {
                     format!("{method} requested")
                 };
+                if let Some(detail) = &lowered.detail {
+                    reason = format!("{reason}; {detail}");
+                }
                 let note = PhaseNote {
                     phase: spec.name.clone(),
                     method: *method,
                     reason,
-                    rings: rings.iter().map(|r| r.describe(machine)).collect(),
+                    rings: lowered.rings,
                 };
-                return Ok((phase, note));
+                return Ok((lowered.phase, note));
             }
             Err(e) => refusals.push((*method, e)),
         }

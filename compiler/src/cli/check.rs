@@ -20,6 +20,13 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
         degrees.iter().max().unwrap_or(&0),
     );
     for method in Method::ALL {
+        if matches!(method, Method::RotatedHd | Method::CubePlanes) {
+            match method.lower(&machine, &probe(), None) {
+                Ok(l) => println!("  {method}: applies, {} steps", l.phase.steps),
+                Err(e) => println!("  {method}: does not apply: {e}"),
+            }
+            continue;
+        }
         match method.embed(&machine) {
             Ok(rings) => {
                 println!(
@@ -37,6 +44,17 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
     topoc::compile(&text, &topoc::Options::default()).map_err(|e| report_error(path, &text, &e))?;
     println!("{}: ok", path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A small allreduce to see whether a structured method applies.
+fn probe() -> topoc::lower::ring::PhaseSpec {
+    topoc::lower::ring::PhaseSpec {
+        name: "probe".to_string(),
+        collective: schedule_ir::Collective::AllReduce,
+        op: schedule_ir::ReduceOp::Sum,
+        dtype: schedule_ir::DType::F32,
+        elements: 1 << 20,
+    }
 }
 
 /// Keeps long ring descriptions to one screen line.

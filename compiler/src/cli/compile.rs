@@ -8,12 +8,14 @@ use std::process::ExitCode;
 pub fn compile(
     path: &Path,
     algorithm: &str,
+    variant: Option<u32>,
     emit: Emit,
     output: Option<&Path>,
 ) -> Result<ExitCode, String> {
     let text = read(path)?;
     let options = topoc::Options {
         algorithm: (algorithm != "auto").then(|| algorithm.to_string()),
+        variant,
     };
     let compiled = topoc::compile(&text, &options).map_err(|e| report_error(path, &text, &e))?;
     let format = match emit {

@@ -36,9 +36,13 @@ enum Command {
     Compile {
         /// The topology file (RON).
         file: PathBuf,
-        /// Lowering method for every exchange phase: auto, ladder-rings or ring.
+        /// Lowering method for every exchange phase: auto, ladder-rings, rotated-hd,
+        /// cube-planes or ring.
         #[arg(long, default_value = "auto")]
         algorithm: String,
+        /// The method's variant: seed 000's method 300 or 400 for cube-planes (default 400).
+        #[arg(long)]
+        variant: Option<u32>,
         /// Output format of the schedule.
         #[arg(long, value_enum, default_value_t = Emit::Ron)]
         emit: Emit,
@@ -133,9 +137,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Compile {
             file,
             algorithm,
+            variant,
             emit,
             output,
-        } => compile::compile(&file, &algorithm, emit, output.as_deref()),
+        } => compile::compile(&file, &algorithm, variant, emit, output.as_deref()),
         Command::Verify { input, format } => verify::verify(&input, format),
         Command::Run {
             input,

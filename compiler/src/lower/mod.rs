@@ -3,13 +3,18 @@
 //! | method         | machines                         | embedding                        |
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
+//! | `rotated-hd`   | `Hypercube`, `Cube`              | halving-doubling with the dimensions rotated per part ([`rotated`]) |
+//! | `cube-planes`  | `Cube` (allreduce only)          | seed 000's face rings, methods 300 and 400 ([`cube_planes`]) |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` picks the first method in this table that
 //! applies.
 
+pub mod cube_planes;
 pub mod ring;
+pub mod rotated;
+pub mod steps;
 
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::machine::{Machine, Shape};
@@ -20,19 +25,89 @@ use std::fmt;
 pub enum Method {
     /// Seed 004: the ladder's two barley-twist rings, both directions.
     LadderRings,
+    /// Halving-doubling with rotated dimensions on hypercubes and the cube.
+    RotatedHd,
+    /// Seed 000: allreduce on the cube's six faces (methods 300 and 400).
+    CubePlanes,
     /// Ring collectives over Hamiltonian rings (the machine's own ring, or found by search).
     Ring,
 }
 
+/// A lowered phase with what the compiler reports about it.
+pub struct Lowered {
+    /// The phase.
+    pub phase: schedule_ir::Phase,
+    /// The rings embedded (one direction each), in words; empty for structured methods.
+    pub rings: Vec<String>,
+    /// Choices the method made, in words (`cube-planes`: the start choice found).
+    pub detail: Option<String>,
+}
+
 impl Method {
     /// Every method, in the order `auto` tries them.
-    pub const ALL: [Method; 2] = [Method::LadderRings, Method::Ring];
+    pub const ALL: [Method; 4] = [
+        Method::LadderRings,
+        Method::RotatedHd,
+        Method::CubePlanes,
+        Method::Ring,
+    ];
 
     /// The method's name on the command line and in schedules.
     pub fn name(self) -> &'static str {
         match self {
             Method::LadderRings => "ladder-rings",
+            Method::RotatedHd => "rotated-hd",
+            Method::CubePlanes => "cube-planes",
             Method::Ring => "ring",
+        }
+    }
+
+    /// Whether the method takes a `variant` (only `cube-planes`: 300 or 400).
+    pub fn takes_variant(self) -> bool {
+        self == Method::CubePlanes
+    }
+
+    /// Lowers `spec` on `machine`: ring methods embed, orient and lower their rings; the
+    /// structured methods build their steps from the machine's shape. `variant` is
+    /// `cube-planes`' seed method number (default 400).
+    pub fn lower(
+        self,
+        machine: &Machine,
+        spec: &ring::PhaseSpec,
+        variant: Option<u32>,
+    ) -> Result<Lowered, EmbedError> {
+        match self {
+            Method::RotatedHd => Ok(Lowered {
+                phase: rotated::lower(spec, self.name(), machine)?,
+                rings: Vec::new(),
+                detail: None,
+            }),
+            Method::CubePlanes => {
+                let number = variant.unwrap_or(400);
+                let v = cube_planes::Variant::from_number(number).ok_or_else(|| {
+                    EmbedError::NotApplicable(format!(
+                        "`cube-planes` has variants 300 and 400, not {number}"
+                    ))
+                })?;
+                let lowered = cube_planes::lower(spec, self.name(), machine, v)?;
+                Ok(Lowered {
+                    phase: lowered.phase,
+                    rings: Vec::new(),
+                    detail: Some(lowered.detail),
+                })
+            }
+            Method::LadderRings | Method::Ring => {
+                let rings = self.embed(machine)?;
+                let logical = ring::orient(machine, &rings);
+                let phase = ring::lower(spec, self.name(), machine, &logical).ok_or_else(|| {
+                    EmbedError::NotApplicable(format!("rings do not lower {}", spec.collective))
+                })?;
+                Ok(Lowered {
+                    phase,
+                    rings: rings.iter().map(|r| r.describe(machine)).collect(),
+                    detail: None,
+                })
+            }
         }
     }
 
@@ -57,6 +132,11 @@ impl Method {
                 return Err(EmbedError::NotApplicable(
                     "`ladder-rings` runs on `Ladder` machines only".to_string(),
                 ))
+            }
+            (Method::RotatedHd | Method::CubePlanes, _) => {
+                return Err(EmbedError::NotApplicable(format!(
+                    "`{self}` embeds no rings: it builds its steps from the machine's shape"
+                )))
             }
             (Method::Ring, Shape::Ring) => vec![natural_ring(machine)],
             (Method::Ring, _) if machine.has_switches() => vec![routed::switched_ring(machine)?],

@@ -302,6 +302,9 @@ pub struct Exchange {
     /// Force a lowering method (`auto` when absent).
     #[serde(default)]
     pub algorithm: Option<String>,
+    /// The method's variant (`cube-planes`: 300 or 400; default 400).
+    #[serde(default)]
+    pub variant: Option<u32>,
 }
 
 impl Exchange {
@@ -321,6 +324,7 @@ impl Exchange {
             dtype: DTypeDecl::F32,
             elements: 1 << 20,
             algorithm: None,
+            variant: None,
         }
     }
 }
