@@ -406,9 +406,24 @@ pub fn lower(
             spec.collective
         )));
     }
-    let cube = Cube::new(machine)?;
     let found = search(machine, variant)?;
-    let steps = cube.steps(&found.choice, variant)?;
+    let phase = lower_choice(spec, algorithm, machine, variant, &found.choice)?;
+    let cube = Cube::new(machine)?;
+    let detail = describe(&cube, &found, variant);
+    Ok(Lowered { phase, detail })
+}
+
+/// Lowers `spec` with `choice`, valid or not (the verifier rejects an invalid one): what
+/// [`lower`] does with the choice [`search`] finds.
+pub fn lower_choice(
+    spec: &PhaseSpec,
+    algorithm: &str,
+    machine: &Machine,
+    variant: Variant,
+    choice: &Choice,
+) -> Result<Phase, EmbedError> {
+    let cube = Cube::new(machine)?;
+    let steps = cube.steps(choice, variant)?;
     let chunks = even_chunks(spec.elements, 12)
         .into_iter()
         .map(|(start, end)| Chunk {
@@ -417,9 +432,7 @@ pub fn lower(
             owner: None,
         })
         .collect();
-    let phase = assemble(spec, algorithm, machine, chunks, &steps);
-    let detail = describe(&cube, &found, variant);
-    Ok(Lowered { phase, detail })
+    Ok(assemble(spec, algorithm, machine, chunks, &steps))
 }
 
 /// The choice in words: `method 400; rings counter-clockwise from outside, starting abcd:a …`.
