@@ -247,24 +247,6 @@ fn lower_phase(
     variant: Option<u32>,
 ) -> Result<(schedule_ir::Phase, PhaseNote), Problem> {
     let at_algorithm = at.field("algorithm");
-    if let Some(v) = variant {
-        if !Method::from_name(wanted).is_some_and(Method::takes_variant) {
-            let takers: Vec<&str> = Method::ALL
-                .iter()
-                .filter(|m| m.takes_variant())
-                .map(|m| m.name())
-                .collect();
-            return Err(Problem::at(
-                at.field("variant"),
-                format!("variant {v} given for algorithm `{wanted}`"),
-                "no variant here",
-            )
-            .hint(format!(
-                "only {} take a variant; name the algorithm too",
-                takers.join(", ")
-            )));
-        }
-    }
     let candidates: Vec<Method> = if wanted == "auto" {
         Method::ALL.to_vec()
     } else {
@@ -281,6 +263,34 @@ fn lower_phase(
             }
         }
     };
+    if let Some(v) = variant {
+        if !Method::from_name(wanted).is_some_and(Method::takes_variant) {
+            let takers: Vec<&str> = Method::ALL
+                .iter()
+                .filter(|m| m.takes_variant())
+                .map(|m| m.name())
+                .collect();
+            return Err(Problem::at(
+                at.field("variant"),
+                format!("variant {v} given for algorithm `{wanted}`"),
+                "no variant here",
+            )
+            .hint(format!(
+                "only {} takes a variant; name the algorithm too",
+                takers.join(", ")
+            )));
+        }
+        let method = Method::from_name(wanted).unwrap_or(Method::CubePlanes);
+        if !method.variants().contains(&v) {
+            let known: Vec<String> = method.variants().iter().map(u32::to_string).collect();
+            return Err(Problem::at(
+                at.field("variant"),
+                format!("`{method}` has no variant {v}"),
+                "unknown variant",
+            )
+            .hint(format!("write one of: {}", known.join(", "))));
+        }
+    }
     if !ring::supports(spec.collective) {
         return Err(Problem::at(
             at.field("collective"),
@@ -360,8 +370,15 @@ fn lower_phase(
             failed.join(", ")
         ));
     }
-    Err(problem
-        .hint("ring methods need a cycle through every compute node; add links so that one exists"))
+    let hint = if candidates
+        .iter()
+        .any(|m| matches!(m, Method::Ring | Method::LadderRings))
+    {
+        "ring methods need a cycle through every compute node; add links so that one exists"
+    } else {
+        "write `auto` to let the compiler take the first method that applies"
+    };
+    Err(problem.hint(hint))
 }
 
 fn describe(c: Collective) -> String {

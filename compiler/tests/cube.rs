@@ -109,7 +109,7 @@ fn cube_planes_refuses_other_collectives_and_other_variants() {
         ),
         (
             cube_text("AllReduce", "cube-planes", Some(500), 1200),
-            "variants 300 and 400",
+            "no variant 500",
         ),
         (
             cube_text("AllReduce", "ring", Some(300), 1200),

@@ -370,13 +370,11 @@ pub fn reject(
 /// The first choice that works for `variant` on `machine`.
 pub fn search(machine: &Machine, variant: Variant) -> Result<Found, EmbedError> {
     let cube = Cube::new(machine)?;
-    let mut rejected = 0;
-    for choice in candidates() {
+    for (rejected, choice) in candidates().enumerate() {
         let steps = cube.steps(&choice, variant)?;
         if check(machine, 12, &steps).is_none() {
             return Ok(Found { choice, rejected });
         }
-        rejected += 1;
     }
     Err(EmbedError::NotApplicable(format!(
         "no start choice lets method {} run without conflicts",

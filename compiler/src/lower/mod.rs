@@ -64,7 +64,15 @@ impl Method {
 
     /// Whether the method takes a `variant` (only `cube-planes`: 300 or 400).
     pub fn takes_variant(self) -> bool {
-        self == Method::CubePlanes
+        !self.variants().is_empty()
+    }
+
+    /// The variants the method takes: `cube-planes` has seed 000's methods 300 and 400.
+    pub fn variants(self) -> &'static [u32] {
+        match self {
+            Method::CubePlanes => &[300, 400],
+            _ => &[],
+        }
     }
 
     /// Lowers `spec` on `machine`: ring methods embed, orient and lower their rings; the
