@@ -233,3 +233,29 @@ fn start_search_rejects_what_the_verifier_rejects() {
         assert!(valid_clockwise, "clockwise has valid choices for {variant}");
     }
 }
+
+/// Of the 65 536 candidates, 256 work, for both variants alike (their phase-2 conditions turn
+/// out to select the same choices): per pair of faces, 8 of the 16
+/// start pairs work, each with one partner direction (4 with each of its two directions), and
+/// the three pairs' partner directions must differ — 2 ways — in each of 2 orientations:
+/// 2 · 2 · 4³ = 256.
+#[test]
+fn the_valid_start_choices_are_counted() {
+    let (_, machine) = topoc::compile::load(&cube_text("AllReduce", "auto", None, 1200)).unwrap();
+    // All candidates for 400; the counter-clockwise half (128 valid) for 300, to save time.
+    for (variant, clockwise_too, want) in [(Variant::V400, true, 256), (Variant::V300, false, 128)]
+    {
+        let all: Vec<_> = cube_planes::candidates()
+            .filter(|c| clockwise_too || !c.clockwise)
+            .collect();
+        let valid = cube_planes::rejections(&machine, &all, variant)
+            .unwrap()
+            .iter()
+            .filter(|r| r.is_none())
+            .count();
+        assert_eq!(valid, want, "{variant}");
+    }
+    let found = cube_planes::search(&machine, Variant::V400).unwrap();
+    assert_eq!(found.rejected, 2191);
+    assert!(!found.choice.clockwise);
+}

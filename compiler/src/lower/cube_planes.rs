@@ -116,6 +116,8 @@ struct Cube<'a> {
     layout: &'a CubeLayout,
     /// `opp[f][x]`: node `x`'s neighbour on the face opposite face `f` (`x` on face `f`).
     opp: Vec<Vec<Option<NodeId>>>,
+    /// `links[x][y]`: the link joining nodes `x` and `y`.
+    links: Vec<Vec<Option<schedule_ir::LinkId>>>,
 }
 
 impl<'a> Cube<'a> {
@@ -137,10 +139,18 @@ impl<'a> Cube<'a> {
                     .find(|w| other.contains(w));
             }
         }
+        let links = (0..n)
+            .map(|x| {
+                (0..n)
+                    .map(|y| link_between(machine, NodeId::new(x), NodeId::new(y)))
+                    .collect()
+            })
+            .collect();
         Ok(Cube {
             machine,
             layout,
             opp,
+            links,
         })
     }
 
@@ -199,7 +209,7 @@ impl<'a> Cube<'a> {
         chunks: Vec<ChunkId>,
         mode: RecvMode,
     ) -> Result<Transfer, EmbedError> {
-        let link = link_between(self.machine, from, to).ok_or_else(|| missing(to))?;
+        let link = self.links[from.index()][to.index()].ok_or_else(|| missing(to))?;
         Ok(Transfer {
             from,
             to,
@@ -362,9 +372,20 @@ pub fn reject(
     choice: &Choice,
     variant: Variant,
 ) -> Result<Option<String>, EmbedError> {
+    rejections(machine, std::slice::from_ref(choice), variant).map(|mut r| r.pop().flatten())
+}
+
+/// [`reject`] for many choices, sharing the work of reading the cube.
+pub fn rejections(
+    machine: &Machine,
+    choices: &[Choice],
+    variant: Variant,
+) -> Result<Vec<Option<String>>, EmbedError> {
     let cube = Cube::new(machine)?;
-    let steps = cube.steps(choice, variant)?;
-    Ok(check(machine, 12, &steps))
+    choices
+        .iter()
+        .map(|c| Ok(check(machine, 12, &cube.steps(c, variant)?)))
+        .collect()
 }
 
 /// The first choice that works for `variant` on `machine`.
