@@ -259,3 +259,33 @@ fn the_valid_start_choices_are_counted() {
     assert_eq!(found.rejected, 2191);
     assert!(!found.choice.clockwise);
 }
+
+#[test]
+fn rotated_hd_on_equal_sided_tori() {
+    for (dims, collective, steps) in [
+        ("[4, 4]", "AllReduce", 12),
+        ("[3, 3, 3]", "AllReduce", 12),
+        ("[5, 5]", "ReduceScatter", 8),
+        ("[4, 4]", "AllGather", 6),
+        ("[2, 2, 2]", "AllReduce", 6),
+    ] {
+        let text = format!(
+            r#"Topology(name: "t", machine: Torus(dims: {dims}), phases: [
+            Exchange(name: "x", collective: {collective}, elements: 7000, algorithm: "rotated-hd")])"#
+        );
+        let v = compile(&text);
+        let report = &v.report().phases[0];
+        assert_eq!(report.steps, steps, "{dims} {collective}");
+        assert_eq!(report.idle_direction_steps, 0, "{dims} {collective}");
+        runs_exactly(&v, &format!("torus {dims} {collective}"));
+        if collective == "AllReduce" {
+            let big = trial::adjust(v, Some(DType::F32), Some(64 << 20)).unwrap();
+            let eff = big.report().phases[0].efficiency;
+            assert!(eff >= 0.99, "{dims}: efficiency {eff}");
+        }
+    }
+    let text = r#"Topology(name: "t", machine: Torus(dims: [4, 2]), phases: [
+        Exchange(name: "x", collective: AllReduce, elements: 64, algorithm: "rotated-hd")])"#;
+    let e = topoc::compile(text, &topoc::Options::default()).unwrap_err();
+    assert!(format!("{e:?}").contains("one size"), "{e:?}");
+}

@@ -50,6 +50,24 @@
 //! nodes at the end. The first candidate that passes is lowered (and then proved again by the
 //! verifier).
 //!
+//! **Reading the seed.** Its phase-2 prose is loose in places, and the verifier settles it:
+//!
+//! - Method 300, S306: the example says "a receives `r4abcd` from b and adds its own `r4efgh`",
+//!   but after the swap a holds `r4abcd` and `r3efgh`, b holds `r3abcd` and `r4efgh`. The only
+//!   reading that reduces each sub-segment exactly once over all eight nodes is the one above:
+//!   each node forwards what it received across the cube (`r3efgh` from a to b, `r4efgh` from
+//!   b to a) and keeps its own. Partners are the neighbours holding the same pair of
+//!   sub-segments across the two opposite faces, as S306 says.
+//! - Method 400, S405: the example for face `efgh` names pairs `a–f`, `f–g` and `g–h` twice;
+//!   read as in face `abcd`: `e–f` and `g–h` swap, the partners being the images of `a–b`,
+//!   `c–d` across the cube (S406 then pairs `a–e`, `b–f`, …, which needs exactly that).
+//! - Both variants accept exactly the same start choices: for each pair of faces, 8 of the 16
+//!   pairs of start nodes work, each with one partner direction, and the three pairs of faces
+//!   must take three different directions — 256 of the 65 536 candidates in all (the seed's
+//!   figure 30 shows six valid placements among twelve drawn). The search takes the 2 192nd
+//!   candidate: counter-clockwise rings starting at `a` (abcd), `f` (efgh), `a` (abef), `h`
+//!   (dchg), `a` (adeh), `c` (bcgf), partners along `ab`, `ae`, `ad`.
+//!
 //! Only allreduce is lowered: each phase-2 design ends with all nodes holding the result, so a
 //! reduce-scatter or allgather on its own is refused (use `rotated-hd`).
 

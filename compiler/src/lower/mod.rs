@@ -3,7 +3,7 @@
 //! | method         | machines                         | embedding                        |
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
-//! | `rotated-hd`   | `Hypercube`, `Cube`              | halving-doubling with the dimensions rotated per part ([`rotated`]) |
+//! | `rotated-hd`   | `Hypercube`, `Cube`, equal-sided `Torus` | halving-doubling with the dimensions rotated per part ([`rotated`]) |
 //! | `cube-planes`  | `Cube` (allreduce only)          | seed 000's face rings, methods 300 and 400 ([`cube_planes`]) |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
 //!
@@ -25,7 +25,7 @@ use std::fmt;
 pub enum Method {
     /// Seed 004: the ladder's two barley-twist rings, both directions.
     LadderRings,
-    /// Halving-doubling with rotated dimensions on hypercubes and the cube.
+    /// Halving-doubling with rotated dimensions on hypercubes, the cube and equal-sided tori.
     RotatedHd,
     /// Seed 000: allreduce on the cube's six faces (methods 300 and 400).
     CubePlanes,
