@@ -7,7 +7,7 @@
 
 use crate::diag::Problem;
 use crate::embed::{EmbedError, Ring};
-use crate::lower::{halving_doubling, ring, Method};
+use crate::lower::{halving_doubling, ring, Knobs, Method};
 use crate::machine::{self, Machine};
 use crate::path;
 use crate::topology::ast::{CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile};
@@ -26,6 +26,8 @@ pub struct Options {
     /// Slices per round for `halving-doubling` in every phase (`None`: each phase's own
     /// `slices`, or the method's default).
     pub slices: Option<usize>,
+    /// Force a variant of the method (`cube-planes`: 300 or 400) for every phase.
+    pub variant: Option<u32>,
 }
 
 /// How one phase was compiled, for humans.
@@ -96,7 +98,11 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
             );
             continue;
         }
-        match lower_phase(&machine, at, spec, &wanted, &slices) {
+        let knobs = Knobs {
+            variant: options.variant.or(decl.variant),
+            slices,
+        };
+        match lower_phase(&machine, at, spec, &wanted, &knobs) {
             Ok((phase, note)) => {
                 phases.push(phase);
                 notes.push(note);
@@ -268,7 +274,7 @@ fn lower_phase(
     at: &Path,
     spec: &ring::PhaseSpec,
     wanted: &str,
-    slices: &[usize],
+    knobs: &Knobs,
 ) -> Result<(schedule_ir::Phase, PhaseNote), Problem> {
     let at_algorithm = at.field("algorithm");
     let candidates: Vec<Method> = if wanted == "auto" {
@@ -287,22 +293,62 @@ fn lower_phase(
             }
         }
     };
+    if let Some(v) = knobs.variant {
+        if !Method::from_name(wanted).is_some_and(Method::takes_variant) {
+            let takers: Vec<&str> = Method::ALL
+                .iter()
+                .filter(|m| m.takes_variant())
+                .map(|m| m.name())
+                .collect();
+            return Err(Problem::at(
+                at.field("variant"),
+                format!("variant {v} given for algorithm `{wanted}`"),
+                "no variant here",
+            )
+            .hint(format!(
+                "only {} takes a variant; name the algorithm too",
+                takers.join(", ")
+            )));
+        }
+        let method = Method::from_name(wanted).unwrap_or(Method::CubePlanes);
+        if !method.variants().contains(&v) {
+            let known: Vec<String> = method.variants().iter().map(u32::to_string).collect();
+            return Err(Problem::at(
+                at.field("variant"),
+                format!("`{method}` has no variant {v}"),
+                "unknown variant",
+            )
+            .hint(format!("write one of: {}", known.join(", "))));
+        }
+    }
     if !candidates.iter().any(|m| m.supports(spec.collective)) {
-        return Err(Problem::at(
-            at.field("collective"),
-            format!(
-                "this compiler cannot lower {} yet",
-                describe(spec.collective)
+        let able: Vec<&str> = Method::ALL
+            .iter()
+            .filter(|m| m.supports(spec.collective))
+            .map(|m| m.name())
+            .collect();
+        let what = describe(spec.collective);
+        let (message, hint) = match (candidates.as_slice(), able.is_empty()) {
+            (_, true) => (
+                format!("no method lowers {what} yet"),
+                "see docs/topology.md for the collectives each method lowers".to_string(),
             ),
-            "not supported",
-        )
-        .hint("ring methods lower allreduce, reduce-scatter and allgather; halving-doubling lowers allreduce, reduce-scatter and reduce; broadcast is planned"));
+            ([only], false) => (
+                format!("`{only}` does not lower {what}"),
+                format!("{what} is lowered by: {}; or write `auto`", able.join(", ")),
+            ),
+            (_, false) => (
+                format!("no method lowers {what} here"),
+                format!("{what} is lowered by: {}", able.join(", ")),
+            ),
+        };
+        return Err(Problem::at(at.field("collective"), message, "not supported").hint(hint));
     }
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
     for method in candidates.iter().filter(|m| m.supports(spec.collective)) {
-        match lower_with(machine, spec, *method, slices) {
-            Ok((phase, described, rings)) => {
-                let reason = if wanted == "auto" {
+        match method.lower(machine, spec, knobs) {
+            Ok(lowered) => {
+                let mut reason = if wanted == "auto" {
                     let skipped: Vec<String> = refusals
                         .iter()
                         .map(|(m, e)| format!("{m} does not apply ({e})"))
@@ -315,14 +361,17 @@ fn lower_phase(
                 } else {
                     format!("{method} requested")
                 };
+                if let Some(detail) = &lowered.detail {
+                    reason = format!("{reason}; {detail}");
+                }
                 let note = PhaseNote {
                     phase: spec.name.clone(),
                     method: *method,
                     reason,
-                    rings: described,
-                    embedding: rings,
+                    rings: lowered.rings,
+                    embedding: lowered.embedding,
                 };
-                return Ok((phase, note));
+                return Ok((lowered.phase, note));
             }
             Err(e) => refusals.push((*method, e)),
         }
@@ -364,46 +413,15 @@ fn lower_phase(
             failed.join(", ")
         ));
     }
-    Err(problem
-        .hint("ring methods need a cycle through every compute node; add links so that one exists"))
-}
-
-/// Lowers `spec` with `method`: the phase and the embedding described for humans (rings, or
-/// the halving-doubling plan).
-/// Lowers with one method; returns the phase, a description of its embedding for humans, and
-/// the embedded rings (empty for methods that embed none).
-fn lower_with(
-    machine: &Machine,
-    spec: &ring::PhaseSpec,
-    method: Method,
-    slices: &[usize],
-) -> Result<(schedule_ir::Phase, Vec<String>, Vec<Ring>), EmbedError> {
-    if method == Method::HalvingDoubling {
-        let phase = halving_doubling::lower(spec, method.name(), machine, slices)?;
-        let p = machine.compute_nodes().len();
-        let rounds = p.checked_ilog2().unwrap_or(0) as usize;
-        let folded = p - (1 << rounds);
-        let per_round = halving_doubling::round_slices(slices, rounds);
-        let fold = if folded > 0 {
-            format!(", {folded} ranks folded in first")
-        } else {
-            String::new()
-        };
-        return Ok((
-            phase,
-            vec![format!(
-                "halving-doubling: {p} ranks, {rounds} rounds{fold}, slices per round {per_round:?}"
-            )],
-            Vec::new(),
-        ));
-    }
-    let rings = method.embed(machine)?;
-    let logical = ring::orient(machine, &rings);
-    let phase = ring::lower(spec, method.name(), machine, &logical).ok_or_else(|| {
-        EmbedError::NotApplicable("internal: lowering refused a supported collective".to_string())
-    })?;
-    let described = rings.iter().map(|r| r.describe(machine)).collect();
-    Ok((phase, described, rings))
+    let hint = if candidates
+        .iter()
+        .any(|m| matches!(m, Method::Ring | Method::LadderRings))
+    {
+        "ring methods need a cycle through every compute node; add links so that one exists"
+    } else {
+        "write `auto` to let the compiler take the first method that applies"
+    };
+    Err(problem.hint(hint))
 }
 
 fn describe(c: Collective) -> String {

@@ -402,3 +402,38 @@ fn draw_doc_examples_run() {
         assert!(text.starts_with(start), "{file}");
     }
 }
+
+/// `--variant` picks seed 000's method for `cube-planes`; the compiler reports the start
+/// choice it found, and verify sees every direction busy in every step.
+#[test]
+fn compile_cube_planes_variants_report_the_start_choice() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (variant, steps) in [("400", 6), ("300", 8)] {
+        let path = dir.path().join(format!("cube-{variant}.ron"));
+        let out = topoc(&[
+            "compile",
+            "examples/cube.ron",
+            "--algorithm",
+            "cube-planes",
+            "--variant",
+            variant,
+            "-o",
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("{steps} steps")), "{err}");
+        assert!(err.contains(&format!("method {variant}; rings")), "{err}");
+        assert!(err.contains("starting abcd:"), "{err}");
+        let out = topoc(&["verify", path.to_str().unwrap()]);
+        let text = stdout(&out);
+        assert!(out.status.success(), "{text}");
+        assert_eq!(
+            text.matches("busy 24/24 directions").count(),
+            steps,
+            "{text}"
+        );
+    }
+    let out = topoc(&["compile", "examples/cube.ron", "--variant", "300"]);
+    assert!(!out.status.success(), "a variant needs cube-planes");
+}

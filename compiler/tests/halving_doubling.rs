@@ -29,6 +29,7 @@ fn compile(source: &str, slices: Option<usize>) -> VerifiedSchedule {
     let options = topoc::Options {
         algorithm: Some("halving-doubling".to_string()),
         slices,
+        ..topoc::Options::default()
     };
     match topoc::compile(source, &options) {
         Ok(c) => c.schedule,

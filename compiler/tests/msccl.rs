@@ -194,7 +194,8 @@ fn every_example_round_trips_for_every_collective() {
                         | MscclError::DependencyTooFar { .. }
                         | MscclError::TooManyElements { .. }
                         | MscclError::OffsetTooLarge { .. }
-                        | MscclError::UnequalBlocks { .. }),
+                        | MscclError::UnequalBlocks { .. }
+                        | MscclError::Deadlock { .. }),
                     ) if !required => {
                         eprintln!("{case}: refused: {e}");
                         continue;
@@ -751,4 +752,25 @@ fn the_documented_commands_work() {
         help.contains(block.lines().next().unwrap()),
         "the help shows the first documented command"
     );
+}
+
+/// The dimension-rotated halving-doubling on the cube is a valid schedule for our BSP runtime,
+/// but as MSCCL thread blocks (one per connection, steps in a fixed order) its exchanges wait
+/// for each other; the export refuses it instead of writing a file that would hang, and the
+/// independent simulator agrees that forcing the plan through would deadlock.
+#[test]
+fn a_schedule_that_would_deadlock_is_refused() {
+    let text = std::fs::read_to_string(repo().join("examples/cube.ron")).unwrap();
+    let schedule = compile(&text);
+    assert_eq!(schedule.schedule().phases[0].algorithm, "rotated-hd");
+    let options = Options {
+        phase: Some("grads".to_string()),
+    };
+    match msccl::to_xml(&schedule, &options) {
+        Err(MscclError::Deadlock { phase, stuck }) => {
+            assert_eq!(phase, "grads");
+            assert!(stuck.starts_with("gpu 0 tb 0 at step 1"), "{stuck}");
+        }
+        other => panic!("expected a deadlock refusal, got {other:?}"),
+    }
 }

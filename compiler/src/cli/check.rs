@@ -3,7 +3,7 @@
 use super::{read, report_error};
 use std::path::Path;
 use std::process::ExitCode;
-use topoc::lower::Method;
+use topoc::lower::{Knobs, Method};
 use topoc::machine::summary;
 
 pub fn check(path: &Path) -> Result<ExitCode, String> {
@@ -13,6 +13,16 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
     print!("{}", summary::summarize(&machine));
     print!("{}", summary::extras(&machine));
     for method in Method::ALL {
+        if matches!(
+            method,
+            Method::RotatedHd | Method::CubePlanes | Method::HalvingDoubling
+        ) {
+            match method.lower(&machine, &probe(), &Knobs::default()) {
+                Ok(l) => println!("  {method}: applies, {} steps", l.phase.steps),
+                Err(e) => println!("  {method}: does not apply: {e}"),
+            }
+            continue;
+        }
         match method.embed(&machine) {
             Ok(rings) => {
                 let count = rings.len();
@@ -35,6 +45,17 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
     topoc::compile(&text, &topoc::Options::default()).map_err(|e| report_error(path, &text, &e))?;
     println!("{}: ok", path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// A small allreduce to see whether a structured method applies.
+fn probe() -> topoc::lower::ring::PhaseSpec {
+    topoc::lower::ring::PhaseSpec {
+        name: "probe".to_string(),
+        collective: schedule_ir::Collective::AllReduce,
+        op: schedule_ir::ReduceOp::Sum,
+        dtype: schedule_ir::DType::F32,
+        elements: 1 << 20,
+    }
 }
 
 /// Keeps long ring descriptions to one screen line.

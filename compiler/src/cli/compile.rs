@@ -10,6 +10,7 @@ pub fn compile(
     path: &Path,
     algorithm: &str,
     slices: Option<u32>,
+    variant: Option<u32>,
     emit: Emit,
     output: Option<&Path>,
     phase: Option<&str>,
@@ -25,6 +26,7 @@ pub fn compile(
     let options = topoc::Options {
         algorithm: (algorithm != "auto").then(|| algorithm.to_string()),
         slices: slices.map(|k| k as usize),
+        variant,
     };
     let compiled = topoc::compile(&text, &options).map_err(|e| report_error(path, &text, &e))?;
     let out = match emit {

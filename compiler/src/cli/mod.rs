@@ -42,14 +42,17 @@ enum Command {
     Compile {
         /// The topology file (RON).
         file: PathBuf,
-        /// Lowering method for every exchange phase: auto, ladder-rings, ring or
-        /// halving-doubling.
+        /// Lowering method for every exchange phase: auto, ladder-rings, rotated-hd,
+        /// cube-planes, ring or halving-doubling.
         #[arg(long, default_value = "auto")]
         algorithm: String,
         /// Slices per round for halving-doubling, in every phase (1 to 64; default: each
         /// phase's `slices`, else 2).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
         slices: Option<u32>,
+        /// The method's variant: seed 000's method 300 or 400 for cube-planes (default 400).
+        #[arg(long)]
+        variant: Option<u32>,
         /// Output format of the schedule.
         #[arg(long, value_enum, default_value_t = Emit::Ron)]
         emit: Emit,
@@ -197,6 +200,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             file,
             algorithm,
             slices,
+            variant,
             emit,
             output,
             phase,
@@ -204,6 +208,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             &file,
             &algorithm,
             slices,
+            variant,
             emit,
             output.as_deref(),
             phase.as_deref(),

@@ -143,6 +143,17 @@ pub enum MscclError {
         /// The offsets the layout needs.
         needed: u64,
     },
+    /// The thread blocks would wait for each other forever.
+    #[error(
+        "phase `{phase}`: as MSCCL thread blocks, this schedule deadlocks (with one-message \
+         connections, {stuck} wait for each other); export a ring-structured phase instead"
+    )]
+    Deadlock {
+        /// The phase.
+        phase: String,
+        /// The first thread blocks that cannot go on, in words.
+        stuck: String,
+    },
     /// A thread block longer than the runtimes accept.
     #[error(
         "phase `{phase}`: thread block {tb} of {node} (rank {rank}, channel {chan}) needs {steps} \
@@ -448,7 +459,108 @@ pub fn build(schedule: &VerifiedSchedule, options: &Options) -> Result<Algo, Msc
         gpus: planned,
     };
     check_limits(&algo, &phase.name)?;
+    check_progress(&algo, &phase.name)?;
     Ok(algo)
+}
+
+/// Runs the thread blocks as MSCCL would, each connection holding at most one message, and
+/// refuses the algorithm if they can get stuck. The blocks are fixed sequences of blocking
+/// sends and receives, so whether they finish does not depend on the order they run in: one
+/// run that finishes proves every run does.
+fn check_progress(algo: &Algo, phase: &str) -> Result<(), MscclError> {
+    use std::collections::BTreeMap;
+    let receives = |k: StepKind| {
+        matches!(
+            k,
+            StepKind::Recv
+                | StepKind::RecvCopySend
+                | StepKind::RecvReduceSend
+                | StepKind::RecvReduceCopy
+                | StepKind::RecvReduceCopySend
+        )
+    };
+    let sends = |k: StepKind| {
+        matches!(
+            k,
+            StepKind::Send
+                | StepKind::RecvCopySend
+                | StepKind::RecvReduceSend
+                | StepKind::RecvReduceCopySend
+        )
+    };
+    // Messages waiting on each (from rank, to rank, channel).
+    let mut queued: BTreeMap<(u32, u32, u32), usize> = BTreeMap::new();
+    let mut done: Vec<Vec<usize>> = algo.gpus.iter().map(|g| vec![0; g.tbs.len()]).collect();
+    // Whether the current step's receive has happened (a step receives before it sends).
+    let mut received: Vec<Vec<bool>> = algo.gpus.iter().map(|g| vec![false; g.tbs.len()]).collect();
+    loop {
+        let mut progress = false;
+        for (g, gpu) in algo.gpus.iter().enumerate() {
+            for (t, tb) in gpu.tbs.iter().enumerate() {
+                while let Some(step) = tb.steps.get(done[g][t]) {
+                    if let Some(dep) = step.dep {
+                        if done[g]
+                            .get(dep.tb as usize)
+                            .is_none_or(|&d| d <= dep.step as usize)
+                        {
+                            break;
+                        }
+                    }
+                    let inbox = tb.recv.map(|from| (from, gpu.rank, tb.chan));
+                    let outbox = tb.send.map(|to| (gpu.rank, to, tb.chan));
+                    if receives(step.kind) && !received[g][t] {
+                        let Some(k) = inbox else { break };
+                        match queued.get_mut(&k) {
+                            Some(n) if *n > 0 => *n -= 1,
+                            _ => break,
+                        }
+                        received[g][t] = true;
+                        progress = true;
+                    }
+                    if sends(step.kind) {
+                        let Some(k) = outbox else { break };
+                        let n = queued.entry(k).or_default();
+                        if *n >= 1 {
+                            break;
+                        }
+                        *n += 1;
+                    }
+                    received[g][t] = false;
+                    done[g][t] += 1;
+                    progress = true;
+                }
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    let stuck: Vec<String> = algo
+        .gpus
+        .iter()
+        .enumerate()
+        .flat_map(|(g, gpu)| {
+            let done = &done[g];
+            gpu.tbs
+                .iter()
+                .enumerate()
+                .filter(move |(t, tb)| done[*t] < tb.steps.len())
+                .map(move |(t, _)| format!("gpu {} tb {t} at step {}", gpu.rank, done[t]))
+        })
+        .collect();
+    if stuck.is_empty() {
+        return Ok(());
+    }
+    let shown = stuck.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+    let more = if stuck.len() > 4 {
+        format!(" and {} more", stuck.len() - 4)
+    } else {
+        String::new()
+    };
+    Err(MscclError::Deadlock {
+        phase: phase.to_string(),
+        stuck: format!("{shown}{more}"),
+    })
 }
 
 /// Exports one phase of a verified schedule as MSCCL algorithm XML.

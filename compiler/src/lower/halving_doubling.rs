@@ -61,6 +61,20 @@ pub const MAX_SLICES: usize = 64;
 const DATA: BufferId = BufferId(0);
 const SCRATCH: BufferId = BufferId(1);
 
+/// The plan in words: ranks, rounds, ranks folded in first, slices per round.
+pub fn describe(machine: &Machine, slices: &[usize]) -> String {
+    let p = machine.compute_nodes().len();
+    let rounds = p.checked_ilog2().unwrap_or(0) as usize;
+    let folded = p - (1 << rounds);
+    let per_round = round_slices(slices, rounds);
+    let fold = if folded > 0 {
+        format!(", {folded} ranks folded in first")
+    } else {
+        String::new()
+    };
+    format!("{p} ranks, {rounds} rounds{fold}, slices per round {per_round:?}")
+}
+
 /// Whether [`lower`] can produce `collective`.
 pub fn supports(collective: Collective) -> bool {
     matches!(

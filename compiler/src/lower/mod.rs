@@ -3,6 +3,8 @@
 //! | method         | machines                         | embedding                        |
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
+//! | `rotated-hd`   | `Hypercube`, `Cube`, equal-sided `Torus` | halving-doubling with the dimensions rotated per part ([`rotated`]) |
+//! | `cube-planes`  | `Cube` (allreduce only)          | seed 000's face rings, methods 300 and 400 ([`cube_planes`]) |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
 //! | `halving-doubling` | any machine whose compute nodes reach each other | seed 001's pipelined recursive halving/doubling; no rings, every transfer routed ([`halving_doubling`]) |
 //!
@@ -11,8 +13,11 @@
 //! applies and supports the collective.
 
 pub mod balance;
+pub mod cube_planes;
 pub mod halving_doubling;
 pub mod ring;
+pub mod rotated;
+pub mod steps;
 
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::machine::{Machine, Shape};
@@ -23,20 +28,53 @@ use std::fmt;
 pub enum Method {
     /// Seed 004: the ladder's two barley-twist rings, both directions.
     LadderRings,
+    /// Halving-doubling with rotated dimensions on hypercubes, the cube and equal-sided tori.
+    RotatedHd,
+    /// Seed 000: allreduce on the cube's six faces (methods 300 and 400).
+    CubePlanes,
     /// Ring collectives over Hamiltonian rings (the machine's own ring, or found by search).
     Ring,
     /// Seed 001: pipelined recursive halving/doubling over routed transfers.
     HalvingDoubling,
 }
 
+/// Per-phase settings some methods take.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Knobs {
+    /// `cube-planes`: seed 000's method 300 or 400 (400 when absent).
+    pub variant: Option<u32>,
+    /// `halving-doubling`: slices per round (the last repeats; empty: the default).
+    pub slices: Vec<usize>,
+}
+
+/// A lowered phase with what the compiler reports about it.
+pub struct Lowered {
+    /// The phase.
+    pub phase: schedule_ir::Phase,
+    /// The rings embedded (one direction each), in words; empty for structured methods.
+    pub rings: Vec<String>,
+    /// The same rings as data, in the same order (for `topoc draw`).
+    pub embedding: Vec<Ring>,
+    /// Choices the method made, in words (`cube-planes`: the start choice found).
+    pub detail: Option<String>,
+}
+
 impl Method {
     /// Every method, in the order `auto` tries them.
-    pub const ALL: [Method; 3] = [Method::LadderRings, Method::Ring, Method::HalvingDoubling];
+    pub const ALL: [Method; 5] = [
+        Method::LadderRings,
+        Method::RotatedHd,
+        Method::CubePlanes,
+        Method::Ring,
+        Method::HalvingDoubling,
+    ];
 
     /// The method's name on the command line and in schedules.
     pub fn name(self) -> &'static str {
         match self {
             Method::LadderRings => "ladder-rings",
+            Method::RotatedHd => "rotated-hd",
+            Method::CubePlanes => "cube-planes",
             Method::Ring => "ring",
             Method::HalvingDoubling => "halving-doubling",
         }
@@ -45,8 +83,73 @@ impl Method {
     /// Whether the method lowers `collective`.
     pub fn supports(self, collective: schedule_ir::Collective) -> bool {
         match self {
-            Method::LadderRings | Method::Ring => ring::supports(collective),
+            Method::LadderRings | Method::Ring | Method::RotatedHd => ring::supports(collective),
+            Method::CubePlanes => collective == schedule_ir::Collective::AllReduce,
             Method::HalvingDoubling => halving_doubling::supports(collective),
+        }
+    }
+
+    /// Whether the method takes a `variant` (only `cube-planes`: 300 or 400).
+    pub fn takes_variant(self) -> bool {
+        !self.variants().is_empty()
+    }
+
+    /// The variants the method takes: `cube-planes` has seed 000's methods 300 and 400.
+    pub fn variants(self) -> &'static [u32] {
+        match self {
+            Method::CubePlanes => &[300, 400],
+            _ => &[],
+        }
+    }
+
+    /// Lowers `spec` on `machine`: ring methods embed, orient and lower their rings; the
+    /// structured methods build their steps from the machine's shape. `variant` is
+    /// `cube-planes`' seed method number (default 400).
+    pub fn lower(
+        self,
+        machine: &Machine,
+        spec: &ring::PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Lowered, EmbedError> {
+        let structured = |phase, detail| Lowered {
+            phase,
+            rings: Vec::new(),
+            embedding: Vec::new(),
+            detail,
+        };
+        match self {
+            Method::RotatedHd => Ok(structured(
+                rotated::lower(spec, self.name(), machine)?,
+                None,
+            )),
+            Method::CubePlanes => {
+                let number = knobs.variant.unwrap_or(400);
+                let v = cube_planes::Variant::from_number(number).ok_or_else(|| {
+                    EmbedError::NotApplicable(format!(
+                        "`cube-planes` has variants 300 and 400, not {number}"
+                    ))
+                })?;
+                let lowered = cube_planes::lower(spec, self.name(), machine, v)?;
+                Ok(structured(lowered.phase, Some(lowered.detail)))
+            }
+            Method::HalvingDoubling => {
+                let phase = halving_doubling::lower(spec, self.name(), machine, &knobs.slices)?;
+                let detail = halving_doubling::describe(machine, &knobs.slices);
+                Ok(structured(phase, Some(detail)))
+            }
+            Method::LadderRings | Method::Ring => {
+                let rings = self.embed(machine)?;
+                let logical = ring::orient(machine, &rings);
+                let phase = ring::lower(spec, self.name(), machine, &logical).ok_or_else(|| {
+                    EmbedError::NotApplicable(format!("rings do not lower {}", spec.collective))
+                })?;
+                Ok(Lowered {
+                    phase,
+                    rings: rings.iter().map(|r| r.describe(machine)).collect(),
+                    embedding: rings,
+                    detail: None,
+                })
+            }
         }
     }
 
@@ -73,6 +176,11 @@ impl Method {
                 return Err(EmbedError::NotApplicable(
                     "`ladder-rings` runs on `Ladder` machines only".to_string(),
                 ))
+            }
+            (Method::RotatedHd | Method::CubePlanes, _) => {
+                return Err(EmbedError::NotApplicable(format!(
+                    "`{self}` embeds no rings: it builds its steps from the machine's shape"
+                )))
             }
             (Method::Ring, Shape::Ring) => vec![natural_ring(machine)],
             (Method::Ring, _) if machine.has_switches() => vec![routed::switched_ring(machine)?],

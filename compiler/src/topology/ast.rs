@@ -357,6 +357,9 @@ pub struct Exchange {
     /// (the last repeated). The method's default when absent.
     #[serde(default)]
     pub slices: Option<SlicesDecl>,
+    /// The method's variant (`cube-planes`: 300 or 400; default 400).
+    #[serde(default)]
+    pub variant: Option<u32>,
 }
 
 /// A slice count as written in a file: `slices: 4` or `slices: [2, 4, 4]`.
@@ -397,6 +400,7 @@ impl Exchange {
             elements: 1 << 20,
             algorithm: None,
             slices: None,
+            variant: None,
         }
     }
 }

@@ -1,0 +1,246 @@
+//! `rotated-hd`: halving-doubling on a hypercube (or a torus) with the dimensions rotated per
+//! part, so that every link direction is busy in every step.
+//!
+//! On a hypercube of `d` dimensions and `n = 2^d` nodes (a `Hypercube`, or the `Cube` with
+//! `a b d c e f h g` as nodes 0 … 7: bit 0 is `bcgf`'s side, bit 1 `dchg`'s, bit 2 `efgh`'s),
+//! the vector is cut into `d` parts of `n` chunks each; chunk `j·n + c` is chunk `c` of part
+//! `j`, and its owner is node `c`. Part `j` walks the dimensions in the rotated order
+//! `j, j+1, …, j+d-1 (mod d)`:
+//!
+//! - **reduce-scatter** (`d` steps): in step `s`, part `j` uses dimension `k = (j + s) mod d`.
+//!   Node `x` is still responsible for the chunks `c` of the part that agree with `x` on the
+//!   `s` dimensions already used; it sends those among them that differ from `x` in bit `k`
+//!   (half of them) to `x XOR 2^k`, which reduces them into its own. After `d` steps node `x`
+//!   holds chunk `x` of every part, reduced over all nodes.
+//! - **allgather** (`d` steps), the reverse: in step `t`, part `j` uses dimension
+//!   `(j + d - 1 - t) mod d`, and node `x` sends every chunk of the part it holds complete to
+//!   its neighbour, which stores them; the held set doubles each step.
+//!
+//! In every step the `d` parts use `d` different dimensions, so every node sends on all its
+//! links and receives on all of them, each direction carrying one part's share. Per direction
+//! the reduce-scatter moves `(q/d)(1 - 1/n)` bytes of a `q`-byte vector, and so does the
+//! allgather: allreduce takes `2(q/d)(1 - 1/n)/b`, exactly the total-traffic bound `2(n-1)q /
+//! (n·d·b)` — on the cube `7q/(12b)`, against `2q/(3b)` for `cube-planes`. Reduce-scatter and
+//! allgather are the two halves alone.
+//!
+//! **Tori.** A `Torus` whose `d` dimensions all have size `k` is the same with rings for
+//! halving: each part is split in two halves, one per ring direction, and where a hypercube
+//! halves along a dimension in one step, a torus part runs a `k`-node ring reduce-scatter along
+//! its dimension (`k - 1` steps; node `x` ends with the chunks whose coordinate there is `x`'s)
+//! — forward for one half, backward for the other — and the allgather mirrors it. Every step
+//! still uses `d` dimensions × 2 directions: every link direction, busy in every step, and the
+//! allreduce again meets the total-traffic bound `(q/d)(1 - 1/n)/b`, in `2d(k - 1)` steps.
+//! Dimensions of different sizes are refused: the parts' phases would not line up.
+
+use super::ring::{even_chunks, PhaseSpec};
+use super::steps::{assemble, link_between, Transfer};
+use crate::embed::EmbedError;
+use crate::machine::{Machine, Shape};
+use schedule_ir::{Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+
+/// The machine as a grid: `nodes[c]` is the node at coordinate index `c`, whose digit in
+/// dimension `k` is `(c / k^k') mod k` — dimension 0 the fastest, every dimension of size `k`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Coordinates {
+    /// Dimensions.
+    pub dims: u32,
+    /// The size of every dimension (2 for hypercubes and the cube).
+    pub size: usize,
+    /// The node at each coordinate index.
+    pub nodes: Vec<NodeId>,
+}
+
+impl Coordinates {
+    /// Coordinate `k` of index `c`.
+    fn digit(&self, c: usize, k: usize) -> usize {
+        (c / self.size.pow(k as u32)) % self.size
+    }
+
+    /// Index `c` moved by `step` (±1) along dimension `k`, wrapping around.
+    fn moved(&self, c: usize, k: usize, forward: bool) -> usize {
+        let stride = self.size.pow(k as u32);
+        let a = self.digit(c, k);
+        let b = if forward {
+            (a + 1) % self.size
+        } else {
+            (a + self.size - 1) % self.size
+        };
+        c - a * stride + b * stride
+    }
+}
+
+/// The grid coordinates of `machine`, if it is an intact `Hypercube`, `Cube`, or `Torus` whose
+/// dimensions all have one size.
+pub fn coordinates(machine: &Machine) -> Result<Coordinates, EmbedError> {
+    match &machine.shape {
+        Shape::Hypercube { dims } => Ok(Coordinates {
+            dims: *dims,
+            size: 2,
+            nodes: (0..1usize << dims).map(NodeId::new).collect(),
+        }),
+        Shape::Torus { dims } => {
+            let size = dims.first().copied().unwrap_or(0);
+            if dims.iter().any(|&k| k != size) {
+                return Err(EmbedError::NotApplicable(format!(
+                    "`rotated-hd` needs a torus whose dimensions have one size, so that the \
+                     parts' rotated phases line up; this one has sizes {dims:?}"
+                )));
+            }
+            let d = dims.len();
+            let nodes = (0..dims.iter().product::<usize>())
+                .map(|c| {
+                    // Our dimension 0 is the fastest digit; the torus's is the slowest.
+                    let coords: Vec<usize> =
+                        (0..d).map(|k| (c / size.pow(k as u32)) % size).collect();
+                    NodeId::new(crate::machine::torus::index(dims, &coords))
+                })
+                .collect();
+            Ok(Coordinates {
+                dims: u32::try_from(d).unwrap_or(u32::MAX),
+                size,
+                nodes,
+            })
+        }
+        Shape::Cube(layout) => {
+            // Faces 5, 3 and 1 are the far sides of the three pairs.
+            let far = |f: usize, x: NodeId| {
+                layout
+                    .faces
+                    .get(f)
+                    .is_some_and(|face| face.cycle.contains(&x))
+            };
+            let mut nodes = vec![None; 8];
+            for x in machine.compute_nodes() {
+                let c = usize::from(far(5, x))
+                    | usize::from(far(3, x)) << 1
+                    | usize::from(far(1, x)) << 2;
+                nodes[c] = Some(x);
+            }
+            let nodes: Option<Vec<NodeId>> = nodes.into_iter().collect();
+            nodes
+                .map(|nodes| Coordinates {
+                    dims: 3,
+                    size: 2,
+                    nodes,
+                })
+                .ok_or_else(|| {
+                    EmbedError::NotApplicable(
+                        "the cube's faces do not give every node coordinates".to_string(),
+                    )
+                })
+        }
+        _ => Err(EmbedError::NotApplicable(
+            "`rotated-hd` runs on intact `Hypercube`, `Cube` and equal-sided `Torus` machines only"
+                .to_string(),
+        )),
+    }
+}
+
+/// Lowers `spec` (allreduce, reduce-scatter or allgather) on `machine`.
+pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Phase, EmbedError> {
+    let (reduce_scatter, allgather) = match spec.collective {
+        Collective::AllReduce => (true, true),
+        Collective::ReduceScatter => (true, false),
+        Collective::AllGather => (false, true),
+        other => {
+            return Err(EmbedError::NotApplicable(format!(
+                "`rotated-hd` lowers allreduce, reduce-scatter and allgather, not {other}"
+            )))
+        }
+    };
+    let grid = coordinates(machine)?;
+    let (d, k, n) = (grid.dims as usize, grid.size, grid.nodes.len());
+    // Sub-parts: one per ring direction; a size-2 dimension has one link per pair.
+    let h_count = if k == 2 { 1 } else { 2 };
+    let chunk = |j: usize, h: usize, c: usize| ChunkId::new((j * h_count + h) * n + c);
+    // Whether chunk c agrees with node x on the first `s` dimensions of part j's order.
+    let agrees = |j: usize, s: usize, x: usize, c: usize| {
+        (0..s).all(|i| {
+            let dim = (j + i) % d;
+            grid.digit(x, dim) == grid.digit(c, dim)
+        })
+    };
+    let transfer = |x: usize, dim: usize, forward: bool, chunks: Vec<ChunkId>, mode| {
+        let (from, to) = (grid.nodes[x], grid.nodes[grid.moved(x, dim, forward)]);
+        let link = link_between(machine, from, to).ok_or_else(|| {
+            EmbedError::NotApplicable(format!(
+                "no link joins {from} and {to} along dimension {dim}"
+            ))
+        })?;
+        Ok::<_, EmbedError>(Transfer {
+            from,
+            to,
+            link,
+            chunks,
+            mode,
+        })
+    };
+    let mut steps: Vec<Vec<Transfer>> = Vec::new();
+    if reduce_scatter {
+        for s in 0..d {
+            for r in 0..k - 1 {
+                let mut step = Vec::new();
+                for x in 0..n {
+                    for j in 0..d {
+                        let dim = (j + s) % d;
+                        let a = grid.digit(x, dim);
+                        for h in 0..h_count {
+                            // Forward ring (h = 0) sends group a - r - 1, backward a + r + 1:
+                            // each node ends with the group of its own coordinate.
+                            let group = if h == 0 {
+                                (a + k * k - r - 1) % k
+                            } else {
+                                (a + r + 1) % k
+                            };
+                            let send: Vec<ChunkId> = (0..n)
+                                .filter(|&c| agrees(j, s, x, c) && grid.digit(c, dim) == group)
+                                .map(|c| chunk(j, h, c))
+                                .collect();
+                            step.push(transfer(x, dim, h == 0, send, RecvMode::Reduce)?);
+                        }
+                    }
+                }
+                steps.push(step);
+            }
+        }
+    }
+    if allgather {
+        for t in 0..d {
+            for r in 0..k - 1 {
+                let mut step = Vec::new();
+                for x in 0..n {
+                    for j in 0..d {
+                        let dim = (j + d - 1 - t) % d;
+                        let a = grid.digit(x, dim);
+                        for h in 0..h_count {
+                            let group = if h == 0 {
+                                (a + k * k - r) % k
+                            } else {
+                                (a + r) % k
+                            };
+                            let send: Vec<ChunkId> = (0..n)
+                                .filter(|&c| {
+                                    agrees(j, d - 1 - t, x, c) && grid.digit(c, dim) == group
+                                })
+                                .map(|c| chunk(j, h, c))
+                                .collect();
+                            step.push(transfer(x, dim, h == 0, send, RecvMode::Store)?);
+                        }
+                    }
+                }
+                steps.push(step);
+            }
+        }
+    }
+    let owners = !matches!(spec.collective, Collective::AllReduce);
+    let chunks = even_chunks(spec.elements, d * h_count * n)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (start, end))| Chunk {
+            start,
+            end,
+            owner: owners.then(|| grid.nodes[i % n]),
+        })
+        .collect();
+    Ok(assemble(spec, algorithm, machine, chunks, &steps))
+}
