@@ -9,6 +9,7 @@
 //! `auto` picks the first method in this table that applies.
 
 pub mod balance;
+pub mod dag;
 pub mod ring;
 
 use crate::embed::{self, hamiltonian, EmbedError, Ring};
