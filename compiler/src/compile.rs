@@ -6,8 +6,8 @@
 //! never emitted.
 
 use crate::diag::Problem;
-use crate::embed::{EmbedError, Ring};
-use crate::lower::{ring, Method};
+use crate::embed::{trees, EmbedError, Ring};
+use crate::lower::{self, ring, Method};
 use crate::machine::{self, Machine};
 use crate::path;
 use crate::topology::ast::{CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile};
@@ -32,9 +32,10 @@ pub struct PhaseNote {
     pub method: Method,
     /// Why this method (for `auto`).
     pub reason: String,
-    /// The embedded rings, one direction each, rendered with names.
+    /// The embedded rings, one direction each, or the trees with their shares, rendered with
+    /// names.
     pub rings: Vec<String>,
-    /// The same rings as data, in the same order (for `topoc draw`).
+    /// The rings as data, in the same order (for `topoc draw`); empty for trees.
     pub embedding: Vec<Ring>,
 }
 
@@ -230,30 +231,26 @@ fn lower_phase(
             }
         }
     };
-    if !ring::supports(spec.collective) {
+    if !candidates.iter().any(|m| m.supports(spec.collective)) {
+        let able: Vec<&str> = Method::ALL
+            .iter()
+            .filter(|m| m.supports(spec.collective))
+            .map(|m| m.name())
+            .collect();
         return Err(Problem::at(
             at.field("collective"),
-            format!(
-                "this compiler cannot lower {} yet",
-                describe(spec.collective)
-            ),
-            "not supported",
+            format!("`{wanted}` cannot lower {}", describe(spec.collective)),
+            "not supported by this method",
         )
-        .hint("allreduce, reduce-scatter and allgather are available; broadcast and reduce are planned"));
+        .hint(format!(
+            "methods that lower it: {}; or write `auto`",
+            able.join(", ")
+        )));
     }
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
     for method in &candidates {
-        match method.embed(machine) {
-            Ok(rings) => {
-                let logical = ring::both_directions(&rings);
-                let phase = ring::lower(spec, method.name(), machine.node_count(), &logical)
-                    .ok_or_else(|| {
-                        Problem::at(
-                            at.clone(),
-                            "internal: lowering refused a supported collective",
-                            "here",
-                        )
-                    })?;
+        match lower_with(machine, at, spec, *method)? {
+            Ok((phase, rings, embedding)) => {
                 let reason = if wanted == "auto" {
                     let skipped: Vec<String> = refusals
                         .iter()
@@ -271,8 +268,8 @@ fn lower_phase(
                     phase: spec.name.clone(),
                     method: *method,
                     reason,
-                    rings: rings.iter().map(|r| r.describe(machine)).collect(),
-                    embedding: rings,
+                    rings,
+                    embedding,
                 };
                 return Ok((phase, note));
             }
@@ -294,6 +291,52 @@ fn lower_phase(
     }
     Err(problem
         .hint("ring methods need a cycle through every compute node; add links so that one exists"))
+}
+
+/// A lowered phase with its embedding described (and, for ring methods, the rings as data);
+/// `Ok(Err(_))` when the method does not apply, `Err(_)` for an internal failure.
+type Attempt = Result<(schedule_ir::Phase, Vec<String>, Vec<Ring>), EmbedError>;
+
+/// Lowers one phase with one method.
+fn lower_with(
+    machine: &Machine,
+    at: &Path,
+    spec: &ring::PhaseSpec,
+    method: Method,
+) -> Result<Attempt, Problem> {
+    let internal = |what: String| Problem::at(at.clone(), format!("internal: {what}"), "here");
+    if !method.supports(spec.collective) {
+        return Ok(Err(EmbedError::NotApplicable(format!(
+            "`{method}` does not lower {}",
+            describe(spec.collective)
+        ))));
+    }
+    if method == Method::Trees {
+        let packing = match trees::pack(machine, spec.collective) {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e)),
+        };
+        let lowered = lower::trees::lower(spec, method.name(), machine, &packing)
+            .map_err(|e| internal(format!("scheduling the trees failed: {e}")))?;
+        let total: usize = lowered.chunks_per_tree.iter().sum();
+        let described = packing
+            .trees
+            .iter()
+            .zip(&lowered.chunks_per_tree)
+            .filter(|(_, &c)| c > 0)
+            .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
+            .collect();
+        return Ok(Ok((lowered.phase, described, Vec::new())));
+    }
+    let rings = match method.embed(machine) {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(e)),
+    };
+    let logical = ring::both_directions(&rings);
+    let phase = ring::lower(spec, method.name(), machine.node_count(), &logical)
+        .ok_or_else(|| internal("lowering refused a supported collective".to_string()))?;
+    let described = rings.iter().map(|r| r.describe(machine)).collect();
+    Ok(Ok((phase, described, rings)))
 }
 
 fn describe(c: Collective) -> String {

@@ -1,7 +1,7 @@
 //! topoc: a topology compiler.
 //!
-//! It reads a declared machine graph from a RON topology file, derives embeddings (rings for
-//! now), lowers collectives onto them into per-node programs whose every transfer names its
+//! It reads a declared machine graph from a RON topology file, derives embeddings (rings, or
+//! packed spanning trees), lowers collectives onto them into per-node programs whose every transfer names its
 //! link, proves the result with the `schedule-ir` verifier and emits the schedule.
 //!
 //! The pipeline, module by module:
@@ -10,8 +10,10 @@
 //!    [`topology::parse`] reads it, [`topology::spans`] remembers where each value was written.
 //! 2. [`machine`] — the machine graph (petgraph), one generator per machine kind, and the
 //!    checks that turn a declaration into a graph ([`machine::build`]).
-//! 3. [`embed`] — rings over the graph, constructed or searched for, and their proofs.
-//! 4. [`lower`] — one module per method, producing [`schedule_ir::Phase`]s.
+//! 3. [`embed`] — rings over the graph, constructed or searched for, and spanning-tree
+//!    packings, with their proofs.
+//! 4. [`lower`] — one module per method, producing [`schedule_ir::Phase`]s; [`lower::dag`]
+//!    schedules lowerings described as dependent transfers.
 //! 5. [`compile`] — the driver that ties it together and verifies the result.
 //! 6. [`diag`] — problems with user input, rendered by codespan-reporting.
 //! 7. [`simulate`] — cost tables over message sizes (`topoc simulate`).
