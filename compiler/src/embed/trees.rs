@@ -190,10 +190,20 @@ pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedE
         )));
     }
     let compute = machine.compute_nodes();
+    let Some(&first) = compute.first() else {
+        return Err(EmbedError::NotApplicable(
+            "the machine has no compute node".to_string(),
+        ));
+    };
     let fixed_root = match collective {
         Collective::Broadcast { root } | Collective::Reduce { root } => Some(root),
         _ => None,
     };
+    if let Some(root) = fixed_root.filter(|r| !compute.contains(r)) {
+        return Err(EmbedError::NotApplicable(format!(
+            "the root {root} is not a compute node of the machine"
+        )));
+    }
     let mut candidates: Vec<Tree> = Vec::new();
     let mut seen: BTreeSet<Vec<LinkId>> = BTreeSet::new();
     let mut load = vec![0.0; 2 * machine.link_count()];
@@ -202,7 +212,9 @@ pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedE
         .fold(0.0, f64::max);
     let rounds = candidate_rounds(machine.link_count(), compute.len());
     for round in 0..rounds {
-        let start = fixed_root.unwrap_or_else(|| compute[round % compute.len().max(1)]);
+        let start = fixed_root
+            .or_else(|| compute.get(round % compute.len()).copied())
+            .unwrap_or(first);
         let Some(tree) = prim(machine, start, collective, &load) else {
             return Err(EmbedError::NotATree {
                 tree: candidates.len(),

@@ -278,7 +278,7 @@ fn interleave(counts: &[usize]) -> Vec<(usize, usize)> {
         .enumerate()
         .flat_map(|(i, &c)| (0..c).map(move |j| (i, j)))
         .collect();
-    // (j + ½) / c_i compared exactly: (2j + 1)·c_k against (2k + 1)·c_i.
+    // (j + ½) / c_i against (l + ½) / c_k, exactly: (2j + 1)·c_k against (2l + 1)·c_i.
     order.sort_by(|&(i, j), &(k, l)| {
         ((2 * j + 1) * counts[k])
             .cmp(&((2 * l + 1) * counts[i]))
@@ -386,5 +386,33 @@ fn pieces(machine: &Machine, collective: Collective) -> usize {
     match collective {
         Collective::AllGather | Collective::ReduceScatter => machine.compute_nodes().len().max(1),
         _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::embed::trees::pack;
+
+    #[test]
+    fn pipelines_interleave_by_progress() {
+        assert_eq!(interleave(&[2, 1]), [(0, 0), (1, 0), (0, 1)]);
+        assert_eq!(interleave(&[1, 0, 1]), [(0, 0), (2, 0)]);
+    }
+
+    #[test]
+    fn equal_trees_get_even_pipelines_just_long_enough_to_fill() {
+        let (_, m) =
+            crate::compile::load(r#"Topology(name: "r", machine: Ring(nodes: 6))"#).unwrap();
+        let packing = pack(&m, Collective::AllReduce).unwrap();
+        let counts = pipeline_chunks(&m, &packing, Collective::AllReduce);
+        let (least, most) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        assert!(most - least <= 1, "{counts:?}");
+        // Paths of 6 hung from their middle are 3 deep: fill 6 steps, so the busiest direction
+        // (5 of every 6 chunks) needs at least 48 chunks.
+        let weights: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
+        let busiest = busiest_count(&m, &packing, Collective::AllReduce, &weights);
+        assert_eq!(busiest, 48.0, "the fewest chunks that reach it: {counts:?}");
     }
 }
