@@ -39,9 +39,10 @@ pub struct PhaseNote {
     pub method: Method,
     /// Why this method (for `auto`).
     pub reason: String,
-    /// The embedded rings, one direction each, rendered with names.
+    /// The embedded rings, one direction each, or the trees with their shares, rendered with
+    /// names.
     pub rings: Vec<String>,
-    /// The same rings as data, in the same order (for `topoc draw`).
+    /// The rings as data, in the same order (for `topoc draw`); empty for trees.
     pub embedding: Vec<Ring>,
 }
 
@@ -349,10 +350,25 @@ fn lower_phase(
         match method.lower(machine, spec, knobs) {
             Ok(lowered) => {
                 let mut reason = if wanted == "auto" {
-                    let skipped: Vec<String> = refusals
+                    let unable: Vec<&str> = candidates
                         .iter()
-                        .map(|(m, e)| format!("{m} does not apply ({e})"))
+                        .take_while(|m| *m != method)
+                        .filter(|m| !m.supports(spec.collective))
+                        .map(|m| m.name())
                         .collect();
+                    let mut skipped: Vec<String> = Vec::new();
+                    if !unable.is_empty() {
+                        skipped.push(format!(
+                            "{} do not lower {}",
+                            unable.join(", "),
+                            describe(spec.collective)
+                        ));
+                    }
+                    skipped.extend(
+                        refusals
+                            .iter()
+                            .map(|(m, e)| format!("{m} does not apply ({e})")),
+                    );
                     if skipped.is_empty() {
                         format!("auto: {method} is the first method that applies")
                     } else {

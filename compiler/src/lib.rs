@@ -1,7 +1,7 @@
 //! topoc: a topology compiler.
 //!
-//! It reads a declared machine graph from a RON topology file, derives embeddings (rings for
-//! now), lowers collectives onto them into per-node programs whose every transfer names its
+//! It reads a declared machine graph from a RON topology file, derives embeddings (rings, or
+//! packed spanning trees), lowers collectives onto them into per-node programs whose every transfer names its
 //! link, proves the result with the `schedule-ir` verifier and emits the schedule.
 //!
 //! The pipeline, module by module:
@@ -13,8 +13,9 @@
 //!    that turn a declaration into a graph ([`machine::build`]), failed links and nodes
 //!    ([`machine::failures`]) and the summary `topoc check` prints ([`machine::summary`]).
 //! 3. [`embed`] — rings over the graph — constructed, searched for, or routed through
-//!    switches — and their proofs.
-//! 4. [`lower`] — one module per method, producing [`schedule_ir::Phase`]s.
+//!    switches — and spanning-tree packings, with their proofs.
+//! 4. [`lower`] — one module per method, producing [`schedule_ir::Phase`]s; [`lower::dag`]
+//!    schedules lowerings described as dependent transfers.
 //! 5. [`compile`] — the driver that ties it together and verifies the result.
 //! 6. [`diag`] — problems with user input, rendered by codespan-reporting.
 //! 7. [`simulate`] — cost tables over message sizes (`topoc simulate`).

@@ -105,7 +105,7 @@ pub fn run_phase(
         .map(|e| e.to_string());
     Ok(PhaseRun {
         phase: phase.name.clone(),
-        collective: phase.collective.to_string(),
+        collective: phase.collective.describe(machine),
         algorithm: phase.algorithm.clone(),
         op: phase.op.to_string(),
         dtype: phase.dtype.to_string(),

@@ -386,6 +386,19 @@ impl fmt::Display for Collective {
     }
 }
 
+impl Collective {
+    /// The collective in words, with its root named as the user knows it (`broadcast from o0`).
+    pub fn describe(&self, machine: &Machine) -> String {
+        match self {
+            Collective::Broadcast { root } => {
+                format!("broadcast from {}", machine.node_name(*root))
+            }
+            Collective::Reduce { root } => format!("reduce to {}", machine.node_name(*root)),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// The combining operation of a phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReduceOp {

@@ -13,6 +13,22 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
     print!("{}", summary::summarize(&machine));
     print!("{}", summary::extras(&machine));
     for method in Method::ALL {
+        if method == Method::Trees {
+            match topoc::embed::trees::pack(&machine, schedule_ir::Collective::AllReduce) {
+                Ok(packing) => {
+                    println!(
+                        "  {method}: {} spanning tree(s) for allreduce, proved",
+                        packing.trees.len()
+                    );
+                    for (i, (t, x)) in packing.trees.iter().zip(&packing.shares).enumerate() {
+                        let tree = format!("{:.1}% {}", 100.0 * x, t.describe(&machine));
+                        println!("    tree {}: {}", i + 1, abbreviate(&tree));
+                    }
+                }
+                Err(e) => println!("  {method}: does not apply: {e}"),
+            }
+            continue;
+        }
         if matches!(
             method,
             Method::RotatedHd | Method::CubePlanes | Method::HalvingDoubling

@@ -53,7 +53,9 @@ pub fn compile(
             "phase `{}`: {} ({}), {} steps, {} chunks — {}",
             note.phase,
             note.method,
-            phase.collective,
+            phase
+                .collective
+                .describe(&compiled.schedule.schedule().machine),
             phase.steps,
             phase.chunks.len(),
             note.reason

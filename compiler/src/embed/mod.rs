@@ -9,6 +9,7 @@ pub mod hamiltonian;
 pub mod ladder;
 pub mod routed;
 pub mod structured;
+pub mod trees;
 
 use crate::machine::Machine;
 use schedule_ir::{LinkId, NodeId, NodeKind};
@@ -159,6 +160,14 @@ pub enum EmbedError {
     SearchGaveUp {
         /// How many search steps were allowed.
         budget: u64,
+    },
+    /// A claimed spanning tree is not one (see [`trees::prove_trees`]).
+    #[error("tree {tree} is not a spanning tree of the compute nodes: {detail}")]
+    NotATree {
+        /// Which tree (0-based).
+        tree: usize,
+        /// What is wrong, with names.
+        detail: String,
     },
     /// The structural construction does not apply to this machine.
     #[error("{0}")]

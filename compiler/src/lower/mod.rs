@@ -6,18 +6,22 @@
 //! | `rotated-hd`   | `Hypercube`, `Cube`, equal-sided `Torus` | halving-doubling with the dimensions rotated per part ([`rotated`]) |
 //! | `cube-planes`  | `Cube` (allreduce only)          | seed 000's face rings, methods 300 and 400 ([`cube_planes`]) |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
+//! | `trees`        | any connected machine of compute nodes | spanning trees packed by an LP ([`trees`], [`crate::embed::trees`]) |
 //! | `halving-doubling` | any machine whose compute nodes reach each other | seed 001's pipelined recursive halving/doubling; no rings, every transfer routed ([`halving_doubling`]) |
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` picks the first method in this table that
-//! applies and supports the collective.
+//! applies and supports the collective. [`dag`] schedules lowerings that are described as a
+//! graph of dependent transfers.
 
 pub mod balance;
 pub mod cube_planes;
+pub mod dag;
 pub mod halving_doubling;
 pub mod ring;
 pub mod rotated;
 pub mod steps;
+pub mod trees;
 
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::machine::{Machine, Shape};
@@ -34,6 +38,8 @@ pub enum Method {
     CubePlanes,
     /// Ring collectives over Hamiltonian rings (the machine's own ring, or found by search).
     Ring,
+    /// Collectives over packed spanning trees: the generic method for any connected machine.
+    Trees,
     /// Seed 001: pipelined recursive halving/doubling over routed transfers.
     HalvingDoubling,
 }
@@ -61,11 +67,12 @@ pub struct Lowered {
 
 impl Method {
     /// Every method, in the order `auto` tries them.
-    pub const ALL: [Method; 5] = [
+    pub const ALL: [Method; 6] = [
         Method::LadderRings,
         Method::RotatedHd,
         Method::CubePlanes,
         Method::Ring,
+        Method::Trees,
         Method::HalvingDoubling,
     ];
 
@@ -76,6 +83,7 @@ impl Method {
             Method::RotatedHd => "rotated-hd",
             Method::CubePlanes => "cube-planes",
             Method::Ring => "ring",
+            Method::Trees => "trees",
             Method::HalvingDoubling => "halving-doubling",
         }
     }
@@ -85,6 +93,7 @@ impl Method {
         match self {
             Method::LadderRings | Method::Ring | Method::RotatedHd => ring::supports(collective),
             Method::CubePlanes => collective == schedule_ir::Collective::AllReduce,
+            Method::Trees => trees::supports(collective),
             Method::HalvingDoubling => halving_doubling::supports(collective),
         }
     }
@@ -132,6 +141,26 @@ impl Method {
                 let lowered = cube_planes::lower(spec, self.name(), machine, v)?;
                 Ok(structured(lowered.phase, Some(lowered.detail)))
             }
+            Method::Trees => {
+                let packing = embed::trees::pack(machine, spec.collective)?;
+                let lowered = trees::lower(spec, self.name(), machine, &packing).map_err(|e| {
+                    EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"))
+                })?;
+                let total: usize = lowered.chunks_per_tree.iter().sum();
+                let described = packing
+                    .trees
+                    .iter()
+                    .zip(&lowered.chunks_per_tree)
+                    .filter(|(_, &c)| c > 0)
+                    .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
+                    .collect();
+                Ok(Lowered {
+                    phase: lowered.phase,
+                    rings: described,
+                    embedding: Vec::new(),
+                    detail: None,
+                })
+            }
             Method::HalvingDoubling => {
                 let phase = halving_doubling::lower(spec, self.name(), machine, &knobs.slices)?;
                 let detail = halving_doubling::describe(machine, &knobs.slices);
@@ -163,6 +192,11 @@ impl Method {
     pub fn embed(self, machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
         let rings = match (self, &machine.shape) {
             (Method::HalvingDoubling, _) => return Ok(Vec::new()),
+            (Method::Trees, _) => {
+                return Err(EmbedError::NotApplicable(
+                    "`trees` embeds spanning trees, not rings".to_string(),
+                ))
+            }
             (Method::LadderRings, Shape::Ladder(layout)) => embed::ladder::barley_twist(layout)?,
             (Method::LadderRings, _) if !machine.failed.is_empty() => {
                 let mut failed = machine.failed.links.clone();

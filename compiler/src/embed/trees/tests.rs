@@ -1,0 +1,182 @@
+//! Tests of the spanning-tree packing and its proof.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use super::*;
+use crate::machine::{LinkInfo, NodeInfo, Shape};
+
+fn machine(text: &str) -> Machine {
+    crate::compile::load(text).unwrap().1
+}
+
+fn petersen() -> Machine {
+    machine(
+        r#"Topology(name: "petersen", machine: Graph(
+            nodes: ["o0", "o1", "o2", "o3", "o4", "i0", "i1", "i2", "i3", "i4"],
+            links: [
+                (id: "o01", between: ("o0", "o1")), (id: "o12", between: ("o1", "o2")),
+                (id: "o23", between: ("o2", "o3")), (id: "o34", between: ("o3", "o4")),
+                (id: "o40", between: ("o4", "o0")), (id: "s0", between: ("o0", "i0")),
+                (id: "s1", between: ("o1", "i1")), (id: "s2", between: ("o2", "i2")),
+                (id: "s3", between: ("o3", "i3")), (id: "s4", between: ("o4", "i4")),
+                (id: "i02", between: ("i0", "i2")), (id: "i24", between: ("i2", "i4")),
+                (id: "i41", between: ("i4", "i1")), (id: "i13", between: ("i1", "i3")),
+                (id: "i30", between: ("i3", "i0")),
+            ]))"#,
+    )
+}
+
+/// The share of the vector the busiest link direction carries (all links 100 Gbit/s here).
+fn busiest(m: &Machine, packing: &Packing, collective: Collective) -> f64 {
+    let mut busy = std::collections::BTreeMap::<usize, f64>::new();
+    for (tree, x) in packing.trees.iter().zip(&packing.shares) {
+        for (d, s) in traffic(m, tree, collective).seconds {
+            *busy.entry(d).or_default() += x * s * 100.0 / 8.0;
+        }
+    }
+    busy.values().copied().fold(0.0, f64::max)
+}
+
+#[test]
+fn a_ring_packs_into_its_paths_with_equal_shares() {
+    let m = machine(r#"Topology(name: "r", machine: Ring(nodes: 6))"#);
+    let packing = pack(&m, Collective::AllReduce).unwrap();
+    prove_trees(&m, &packing.trees).unwrap();
+    // Every spanning tree of a ring is the ring minus one link; the packing uses all six.
+    let mut missing: Vec<LinkId> = packing
+        .trees
+        .iter()
+        .map(|t| {
+            let used: BTreeSet<LinkId> = t.edges().map(|(_, _, l)| l).collect();
+            assert_eq!(used.len(), 5);
+            let absent: Vec<LinkId> = (0..6)
+                .map(LinkId::new)
+                .filter(|l| !used.contains(l))
+                .collect();
+            assert_eq!(absent.len(), 1);
+            absent[0]
+        })
+        .collect();
+    missing.sort();
+    assert_eq!(missing, (0..6).map(LinkId::new).collect::<Vec<_>>());
+    for x in &packing.shares {
+        assert!((x - 1.0 / 6.0).abs() < 1e-6, "{:?}", packing.shares);
+    }
+    // So every direction carries 5/6 of the vector: the ring's allreduce bound 2(p-1)/(2p).
+    assert!((busiest(&m, &packing, Collective::AllReduce) - 5.0 / 6.0).abs() < 1e-6);
+}
+
+#[test]
+fn petersen_reaches_the_nash_williams_fractional_packing() {
+    // 15 links, 9 per tree: at best 15/9 trees, so every direction carries 9/15 = 0.6 of the
+    // vector — exactly the allreduce traffic bound 2(p-1)m / (p · 3 links).
+    let m = petersen();
+    let packing = pack(&m, Collective::AllReduce).unwrap();
+    assert!(packing.trees.len() >= 2);
+    let load = busiest(&m, &packing, Collective::AllReduce);
+    assert!((0.6 - 1e-9..=0.6 * 1.01).contains(&load), "{load}");
+    let sum: f64 = packing.shares.iter().sum();
+    assert!((sum - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn broadcast_trees_hang_from_the_root_and_use_its_three_links() {
+    let m = petersen();
+    let root = m.node_by_name("i3").unwrap();
+    let packing = pack(&m, Collective::Broadcast { root }).unwrap();
+    assert!(packing.trees.iter().all(|t| t.root == root));
+    // Three arborescences that share no link direction exist (Edmonds); the root's egress
+    // bounds a broadcast to 1/3 of the vector per link.
+    let load = busiest(&m, &packing, Collective::Broadcast { root });
+    assert!(load < 1.0 / 3.0 * 1.02, "{load}");
+}
+
+#[test]
+fn packing_is_deterministic() {
+    let m = petersen();
+    for c in [Collective::AllReduce, Collective::AllGather] {
+        assert_eq!(pack(&m, c).unwrap(), pack(&m, c).unwrap());
+    }
+}
+
+#[test]
+fn trees_hang_from_their_centre_for_allreduce() {
+    let m = machine(r#"Topology(name: "r", machine: Ring(nodes: 7))"#);
+    for tree in pack(&m, Collective::AllReduce).unwrap().trees {
+        // A 7-node path hung from its middle is 3 deep.
+        assert_eq!(tree.height(), 3, "{}", tree.describe(&m));
+        assert_eq!(tree.rerooted(tree.root), tree);
+    }
+}
+
+#[test]
+fn the_proof_rejects_what_is_not_a_spanning_tree() {
+    let m = petersen();
+    let good = pack(&m, Collective::AllReduce).unwrap().trees.remove(0);
+    let root = good.root;
+    let (child, (parent, link)) = good
+        .parent
+        .iter()
+        .enumerate()
+        .find_map(|(c, p)| p.map(|p| (NodeId::new(c), p)))
+        .unwrap();
+    let message = |tree: Tree| prove_trees(&m, &[tree]).unwrap_err().to_string();
+
+    let mut t = good.clone();
+    t.parent[child.index()] = None;
+    assert!(message(t).contains("is not in the tree"));
+
+    let mut t = good.clone();
+    t.parent[root.index()] = Some((child, link));
+    assert!(message(t).contains("has a parent"));
+
+    // A link that does not join the child and its parent.
+    let wrong = (0..m.link_count())
+        .map(LinkId::new)
+        .find(|&l| {
+            let (a, b) = m.endpoints(l);
+            ![a, b].contains(&child) || ![a, b].contains(&parent)
+        })
+        .unwrap();
+    let mut t = good.clone();
+    t.parent[child.index()] = Some((parent, wrong));
+    assert!(message(t).contains("does not join"));
+
+    // A parent loop: a node two levels down becomes its parent's parent.
+    let depths = good.depths();
+    let deep = (0..m.node_count())
+        .map(NodeId::new)
+        .find(|n| depths[n.index()] == Some(2))
+        .unwrap();
+    let (up, up_link) = good.parent[deep.index()].unwrap();
+    let mut t = good.clone();
+    t.parent[up.index()] = Some((deep, up_link));
+    assert!(message(t).contains("cycle of parents"));
+
+    assert!(prove_trees(&m, &[good]).is_ok());
+}
+
+#[test]
+fn machines_with_switches_are_refused() {
+    let link = || LinkInfo {
+        name: String::new(),
+        bandwidth_gbps: 100.0,
+        latency_us: 1.0,
+        lanes: 1,
+    };
+    let node = |name: &str, kind| NodeInfo {
+        name: name.to_string(),
+        kind,
+    };
+    let m = Machine::from_parts(
+        "star",
+        vec![
+            node("a", NodeKind::Compute),
+            node("b", NodeKind::Compute),
+            node("sw", NodeKind::Switch),
+        ],
+        vec![(0, 2, link()), (1, 2, link())],
+        Shape::Graph,
+    );
+    let e = pack(&m, Collective::AllReduce).unwrap_err();
+    assert!(e.to_string().contains("`sw` is a switch"), "{e}");
+}

@@ -1,0 +1,459 @@
+//! List scheduling: places a DAG of transfers onto BSP steps without overbooking any link
+//! direction, and writes the per-node programs.
+//!
+//! Lowerings that are not built step by step (trees, and anything whose transfers form an
+//! irregular graph) describe a collective as [`Transfer`]s — "send these chunks of this buffer
+//! from `u` to `v` over this route; the receiver stores or reduces them" — with dependencies:
+//! `t.after` lists the transfers whose data `t` needs. [`schedule`] gives every transfer a step
+//! such that
+//!
+//! - each dependency lands first: a transfer runs in a step strictly after every transfer it
+//!   depends on (a receive lands at the end of its step, and the next step's sends see it);
+//! - each link direction carries at most `lanes` transfers per step, counting every link of a
+//!   route;
+//! - the result is deterministic: the same transfers give the same steps.
+//!
+//! The method is greedy list scheduling (Graham): steps are filled one after another; in each
+//! step the ready transfers are taken in priority order and placed when every direction of
+//! their route still has a free lane, and left for a later step otherwise. List scheduling
+//! never idles a direction that a ready transfer could use; optimal scheduling under link
+//! capacities is NP-hard. The priority of a transfer, smallest first, is
+//!
+//! 1. its [`Transfer::rank`] plus its *top level* (the length of the longest dependency chain
+//!    that leads to it): the step at which it would run if its chain started at its rank and
+//!    nothing were ever delayed. A lowering that pipelines chunks ranks later chunks higher, so
+//!    that overdue transfers of earlier chunks go first; with every rank 0 this is "as soon as
+//!    possible" order;
+//! 2. then its *bottom level* (the longest chain that starts with it), largest first: the
+//!    critical path;
+//! 3. then its [`TransferId`]: creation order.
+//!
+//! With [`Batching::ByBandwidth`], transfers with the same route, buffer and receive mode may
+//! share one send (one lane) on links faster than the slowest one used: on a machine whose
+//! links differ in speed a step lasts as long as its slowest transfer, and a fast link can carry
+//! several chunks in that time.
+//!
+//! The scheduler knows nothing about buffers: the caller must express every data hazard as a
+//! dependency. In particular a transfer that overwrites a chunk on a node must depend on every
+//! transfer that reads the old value there, or run in the same step as the read at the latest
+//! (reads see the start-of-step state).
+
+use crate::machine::Machine;
+use schedule_ir::{BufferId, ChunkId, Instr, LinkId, NodeId, Program, RecvMode};
+use std::collections::HashMap;
+use std::fmt;
+use thiserror::Error;
+
+/// A transfer of a DAG; indexes the slice given to [`schedule`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TransferId(pub u32);
+
+impl TransferId {
+    /// The transfer's index in its slice.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The id of the transfer at `index`; saturates beyond `u32::MAX` (such an id is then
+    /// reported as a missing dependency rather than wrapped).
+    pub fn new(index: usize) -> Self {
+        Self(u32::try_from(index).unwrap_or(u32::MAX))
+    }
+}
+
+impl fmt::Display for TransferId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "transfer {}", self.0)
+    }
+}
+
+/// One send and its matching receive.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transfer {
+    /// The sending compute node.
+    pub from: NodeId,
+    /// The receiving compute node.
+    pub to: NodeId,
+    /// The first link of the route; one end is `from`.
+    pub link: LinkId,
+    /// Further links of the route through switches; empty for a direct transfer.
+    pub via: Vec<LinkId>,
+    /// The buffer read on `from` and written on `to`.
+    pub buffer: BufferId,
+    /// The chunks carried.
+    pub chunks: Vec<ChunkId>,
+    /// What the receiver does with them.
+    pub mode: RecvMode,
+    /// Transfers that must land before this one starts.
+    pub after: Vec<TransferId>,
+    /// Pipeline position: the step from which the lowering would like the transfer's chain
+    /// to start.
+    pub rank: u32,
+}
+
+/// The step of every transfer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timetable {
+    /// `step[t]`: the step transfer `t` runs in.
+    pub step: Vec<u32>,
+    /// `send[t]`: which send of its step carries transfer `t`; transfers with the same step
+    /// and send are merged into one send (see [`Batching`]).
+    pub send: Vec<u32>,
+    /// The number of steps (one more than the last used step; 0 for no transfers).
+    pub steps: u32,
+}
+
+/// Why a DAG cannot be scheduled.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum DagError {
+    /// A route does not lead from the sender to the receiver over real links.
+    #[error("{transfer}: {detail}")]
+    BadRoute {
+        /// The transfer.
+        transfer: TransferId,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A dependency names a transfer that does not exist.
+    #[error("{transfer} depends on {missing}, which does not exist")]
+    UnknownDependency {
+        /// The transfer.
+        transfer: TransferId,
+        /// The missing one.
+        missing: TransferId,
+    },
+    /// Dependencies form a cycle, so some transfers can never run.
+    #[error("the dependencies form a cycle: {transfer} can never run")]
+    Cycle {
+        /// The lowest transfer on or behind a cycle.
+        transfer: TransferId,
+    },
+}
+
+/// The link directions of a transfer's route (a direction appears once per crossing).
+pub fn directions(machine: &Machine, id: TransferId, t: &Transfer) -> Result<Vec<usize>, DagError> {
+    let bad = |detail: String| DagError::BadRoute {
+        transfer: id,
+        detail,
+    };
+    let mut at = t.from;
+    let mut out = Vec::with_capacity(1 + t.via.len());
+    for &link in std::iter::once(&t.link).chain(&t.via) {
+        if link.index() >= machine.link_count() {
+            return Err(bad(format!("{link} does not exist")));
+        }
+        let (a, b) = machine.endpoints(link);
+        let (d, next) = if at == a {
+            (2 * link.index(), b)
+        } else if at == b {
+            (2 * link.index() + 1, a)
+        } else {
+            return Err(bad(format!(
+                "link {} does not touch {}",
+                machine.link(link).name,
+                machine.node(at).name
+            )));
+        };
+        out.push(d);
+        at = next;
+    }
+    if at != t.to || t.from == t.to {
+        return Err(bad(format!(
+            "the route from {} ends at {}, not at {}",
+            machine.node(t.from).name,
+            machine.node(at).name,
+            machine.node(t.to).name
+        )));
+    }
+    Ok(out)
+}
+
+/// Whether transfers may share a send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Batching {
+    /// Every transfer is its own send.
+    One,
+    /// For transfers of about equal size: a link direction `k` times as fast as the slowest
+    /// one the transfers use may carry `k` transfers with the same route, buffer and mode in one
+    /// send (one lane), since a step lasts as long as its slowest transfer anyway.
+    ByBandwidth,
+}
+
+/// Places every transfer in a step (see the [module doc](self)).
+pub fn schedule(
+    machine: &Machine,
+    transfers: &[Transfer],
+    batching: Batching,
+) -> Result<Timetable, DagError> {
+    let n = transfers.len();
+    let ids = (0..n).map(TransferId::new);
+    let routes: Vec<Vec<usize>> = ids
+        .clone()
+        .zip(transfers)
+        .map(|(id, t)| directions(machine, id, t))
+        .collect::<Result<_, _>>()?;
+    let lanes: Vec<u32> = (0..2 * machine.link_count())
+        .map(|d| machine.link(LinkId::new(d / 2)).lanes.max(1))
+        .collect();
+    for (id, route) in ids.clone().zip(&routes) {
+        for &d in route {
+            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d]) {
+                return Err(DagError::BadRoute {
+                    transfer: id,
+                    detail: format!(
+                        "its route crosses link {} the same way more often than it has lanes",
+                        machine.link(LinkId::new(d / 2)).name
+                    ),
+                });
+            }
+        }
+    }
+    let mut successors: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut waiting: Vec<usize> = vec![0; n];
+    for (id, t) in ids.clone().zip(transfers) {
+        for &p in &t.after {
+            if p.index() >= n {
+                return Err(DagError::UnknownDependency {
+                    transfer: id,
+                    missing: p,
+                });
+            }
+            successors[p.index()].push(id.index());
+            waiting[id.index()] += 1;
+        }
+    }
+    let (top, level) = levels(transfers, &successors, &waiting)?;
+
+    let mut step = vec![u32::MAX; n];
+    let mut ready: Vec<usize> = (0..n).filter(|&t| waiting[t] == 0).collect();
+    let key = |t: usize| {
+        let start = transfers[t].rank.saturating_add(top[t]);
+        (start, std::cmp::Reverse(level[t]), t)
+    };
+    ready.sort_by_key(|&t| key(t));
+    let batch = batch_sizes(machine, batching, &routes);
+    let mut send = vec![0u32; n];
+    let mut used = vec![0u32; lanes.len()];
+    let mut placed = 0;
+    let mut now: u32 = 0;
+    while placed < n {
+        let mut later: Vec<usize> = Vec::with_capacity(ready.len());
+        let mut enabled: Vec<usize> = Vec::new();
+        let mut touched: Vec<usize> = Vec::new();
+        // Open sends of this step that have room for more transfers: key → (send, room,
+        // chunks carried).
+        let mut open: HashMap<SendKey<'_>, (u32, u32, Vec<ChunkId>)> = HashMap::new();
+        let mut sends = 0u32;
+        for &t in &ready {
+            let key = SendKey::of(&transfers[t]);
+            let chunks = &transfers[t].chunks;
+            let joins = open.get_mut(&key).filter(|(_, room, carried)| {
+                *room > 0 && !chunks.iter().any(|c| carried.contains(c))
+            });
+            if let Some((s, room, carried)) = joins {
+                *room -= 1;
+                carried.extend(chunks);
+                send[t] = *s;
+            } else if routes[t].iter().all(|&d| used[d] < lanes[d]) {
+                for &d in &routes[t] {
+                    if used[d] == 0 {
+                        touched.push(d);
+                    }
+                    used[d] += 1;
+                }
+                let room = routes[t].iter().map(|&d| batch[d]).min().unwrap_or(1);
+                open.insert(key, (sends, room.saturating_sub(1), chunks.clone()));
+                send[t] = sends;
+                sends += 1;
+            } else {
+                later.push(t);
+                continue;
+            }
+            {
+                step[t] = now;
+                placed += 1;
+                for &s in &successors[t] {
+                    waiting[s] -= 1;
+                    if waiting[s] == 0 {
+                        enabled.push(s);
+                    }
+                }
+            }
+        }
+        if touched.is_empty() {
+            // Nothing fitted an idle machine: only possible when nothing is ready.
+            let transfer = (0..n).find(|&t| step[t] == u32::MAX).unwrap_or(0);
+            return Err(DagError::Cycle {
+                transfer: TransferId::new(transfer),
+            });
+        }
+        for d in touched {
+            used[d] = 0;
+        }
+        later.extend(enabled);
+        later.sort_by_key(|&t| key(t));
+        ready = later;
+        now += 1;
+    }
+    Ok(Timetable {
+        step,
+        send,
+        steps: if n == 0 { 0 } else { now },
+    })
+}
+
+/// What makes two transfers one send: the same route, buffer and receive mode.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct SendKey<'a> {
+    from: NodeId,
+    to: NodeId,
+    link: LinkId,
+    via: &'a [LinkId],
+    buffer: BufferId,
+    reduce: bool,
+}
+
+impl<'a> SendKey<'a> {
+    fn of(t: &'a Transfer) -> Self {
+        SendKey {
+            from: t.from,
+            to: t.to,
+            link: t.link,
+            via: &t.via,
+            buffer: t.buffer,
+            reduce: t.mode == RecvMode::Reduce,
+        }
+    }
+}
+
+/// How many transfers each direction may merge into one send (see [`Batching`]).
+fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<usize>]) -> Vec<u32> {
+    let directions = 2 * machine.link_count();
+    let bandwidth = |d: usize| machine.link(LinkId::new(d / 2)).bandwidth_gbps;
+    match batching {
+        Batching::One => vec![1; directions],
+        Batching::ByBandwidth => {
+            let slowest = routes
+                .iter()
+                .flatten()
+                .map(|&d| bandwidth(d))
+                .fold(f64::INFINITY, f64::min);
+            (0..directions)
+                .map(|d| {
+                    let ratio = (bandwidth(d) / slowest * (1.0 + 1e-9)).floor();
+                    if ratio.is_finite() && ratio >= 1.0 {
+                        ratio.min(f64::from(u16::MAX)) as u32
+                    } else {
+                        1
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+/// The longest dependency chain starting at every transfer, counted in transfers; a cycle is
+/// an error.
+fn levels(
+    transfers: &[Transfer],
+    successors: &[Vec<usize>],
+    waiting: &[usize],
+) -> Result<(Vec<u32>, Vec<u32>), DagError> {
+    let n = successors.len();
+    let mut left = waiting.to_vec();
+    let mut order: Vec<usize> = (0..n).filter(|&t| left[t] == 0).collect();
+    let mut i = 0;
+    while let Some(&t) = order.get(i) {
+        for &s in &successors[t] {
+            left[s] -= 1;
+            if left[s] == 0 {
+                order.push(s);
+            }
+        }
+        i += 1;
+    }
+    if order.len() < n {
+        let transfer = (0..n).find(|&t| left[t] > 0).unwrap_or(0);
+        return Err(DagError::Cycle {
+            transfer: TransferId::new(transfer),
+        });
+    }
+    let mut level = vec![1u32; n];
+    for &t in order.iter().rev() {
+        let below = successors[t].iter().map(|&s| level[s]).max().unwrap_or(0);
+        level[t] = below + 1;
+    }
+    let mut top = vec![0u32; n];
+    for &t in &order {
+        let _ = &transfers[t];
+        for &s in &successors[t] {
+            top[s] = top[s].max(top[t] + 1);
+        }
+    }
+    Ok((top, level))
+}
+
+/// The programs of `node_count` nodes running `transfers` at the steps of `timetable`. In
+/// every step a node issues its sends, then its receives, in the order of their first
+/// transfer; a merged send lists its chunks in transfer order. So receives that combine into
+/// the same chunk in one step do so in a fixed order.
+pub fn programs(node_count: usize, transfers: &[Transfer], timetable: &Timetable) -> Vec<Program> {
+    let steps = timetable.steps as usize;
+    let mut programs = vec![
+        Program {
+            steps: vec![Vec::new(); steps],
+        };
+        node_count
+    ];
+    // Per step: sends in order of their first transfer, each with its transfers.
+    let mut by_step: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); steps];
+    for (t, (&s, &k)) in timetable.step.iter().zip(&timetable.send).enumerate() {
+        let Some(list) = by_step.get_mut(s as usize) else {
+            continue;
+        };
+        match list.iter_mut().find(|(send, _)| *send == k) {
+            Some((_, members)) => members.push(t),
+            None => list.push((k, vec![t])),
+        }
+    }
+    for (s, list) in by_step.iter().enumerate() {
+        let merged: Vec<(&Transfer, Vec<ChunkId>)> = list
+            .iter()
+            .filter_map(|(_, members)| {
+                let first = transfers.get(*members.first()?)?;
+                let chunks = members
+                    .iter()
+                    .filter_map(|&t| transfers.get(t))
+                    .flat_map(|t| t.chunks.iter().copied())
+                    .collect();
+                Some((first, chunks))
+            })
+            .collect();
+        for (x, chunks) in &merged {
+            if let Some(p) = programs.get_mut(x.from.index()) {
+                p.steps[s].push(Instr::Send {
+                    link: x.link,
+                    via: x.via.clone(),
+                    to: x.to,
+                    buffer: x.buffer,
+                    chunks: chunks.clone(),
+                });
+            }
+        }
+        for (x, chunks) in merged {
+            if let Some(p) = programs.get_mut(x.to.index()) {
+                p.steps[s].push(Instr::Recv {
+                    link: x.via.last().copied().unwrap_or(x.link),
+                    from: x.from,
+                    buffer: x.buffer,
+                    chunks,
+                    mode: x.mode,
+                });
+            }
+        }
+    }
+    programs
+}
+
+#[cfg(test)]
+mod tests;

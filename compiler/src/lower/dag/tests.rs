@@ -1,0 +1,183 @@
+//! Tests of the list scheduler: capacity, dependencies, determinism, errors, batching.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use super::*;
+
+/// `a —L1— b —L2— c`, with L1's bandwidth and lanes as given.
+fn line(bandwidth: f64, lanes: u32) -> Machine {
+    let text = format!(
+        r#"Topology(name: "line", machine: Graph(nodes: ["a", "b", "c"], links: [
+            (id: "L1", between: ("a", "b"), bandwidth_gbps: {bandwidth}, lanes: {lanes}),
+            (id: "L2", between: ("b", "c")),
+        ]))"#
+    );
+    crate::compile::load(&text).unwrap().1
+}
+
+fn t(from: u32, to: u32, link: u32, chunk: u32, after: &[u32]) -> Transfer {
+    Transfer {
+        from: NodeId(from),
+        to: NodeId(to),
+        link: LinkId(link),
+        via: Vec::new(),
+        buffer: BufferId(0),
+        chunks: vec![ChunkId(chunk)],
+        mode: RecvMode::Store,
+        after: after.iter().map(|&i| TransferId(i)).collect(),
+        rank: 0,
+    }
+}
+
+/// Six chunks a → b → c: transfer `2k` is chunk `k` over L1, `2k + 1` the same chunk over L2.
+fn relay() -> Vec<Transfer> {
+    (0..6)
+        .flat_map(|k| [t(0, 1, 0, k, &[]), t(1, 2, 1, k, &[2 * k])])
+        .collect()
+}
+
+/// Transfers per direction and step never exceed the lanes, and dependencies land first.
+fn check(machine: &Machine, transfers: &[Transfer], table: &Timetable) {
+    let mut sends = std::collections::BTreeSet::<(u32, usize, u32)>::new();
+    for (i, x) in transfers.iter().enumerate() {
+        let s = table.step[i];
+        assert!(s < table.steps);
+        for p in &x.after {
+            assert!(table.step[p.index()] < s, "transfer {i} runs after {p}");
+        }
+        for d in directions(machine, TransferId::new(i), x).unwrap() {
+            sends.insert((s, d, table.send[i]));
+        }
+    }
+    for &(s, d, _) in &sends {
+        let count = sends
+            .iter()
+            .filter(|&&(s2, d2, _)| s2 == s && d2 == d)
+            .count();
+        let lanes = machine.link(LinkId::new(d / 2)).lanes as usize;
+        assert!(count <= lanes, "step {s}, direction {d}: {count} sends");
+    }
+}
+
+#[test]
+fn a_relay_pipelines_one_chunk_per_step() {
+    let m = line(100.0, 1);
+    let x = relay();
+    let table = schedule(&m, &x, Batching::One).unwrap();
+    check(&m, &x, &table);
+    // Six chunks over L1 take six steps; the last one crosses L2 one step later.
+    assert_eq!(table.steps, 7);
+    assert_eq!(table.step[..4], [0, 1, 1, 2]);
+}
+
+#[test]
+fn lanes_carry_several_transfers_per_step() {
+    let m = line(100.0, 2);
+    let x = relay();
+    let table = schedule(&m, &x, Batching::One).unwrap();
+    check(&m, &x, &table);
+    // L1 takes two chunks a step (3 steps), L2 one: the six chunks leave b in steps 1..=6.
+    assert_eq!(table.steps, 7);
+    assert_eq!(table.step[0], table.step[2]);
+}
+
+#[test]
+fn scheduling_is_deterministic() {
+    let m = line(100.0, 1);
+    let mut x = relay();
+    // Some transfers back the other way, competing for nothing but adding readiness ties.
+    x.extend((0..4).map(|k| t(2, 1, 1, 10 + k, &[])));
+    let first = schedule(&m, &x, Batching::One).unwrap();
+    check(&m, &x, &first);
+    assert_eq!(first, schedule(&m, &x, Batching::One).unwrap());
+    assert_eq!(
+        programs(3, &x, &first),
+        programs(3, &x, &schedule(&m, &x, Batching::One).unwrap())
+    );
+}
+
+#[test]
+fn the_critical_path_goes_first() {
+    let m = line(100.0, 1);
+    // Transfer 0 (a → b) has nothing after it; transfer 1 (a → b) feeds transfer 2 (b → c).
+    let x = vec![t(0, 1, 0, 0, &[]), t(0, 1, 0, 1, &[]), t(1, 2, 1, 1, &[1])];
+    let table = schedule(&m, &x, Batching::One).unwrap();
+    assert_eq!(table.step, [1, 0, 1]);
+    assert_eq!(table.steps, 2);
+    // A rank holds a chain back: ranked 2, transfer 1 now waits for transfer 0.
+    let mut ranked = x.clone();
+    ranked[1].rank = 2;
+    ranked[2].rank = 2;
+    assert_eq!(
+        schedule(&m, &ranked, Batching::One).unwrap().step,
+        [0, 1, 2]
+    );
+}
+
+#[test]
+fn cycles_missing_dependencies_and_bad_routes_are_errors() {
+    let m = line(100.0, 1);
+    let cycle = vec![t(0, 1, 0, 0, &[1]), t(1, 2, 1, 0, &[0])];
+    assert!(matches!(
+        schedule(&m, &cycle, Batching::One),
+        Err(DagError::Cycle { .. })
+    ));
+    let missing = vec![t(0, 1, 0, 0, &[7])];
+    assert_eq!(
+        schedule(&m, &missing, Batching::One),
+        Err(DagError::UnknownDependency {
+            transfer: TransferId(0),
+            missing: TransferId(7)
+        })
+    );
+    // L2 does not touch a.
+    let e = schedule(&m, &[t(0, 2, 1, 0, &[])], Batching::One).unwrap_err();
+    assert_eq!(e.to_string(), "transfer 0: link L2 does not touch a");
+    // L1 leads from a to b, not to c.
+    let e = schedule(&m, &[t(0, 2, 0, 0, &[])], Batching::One).unwrap_err();
+    assert!(e.to_string().contains("ends at b, not at c"), "{e}");
+    assert_eq!(
+        schedule(&m, &[], Batching::One).unwrap(),
+        Timetable {
+            step: vec![],
+            send: vec![],
+            steps: 0
+        }
+    );
+}
+
+#[test]
+fn a_link_twice_as_fast_carries_two_chunks_per_send() {
+    let m = line(200.0, 1);
+    let x = relay();
+    let table = schedule(&m, &x, Batching::ByBandwidth).unwrap();
+    check(&m, &x, &table);
+    // L1 sends chunks in pairs (3 steps); L2, the slowest link, one at a time after them.
+    assert_eq!(table.step[0], table.step[2]);
+    assert_eq!(table.send[0], table.send[2]);
+    assert_eq!(table.steps, 7);
+    let programs = programs(3, &x, &table);
+    let Instr::Send { chunks, .. } = &programs[0].steps[0][0] else {
+        panic!("a sends first");
+    };
+    assert_eq!(chunks, &[ChunkId(0), ChunkId(1)]);
+    let Instr::Recv { chunks, mode, .. } = &programs[1].steps[0][0] else {
+        panic!("b receives");
+    };
+    assert_eq!((chunks.len(), *mode), (2, RecvMode::Store));
+}
+
+#[test]
+fn programs_list_sends_before_receives() {
+    let m = line(100.0, 1);
+    // b sends to a and to c in the same step, and receives from c.
+    let x = vec![t(1, 0, 0, 0, &[]), t(1, 2, 1, 1, &[]), t(2, 1, 1, 2, &[])];
+    let table = schedule(&m, &x, Batching::One).unwrap();
+    assert_eq!(table.steps, 1);
+    let p = programs(3, &x, &table);
+    let kinds: Vec<bool> = p[1].steps[0]
+        .iter()
+        .map(|i| matches!(i, Instr::Send { .. }))
+        .collect();
+    assert_eq!(kinds, [true, true, false]);
+    assert_eq!(p[0].steps[0].len(), 1);
+}
