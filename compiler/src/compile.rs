@@ -34,7 +34,7 @@ pub struct PhaseNote {
     pub method: Method,
     /// Why this method (for `auto`).
     pub reason: String,
-    /// The embedded rings, one direction each, rendered with names.
+    /// The embedded rings, one direction each, or the tree stages, rendered with names.
     pub rings: Vec<String>,
 }
 
@@ -272,17 +272,15 @@ fn lower_phase(
     }
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
     for method in &candidates {
-        match method.embed(machine) {
-            Ok(rings) => {
-                let logical = ring::orient(machine, &rings);
-                let phase =
-                    ring::lower(spec, method.name(), machine, &logical).ok_or_else(|| {
-                        Problem::at(
-                            at.clone(),
-                            "internal: lowering refused a supported collective",
-                            "here",
-                        )
-                    })?;
+        match method.lower(spec, machine) {
+            Ok(lowered) => {
+                let (phase, rings) = lowered.ok_or_else(|| {
+                    Problem::at(
+                        at.clone(),
+                        "internal: lowering refused a supported collective",
+                        "here",
+                    )
+                })?;
                 let reason = if wanted == "auto" {
                     let skipped: Vec<String> = refusals
                         .iter()
@@ -300,7 +298,7 @@ fn lower_phase(
                     phase: spec.name.clone(),
                     method: *method,
                     reason,
-                    rings: rings.iter().map(|r| r.describe(machine)).collect(),
+                    rings,
                 };
                 return Ok((phase, note));
             }

@@ -4,12 +4,14 @@
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
+//! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); after `ring`, which is faster on `examples/tree-asym.ron` (its slow leaf link bounds both, and `ring` keeps it busier) |
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` picks the first method in this table that
 //! applies.
 
 pub mod ring;
+pub mod tree;
 
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::machine::{Machine, Shape};
@@ -22,16 +24,19 @@ pub enum Method {
     LadderRings,
     /// Ring collectives over Hamiltonian rings (the machine's own ring, or found by search).
     Ring,
+    /// Seed 002: level-by-level reduce-scatter and gather on a `Tree` machine.
+    Tree,
 }
 
 impl Method {
     /// Every method, in the order `auto` tries them.
-    pub const ALL: [Method; 2] = [Method::LadderRings, Method::Ring];
+    pub const ALL: [Method; 3] = [Method::LadderRings, Method::Ring, Method::Tree];
 
     /// The method's name on the command line and in schedules.
     pub fn name(self) -> &'static str {
         match self {
             Method::LadderRings => "ladder-rings",
+            Method::Tree => "tree",
             Method::Ring => "ring",
         }
     }
@@ -58,6 +63,12 @@ impl Method {
                     "`ladder-rings` runs on `Ladder` machines only".to_string(),
                 ))
             }
+            (Method::Tree, _) => {
+                return Err(EmbedError::NotApplicable(
+                    "`tree` embeds no rings: it combines level by level through a `Tree` machine (`topoc compile --algorithm tree`)"
+                        .to_string(),
+                ))
+            }
             (Method::Ring, Shape::Ring) => vec![natural_ring(machine)],
             (Method::Ring, _) if machine.has_switches() => vec![routed::switched_ring(machine)?],
             (Method::Ring, shape) => match structured_rings(machine, shape) {
@@ -67,6 +78,25 @@ impl Method {
         };
         embed::prove_rings(machine, &rings)?;
         Ok(rings)
+    }
+}
+
+impl Method {
+    /// Lowers `spec` on `machine` with this method: the phase and a line per ring or stage
+    /// for humans, why the method does not apply, or `Ok(None)` for a collective it does not
+    /// lower.
+    pub fn lower(
+        self,
+        spec: &ring::PhaseSpec,
+        machine: &Machine,
+    ) -> Result<Option<(schedule_ir::Phase, Vec<String>)>, EmbedError> {
+        if self == Method::Tree {
+            return tree::lower(spec, machine);
+        }
+        let rings = self.embed(machine)?;
+        let logical = ring::orient(machine, &rings);
+        Ok(ring::lower(spec, self.name(), machine, &logical)
+            .map(|phase| (phase, rings.iter().map(|r| r.describe(machine)).collect())))
     }
 }
 
