@@ -157,3 +157,19 @@ proptest! {
         runs(&verified, &[DType::I32], &[0, 1, elements], &text);
     }
 }
+
+#[test]
+fn check_lists_the_tree_stages() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_topoc"))
+        .args(["check", "examples/tree-asym.ron"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("tree: 3 stage(s), level by level"), "{text}");
+    assert!(
+        text.contains("height 3: `root` combines its children s0, s1, p5"),
+        "{text}"
+    );
+}

@@ -20,6 +20,18 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
         degrees.iter().max().unwrap_or(&0),
     );
     for method in Method::ALL {
+        if method == Method::Tree {
+            match topoc::lower::tree::stages_of(&machine) {
+                Ok(stages) => {
+                    println!("  {method}: {} stage(s), level by level", stages.len());
+                    for s in stages {
+                        println!("    {}", abbreviate(&s));
+                    }
+                }
+                Err(e) => println!("  {method}: does not apply: {e}"),
+            }
+            continue;
+        }
         match method.embed(&machine) {
             Ok(rings) => {
                 println!(

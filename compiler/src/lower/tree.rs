@@ -193,6 +193,18 @@ pub fn lower(
     Ok(Some((phase, described)))
 }
 
+/// Whether `tree` applies to `machine`: the stages it would run, one line each, or why not.
+pub fn stages_of(machine: &Machine) -> Result<Vec<String>, EmbedError> {
+    if machine.shape != Shape::Tree {
+        return Err(EmbedError::NotApplicable(
+            "`tree` runs on intact `Tree` machines only".to_string(),
+        ));
+    }
+    let tree = rooted(machine)?;
+    let phi = holders(machine, &tree);
+    Ok(stages(machine, &tree, &phi).1)
+}
+
 /// Roots the machine at node 0 and checks it is a tree whose leaves are the processors.
 fn rooted(machine: &Machine) -> Result<Rooted, EmbedError> {
     let n = machine.node_count();
@@ -348,12 +360,15 @@ fn stages(
         let names = |v: &[NodeId]| -> Vec<String> {
             v.iter().map(|&c| machine.node(c).name.clone()).collect()
         };
-        described.push(format!(
-            "height {}: `{}` combines its children {} in {} transfer(s)",
+        described.push((
             height[u],
-            machine.node(NodeId::new(u)).name,
-            names(kids).join(", "),
-            grouped.len()
+            format!(
+                "height {}: `{}` combines its children {} in {} transfer(s)",
+                height[u],
+                machine.node(NodeId::new(u)).name,
+                names(kids).join(", "),
+                grouped.len()
+            ),
         ));
         levels[height[u] - 1].extend(grouped.into_iter().map(|((from, to), (shift, chunks))| {
             Transfer {
@@ -367,7 +382,11 @@ fn stages(
     for level in &mut levels {
         level.sort_by_key(|t| t.key);
     }
-    (levels, described)
+    described.sort_by_key(|(h, _)| *h);
+    (
+        levels,
+        described.into_iter().map(|(_, line)| line).collect(),
+    )
 }
 
 /// The tree path from `from` to `to`: links up to the lowest common ancestor, then down.
