@@ -80,6 +80,25 @@ fn ring_is_faster_than_tree_on_tree_asym_so_auto_picks_ring() {
     assert_eq!(auto.schedule().phases[0].algorithm, "ring");
 }
 
+/// Where uplinks carry several transfers per step, `tree` beats the ring: fewer steps and a
+/// better estimate (`examples/tree-fat.ron` says so in its comment).
+#[test]
+fn tree_beats_ring_on_a_fat_tree() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/tree-fat.ron");
+    let source = std::fs::read_to_string(path).unwrap();
+    let measure = |method: &str| {
+        let v = compile(&source, method);
+        let s = v.schedule();
+        (
+            s.phases[0].steps,
+            cost::estimate(&s.machine, &s.phases[0]).seconds,
+        )
+    };
+    let ((tree_steps, tree), (ring_steps, ring)) = (measure("tree"), measure("ring"));
+    assert_eq!((tree_steps, ring_steps), (12, 30));
+    assert!(tree < ring, "tree {tree} s, ring {ring} s");
+}
+
 /// A random tree in the topology syntax: 2 to `max_procs` (at least 2) processors, switches at most
 /// `depth` levels deep with at most `fanout` children, random bandwidths and lanes.
 fn random_tree(seed: u64, max_procs: usize, depth: u32, fanout: u32, collective: &str) -> String {
