@@ -4,7 +4,7 @@
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
-//! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); after `ring`, which is faster on `examples/tree-asym.ron` (its slow leaf link bounds both, and `ring` keeps it busier) |
+//! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); `auto` tries it after `ring`, which is faster on `examples/tree-asym.ron` (its slow leaf link bounds both and the ring keeps it busier) and wherever uplinks carry one transfer per step; `tree` wins where uplinks have lanes (`examples/tree-fat.ron`: 12 steps against 30) |
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` picks the first method in this table that
