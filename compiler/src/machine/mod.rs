@@ -245,6 +245,7 @@ impl Machine {
                 .map(|n| schedule_ir::Node {
                     name: n.name.clone(),
                     kind: n.kind,
+                    capacity: None,
                 })
                 .collect(),
             links: self

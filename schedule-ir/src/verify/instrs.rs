@@ -168,7 +168,12 @@ impl<'a> InstrChecker<'a> {
                 node: node(self.machine, at),
                 action: action(self.machine, act),
             });
-        } else if kind(self.machine, peer) == Some(NodeKind::Switch) {
+        } else if self
+            .machine
+            .nodes
+            .get(peer.index())
+            .is_some_and(|n| !n.runs_program())
+        {
             self.errors.push(VerifyError::PeerIsSwitch {
                 phase: self.phase.name.clone(),
                 step,
