@@ -36,7 +36,7 @@ enum Command {
     Compile {
         /// The topology file (RON).
         file: PathBuf,
-        /// Lowering method for every exchange phase: auto, ladder-rings, ring or tree.
+        /// Lowering method for every exchange phase: auto, ladder-rings, in-network, ring or tree.
         #[arg(long, default_value = "auto")]
         algorithm: String,
         /// Output format of the schedule.

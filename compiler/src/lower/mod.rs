@@ -3,6 +3,7 @@
 //! | method         | machines                         | embedding                        |
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
+//! | `in-network`   | single-switch `Fabric` whose NICs and switch reduce | seed 003: segments of at most the MTU reduced rank → NIC → switch and sent back, in batches that fit the devices' segment units ([`in_network`]); allreduce only |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
 //! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); `auto` tries it after `ring`, which is faster on `examples/tree-asym.ron` (its slow leaf link bounds both and the ring keeps it busier) and wherever uplinks carry one transfer per step; `tree` wins where uplinks have lanes (`examples/tree-fat.ron`: 12 steps against 30) |
 //!
@@ -10,6 +11,7 @@
 //! method uses every link direction it embeds. `auto` picks the first method in this table that
 //! applies.
 
+pub mod in_network;
 pub mod ring;
 pub mod tree;
 
@@ -22,6 +24,8 @@ use std::fmt;
 pub enum Method {
     /// Seed 004: the ladder's two barley-twist rings, both directions.
     LadderRings,
+    /// Seed 003: allreduce in the NICs and the switch of a `Fabric`, segment by segment.
+    InNetwork,
     /// Ring collectives over Hamiltonian rings (the machine's own ring, or found by search).
     Ring,
     /// Seed 002: level-by-level reduce-scatter and gather on a `Tree` machine.
@@ -30,13 +34,19 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order `auto` tries them.
-    pub const ALL: [Method; 3] = [Method::LadderRings, Method::Ring, Method::Tree];
+    pub const ALL: [Method; 4] = [
+        Method::LadderRings,
+        Method::InNetwork,
+        Method::Ring,
+        Method::Tree,
+    ];
 
     /// The method's name on the command line and in schedules.
     pub fn name(self) -> &'static str {
         match self {
             Method::LadderRings => "ladder-rings",
             Method::Tree => "tree",
+            Method::InNetwork => "in-network",
             Method::Ring => "ring",
         }
     }
@@ -61,6 +71,12 @@ impl Method {
             (Method::LadderRings, _) => {
                 return Err(EmbedError::NotApplicable(
                     "`ladder-rings` runs on `Ladder` machines only".to_string(),
+                ))
+            }
+            (Method::InNetwork, _) => {
+                return Err(EmbedError::NotApplicable(
+                    "`in-network` embeds no rings: the NICs and the switch combine segments"
+                        .to_string(),
                 ))
             }
             (Method::Tree, _) => {
@@ -90,8 +106,10 @@ impl Method {
         spec: &ring::PhaseSpec,
         machine: &Machine,
     ) -> Result<Option<(schedule_ir::Phase, Vec<String>)>, EmbedError> {
-        if self == Method::Tree {
-            return tree::lower(spec, machine);
+        match self {
+            Method::Tree => return tree::lower(spec, machine),
+            Method::InNetwork => return in_network::lower(spec, machine),
+            Method::LadderRings | Method::Ring => {}
         }
         let rings = self.embed(machine)?;
         let logical = ring::orient(machine, &rings);

@@ -1,0 +1,254 @@
+//! `in-network`: seed 003's allreduce in the NICs and the switch of a single-switch `Fabric`.
+//!
+//! The vector is cut into segments of at most the MTU (the smaller of the NICs' and the
+//! switch's), one chunk each. Segments travel in **batches** of `B`, one batch launched every
+//! `stride` steps; batch `g` launched at step `t` goes:
+//!
+//! 1. step `t`: every rank sends the batch to its NIC, which stores the first rank's copy and
+//!    reduces the others in (program order: ranks in id order);
+//! 2. step `t+1`: every NIC sends its partial to the switch, which stores the first and
+//!    reduces the others in;
+//! 3. step `t+2`: the switch sends the finished batch to every NIC, which stores it;
+//! 4. step `t+3`: every NIC sends it to every local rank, which stores it.
+//!
+//! Each batch holds a NIC's unit for four steps (partial, then result) and the switch's for
+//! two, so `B = min(nic units / 4, switch units / 2)` when that is at least 1 (`stride = 1`),
+//! else `B = 1` and batches are spaced so that no device ever holds more segments than it has
+//! units — what the verifier's capacity pass checks. Each link direction carries one transfer
+//! per step: ranks→NIC, NIC→switch, switch→NIC and NIC→ranks of different batches use
+//! different directions.
+//!
+//! Applies to allreduce on a fabric with one switch whose NICs and switch all reduce. When the
+//! switch or a NIC cannot reduce, the method says so and `auto` goes on to `ring`, which runs
+//! through the NICs and the switch. Two-level fabrics (leaf switches under a spine) are not
+//! lowered in-network yet.
+
+use super::ring::{even_chunks, PhaseSpec};
+use crate::embed::EmbedError;
+use crate::machine::{Machine, Shape};
+use schedule_ir::{
+    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind,
+    Phase, Program, RecvMode,
+};
+
+/// A host: its NIC, the NIC's link to the switch, and its ranks with their links to the NIC.
+type Host = (NodeId, LinkId, Vec<(NodeId, LinkId)>);
+
+/// A single-switch fabric: every NIC with its ranks and links, and the switch.
+struct Layout {
+    /// The hosts, NICs in id order.
+    hosts: Vec<Host>,
+    switch: NodeId,
+    /// Segment units of each NIC (the smallest) and of the switch.
+    nic_units: u32,
+    switch_units: u32,
+    /// The smallest MTU of the NICs and the switch, in bytes.
+    mtu_bytes: u32,
+}
+
+fn refuse(why: String) -> EmbedError {
+    EmbedError::NotApplicable(format!("`in-network`: {why}"))
+}
+
+/// Finds the fabric's layout, or why `in-network` does not apply.
+fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
+    if machine.shape != Shape::Fabric {
+        return Err(refuse("runs on intact `Fabric` machines only".into()));
+    }
+    let name = |n: NodeId| machine.node(n).name.clone();
+    let mut hosts: Vec<Host> = Vec::new();
+    for rank in machine.compute_nodes() {
+        let [(link, nic)] = machine.links_at(rank)[..] else {
+            return Err(refuse(format!("rank `{}` is not on one NIC", name(rank))));
+        };
+        match hosts.iter_mut().find(|h| h.0 == nic) {
+            Some(h) => h.2.push((rank, link)),
+            None => hosts.push((nic, link, vec![(rank, link)])),
+        }
+    }
+    hosts.sort_by_key(|h| h.0);
+    let caps = |n: NodeId| machine.devices.get(&n).copied();
+    let mut nic_units = u32::MAX;
+    let mut mtu_bytes = u32::MAX;
+    for &(nic, _, _) in &hosts {
+        match caps(nic) {
+            Some(c) if c.reduces && c.segment_buffers > 0 => {
+                nic_units = nic_units.min(c.segment_buffers);
+                mtu_bytes = mtu_bytes.min(c.mtu_bytes);
+            }
+            _ => {
+                return Err(refuse(format!(
+                    "NIC `{}` cannot reduce; `ring` runs through the NICs and the switch instead",
+                    name(nic)
+                )))
+            }
+        }
+    }
+    let mut switch = None;
+    for host in &mut hosts {
+        let up: Vec<(LinkId, NodeId)> = machine
+            .links_at(host.0)
+            .into_iter()
+            .filter(|(_, n)| machine.node(*n).kind == NodeKind::Switch)
+            .collect();
+        let [(link, sw)] = up[..] else {
+            return Err(refuse(format!(
+                "NIC `{}` is not on one switch",
+                name(host.0)
+            )));
+        };
+        if switch.is_some_and(|s| s != sw) {
+            return Err(refuse(
+                "two-level fabrics (leaf switches under a spine) are not lowered in-network yet"
+                    .into(),
+            ));
+        }
+        switch = Some(sw);
+        host.1 = link;
+    }
+    let Some(switch) = switch else {
+        return Err(refuse("the fabric has no switch".into()));
+    };
+    let switch_units = match caps(switch) {
+        Some(c) if c.reduces && c.segment_buffers > 0 => {
+            mtu_bytes = mtu_bytes.min(c.mtu_bytes);
+            c.segment_buffers
+        }
+        _ => {
+            return Err(refuse(format!(
+                "the switch `{}` cannot reduce; `ring` runs through it instead",
+                name(switch)
+            )))
+        }
+    };
+    Ok(Layout {
+        hosts,
+        switch,
+        nic_units,
+        switch_units,
+        mtu_bytes,
+    })
+}
+
+/// Lowers `spec` in the network. `Ok(None)` is never returned for an allreduce; other
+/// collectives are refused with a reason, so that `auto` moves on.
+pub fn lower(
+    spec: &PhaseSpec,
+    machine: &Machine,
+) -> Result<Option<(Phase, Vec<String>)>, EmbedError> {
+    let l = layout(machine)?;
+    if spec.collective != Collective::AllReduce {
+        return Err(refuse(format!(
+            "lowers allreduce only, not {}",
+            spec.collective
+        )));
+    }
+    let seg_elems = (u64::from(l.mtu_bytes) / spec.dtype.size_bytes()).max(1);
+    let segments = usize::try_from(spec.elements.div_ceil(seg_elems).max(1))
+        .map_err(|_| refuse("too many segments".into()))?;
+    let full = (l.nic_units / 4).min(l.switch_units / 2) as usize;
+    let (batch, stride) = if full >= 1 {
+        (full, 1)
+    } else {
+        let need = |units: u32, steps: u32| steps.div_ceil(units.max(1)) as usize;
+        (1, need(l.nic_units, 4).max(need(l.switch_units, 2)))
+    };
+    let batches = segments.div_ceil(batch);
+    let steps = (batches - 1) * stride + 4;
+
+    let mut programs: Vec<Program> = (0..machine.node_count())
+        .map(|i| {
+            let id = NodeId::new(i);
+            let runs = machine.node(id).kind == NodeKind::Compute
+                || id == l.switch
+                || l.hosts.iter().any(|h| h.0 == id);
+            Program {
+                steps: if runs {
+                    vec![Vec::new(); steps]
+                } else {
+                    Vec::new()
+                },
+            }
+        })
+        .collect();
+    let data = BufferId(0);
+    let mut put = |node: NodeId, step: usize, instr: Instr| {
+        programs[node.index()].steps[step].push(instr);
+    };
+    let send = |link, to, chunks: &[ChunkId]| Instr::Send {
+        link,
+        via: Vec::new(),
+        to,
+        buffer: data,
+        chunks: chunks.to_vec(),
+    };
+    let recv = |link, from, chunks: &[ChunkId], mode| Instr::Recv {
+        link,
+        from,
+        buffer: data,
+        chunks: chunks.to_vec(),
+        mode,
+    };
+    let first_or = |first: bool| {
+        if first {
+            RecvMode::Store
+        } else {
+            RecvMode::Reduce
+        }
+    };
+    for g in 0..batches {
+        let chunks: Vec<ChunkId> = (g * batch..((g + 1) * batch).min(segments))
+            .map(ChunkId::new)
+            .collect();
+        let t = g * stride;
+        for (h, (nic, up, ranks)) in l.hosts.iter().enumerate() {
+            for (r, &(rank, link)) in ranks.iter().enumerate() {
+                put(rank, t, send(link, *nic, &chunks));
+                put(*nic, t, recv(link, rank, &chunks, first_or(r == 0)));
+            }
+            put(*nic, t + 1, send(*up, l.switch, &chunks));
+            put(l.switch, t + 1, recv(*up, *nic, &chunks, first_or(h == 0)));
+            put(l.switch, t + 2, send(*up, *nic, &chunks));
+            put(*nic, t + 2, recv(*up, l.switch, &chunks, RecvMode::Store));
+            for &(rank, link) in ranks {
+                put(*nic, t + 3, send(link, rank, &chunks));
+                put(rank, t + 3, recv(link, *nic, &chunks, RecvMode::Store));
+            }
+        }
+    }
+    // Sends before receives in every program: a fixed, readable order (writes keep theirs).
+    for program in &mut programs {
+        for step in &mut program.steps {
+            step.sort_by_key(|i| !matches!(i, Instr::Send { .. }));
+        }
+    }
+    let chunks = even_chunks(spec.elements, segments)
+        .into_iter()
+        .map(|(start, end)| Chunk {
+            start,
+            end,
+            owner: None,
+        })
+        .collect();
+    let described = vec![format!(
+        "{segments} segment(s) of at most {} B, {batch} per batch every {stride} step(s): ranks → NIC → `{}` → NICs → ranks",
+        l.mtu_bytes,
+        machine.node(l.switch).name
+    )];
+    let phase = Phase {
+        name: spec.name.clone(),
+        collective: spec.collective,
+        op: spec.op,
+        dtype: spec.dtype,
+        elements: spec.elements,
+        algorithm: "in-network".to_string(),
+        chunks,
+        buffers: vec![Buffer {
+            name: "data".to_string(),
+            kind: BufferKind::Data,
+        }],
+        steps: u32::try_from(steps).unwrap_or(u32::MAX),
+        programs,
+    };
+    Ok(Some((phase, described)))
+}
