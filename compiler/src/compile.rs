@@ -272,7 +272,7 @@ fn lower_phase(
     }
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
     for method in &candidates {
-        match method.lower(spec, machine) {
+        match method.lower(spec, machine, wanted == "auto") {
             Ok(lowered) => {
                 let (phase, rings) = lowered.ok_or_else(|| {
                     Problem::at(

@@ -102,7 +102,48 @@ fn where_the_network_cannot_reduce_auto_falls_back_to_ring_and_says_why() {
         dumb.notes[0].reason
     );
     assert!(dumb.notes[0].reason.contains("cannot reduce"));
-    let two_level = compile(&fabric(8, 8, 256, "leaf_switches: 2,"), "auto");
-    assert_eq!(two_level.notes[0].method.name(), "ring");
-    assert!(two_level.notes[0].reason.contains("two-level"));
+}
+
+/// A switch that cannot reduce, or leaf switches under a spine: asked for, `in-network` runs a
+/// ring among the NICs and says why; under `auto` it gives way to `ring` where that is faster.
+#[test]
+fn without_a_reducing_switch_the_nics_run_a_ring() {
+    let no_switch = read("fabric.ron").replace("switch: (reduce: true", "switch: (reduce: false");
+    let two_level = read("fabric.ron").replace("hosts: 4,", "hosts: 4, leaf_switches: 2,");
+    for (source, why) in [
+        (&no_switch, "the switch `SW` cannot reduce"),
+        (&two_level, "leaf switches under a spine"),
+    ] {
+        let nic_ring = compile(source, "in-network");
+        assert!(
+            nic_ring.notes[0].rings[0].contains(why),
+            "{:?}",
+            nic_ring.notes
+        );
+        assert!(nic_ring.notes[0].rings[0].contains("a ring among the 4 NICs"));
+        let phase = &nic_ring.schedule.schedule().phases[0];
+        for elements in [0, 1, 7, 30_011] {
+            let adjusted = trial::adjust(nic_ring.schedule.clone(), None, Some(elements)).unwrap();
+            let run = trial::run_phase(&adjusted, &adjusted.schedule().phases[0], 5).unwrap();
+            assert!(run.ok(), "{why} × {elements}: {:?}", run.mismatch);
+        }
+        assert_eq!(phase.algorithm, "in-network");
+        let auto = compile(source, "auto");
+        assert_eq!(auto.notes[0].method.name(), "ring");
+        assert!(
+            auto.notes[0].reason.contains("is slower than `ring`"),
+            "{}",
+            auto.notes[0].reason
+        );
+    }
+    // Few units and few segments: waves smaller than the NIC count leave pieces empty.
+    let small = fabric(2, 1, 256, "leaf_switches: 2,");
+    let compiled = compile(&small, "in-network");
+    let run = trial::run_phase(
+        &compiled.schedule,
+        &compiled.schedule.schedule().phases[0],
+        1,
+    )
+    .unwrap();
+    assert!(run.ok(), "{:?}", run.mismatch);
 }

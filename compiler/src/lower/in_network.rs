@@ -18,10 +18,12 @@
 //! per step: ranks→NIC, NIC→switch, switch→NIC and NIC→ranks of different batches use
 //! different directions.
 //!
-//! Applies to allreduce on a fabric with one switch whose NICs and switch all reduce. When the
-//! switch or a NIC cannot reduce, the method says so and `auto` goes on to `ring`, which runs
-//! through the NICs and the switch. Two-level fabrics (leaf switches under a spine) are not
-//! lowered in-network yet.
+//! Applies to allreduce on a fabric whose NICs reduce. When the NICs cannot reduce, the method
+//! says so and `auto` goes on to `ring`, which runs through the NICs and the switch. When the
+//! switch cannot reduce, or the fabric has leaf switches under a spine, it falls back to a ring
+//! among the NICs ([`super::nic_ring`]) and says so; under `auto` only when that beats `ring`
+//! through the ranks by the cost model (else it refuses, giving both estimates). Reducing in the
+//! leaf switches and the spine of a two-level fabric is not done yet.
 
 use super::ring::{even_chunks, PhaseSpec};
 use crate::embed::EmbedError;
@@ -31,19 +33,20 @@ use schedule_ir::{
     Phase, Program, RecvMode,
 };
 
-/// A host: its NIC, the NIC's link to the switch, and its ranks with their links to the NIC.
-type Host = (NodeId, LinkId, Vec<(NodeId, LinkId)>);
+/// A host: its NIC, the NIC's link to its switch, and its ranks with their links to the NIC.
+pub(super) type Host = (NodeId, LinkId, Vec<(NodeId, LinkId)>);
 
-/// A single-switch fabric: every NIC with its ranks and links, and the switch.
-struct Layout {
+/// A fabric whose NICs reduce: every NIC with its ranks and links, and the switch when there
+/// is one and it reduces.
+pub(super) struct Layout {
     /// The hosts, NICs in id order.
-    hosts: Vec<Host>,
-    switch: NodeId,
-    /// Segment units of each NIC (the smallest) and of the switch.
-    nic_units: u32,
-    switch_units: u32,
-    /// The smallest MTU of the NICs and the switch, in bytes.
-    mtu_bytes: u32,
+    pub(super) hosts: Vec<Host>,
+    /// The single switch and its segment units, when it reduces; else why not.
+    pub(super) switch: Result<(NodeId, u32), String>,
+    /// Segment units of each NIC (the smallest).
+    pub(super) nic_units: u32,
+    /// The smallest MTU of the fabric's devices, in bytes.
+    pub(super) mtu_bytes: u32,
 }
 
 fn refuse(why: String) -> EmbedError {
@@ -84,7 +87,10 @@ fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
             }
         }
     }
-    let mut switch = None;
+    for c in machine.devices.values() {
+        mtu_bytes = mtu_bytes.min(c.mtu_bytes.max(1));
+    }
+    let mut switch: Option<Result<NodeId, String>> = None;
     for host in &mut hosts {
         let up: Vec<(LinkId, NodeId)> = machine
             .links_at(host.0)
@@ -97,35 +103,27 @@ fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
                 name(host.0)
             )));
         };
-        if switch.is_some_and(|s| s != sw) {
-            return Err(refuse(
-                "two-level fabrics (leaf switches under a spine) are not lowered in-network yet"
-                    .into(),
-            ));
-        }
-        switch = Some(sw);
+        switch = match switch {
+            None => Some(Ok(sw)),
+            Some(Ok(s)) if s != sw => {
+                Some(Err("the fabric has leaf switches under a spine".to_string()))
+            }
+            other => other,
+        };
         host.1 = link;
     }
-    let Some(switch) = switch else {
-        return Err(refuse("the fabric has no switch".into()));
-    };
-    let switch_units = match caps(switch) {
-        Some(c) if c.reduces && c.segment_buffers > 0 => {
-            mtu_bytes = mtu_bytes.min(c.mtu_bytes);
-            c.segment_buffers
-        }
-        _ => {
-            return Err(refuse(format!(
-                "the switch `{}` cannot reduce; `ring` runs through it instead",
-                name(switch)
-            )))
-        }
+    let switch = match switch {
+        None => return Err(refuse("the fabric has no switch".into())),
+        Some(Err(why)) => Err(why),
+        Some(Ok(sw)) => match caps(sw) {
+            Some(c) if c.reduces && c.segment_buffers > 0 => Ok((sw, c.segment_buffers)),
+            _ => Err(format!("the switch `{}` cannot reduce", name(sw))),
+        },
     };
     Ok(Layout {
         hosts,
         switch,
         nic_units,
-        switch_units,
         mtu_bytes,
     })
 }
@@ -135,6 +133,7 @@ fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
 pub fn lower(
     spec: &PhaseSpec,
     machine: &Machine,
+    auto: bool,
 ) -> Result<Option<(Phase, Vec<String>)>, EmbedError> {
     let l = layout(machine)?;
     if spec.collective != Collective::AllReduce {
@@ -146,12 +145,34 @@ pub fn lower(
     let seg_elems = (u64::from(l.mtu_bytes) / spec.dtype.size_bytes()).max(1);
     let segments = usize::try_from(spec.elements.div_ceil(seg_elems).max(1))
         .map_err(|_| refuse("too many segments".into()))?;
-    let full = (l.nic_units / 4).min(l.switch_units / 2) as usize;
+    let (switch, switch_units) = match &l.switch {
+        Ok(s) => *s,
+        Err(why) => {
+            let (phase, described) = super::nic_ring::lower(spec, machine, &l, segments, why);
+            if auto {
+                // Under `auto`, the NIC ring only if it beats the ring through the ranks.
+                let ir = machine.to_ir();
+                let mine = schedule_ir::cost::estimate(&ir, &phase).seconds;
+                if let Ok(Some((ring, _))) = super::Method::Ring.lower(spec, machine, false) {
+                    let theirs = schedule_ir::cost::estimate(&ir, &ring).seconds;
+                    if theirs < mine {
+                        return Err(refuse(format!(
+                            "{why}, and a ring among the NICs ({:.1} µs) is slower than `ring` through the ranks ({:.1} µs)",
+                            mine * 1e6,
+                            theirs * 1e6
+                        )));
+                    }
+                }
+            }
+            return Ok(Some((phase, described)));
+        }
+    };
+    let full = (l.nic_units / 4).min(switch_units / 2) as usize;
     let (batch, stride) = if full >= 1 {
         (full, 1)
     } else {
         let need = |units: u32, steps: u32| steps.div_ceil(units.max(1)) as usize;
-        (1, need(l.nic_units, 4).max(need(l.switch_units, 2)))
+        (1, need(l.nic_units, 4).max(need(switch_units, 2)))
     };
     let batches = segments.div_ceil(batch);
     let steps = (batches - 1) * stride + 4;
@@ -160,7 +181,7 @@ pub fn lower(
         .map(|i| {
             let id = NodeId::new(i);
             let runs = machine.node(id).kind == NodeKind::Compute
-                || id == l.switch
+                || id == switch
                 || l.hosts.iter().any(|h| h.0 == id);
             Program {
                 steps: if runs {
@@ -206,10 +227,10 @@ pub fn lower(
                 put(rank, t, send(link, *nic, &chunks));
                 put(*nic, t, recv(link, rank, &chunks, first_or(r == 0)));
             }
-            put(*nic, t + 1, send(*up, l.switch, &chunks));
-            put(l.switch, t + 1, recv(*up, *nic, &chunks, first_or(h == 0)));
-            put(l.switch, t + 2, send(*up, *nic, &chunks));
-            put(*nic, t + 2, recv(*up, l.switch, &chunks, RecvMode::Store));
+            put(*nic, t + 1, send(*up, switch, &chunks));
+            put(switch, t + 1, recv(*up, *nic, &chunks, first_or(h == 0)));
+            put(switch, t + 2, send(*up, *nic, &chunks));
+            put(*nic, t + 2, recv(*up, switch, &chunks, RecvMode::Store));
             for &(rank, link) in ranks {
                 put(*nic, t + 3, send(link, rank, &chunks));
                 put(rank, t + 3, recv(link, *nic, &chunks, RecvMode::Store));
@@ -233,7 +254,7 @@ pub fn lower(
     let described = vec![format!(
         "{segments} segment(s) of at most {} B, {batch} per batch every {stride} step(s): ranks → NIC → `{}` → NICs → ranks",
         l.mtu_bytes,
-        machine.node(l.switch).name
+        machine.node(switch).name
     )];
     let phase = Phase {
         name: spec.name.clone(),

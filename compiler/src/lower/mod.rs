@@ -3,7 +3,7 @@
 //! | method         | machines                         | embedding                        |
 //! |----------------|----------------------------------|----------------------------------|
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
-//! | `in-network`   | single-switch `Fabric` whose NICs and switch reduce | seed 003: segments of at most the MTU reduced rank → NIC → switch and sent back, in batches that fit the devices' segment units ([`in_network`]); allreduce only |
+//! | `in-network`   | `Fabric` whose NICs reduce | seed 003: segments of at most the MTU reduced rank → NIC → switch and sent back, in batches that fit the devices' segment units ([`in_network`]); without a reducing switch, a ring among the NICs ([`nic_ring`]); allreduce only |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
 //! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); `auto` tries it after `ring`, which is faster on `examples/tree-asym.ron` (its slow leaf link bounds both and the ring keeps it busier) and wherever uplinks carry one transfer per step; `tree` wins where uplinks have lanes (`examples/tree-fat.ron`: 12 steps against 30) |
 //!
@@ -12,6 +12,7 @@
 //! applies.
 
 pub mod in_network;
+pub mod nic_ring;
 pub mod ring;
 pub mod tree;
 
@@ -100,15 +101,17 @@ impl Method {
 impl Method {
     /// Lowers `spec` on `machine` with this method: the phase and a line per ring or stage
     /// for humans, why the method does not apply, or `Ok(None)` for a collective it does not
-    /// lower.
+    /// lower. `auto`: the method is being tried by `auto`, so a fallback slower than a later
+    /// method is refused (with both estimates) rather than taken.
     pub fn lower(
         self,
         spec: &ring::PhaseSpec,
         machine: &Machine,
+        auto: bool,
     ) -> Result<Option<(schedule_ir::Phase, Vec<String>)>, EmbedError> {
         match self {
             Method::Tree => return tree::lower(spec, machine),
-            Method::InNetwork => return in_network::lower(spec, machine),
+            Method::InNetwork => return in_network::lower(spec, machine, auto),
             Method::LadderRings | Method::Ring => {}
         }
         let rings = self.embed(machine)?;
