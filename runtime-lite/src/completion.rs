@@ -177,3 +177,43 @@ impl Devices {
         self.runs += 1;
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::test_common::{build_schedule, star_allreduce, star_machine};
+
+    /// A device with one unit receiving two segments in one step: the second request finds no
+    /// free unit (a schedule the verifier would refuse).
+    #[test]
+    fn a_request_without_a_free_unit_is_a_buffer_error() {
+        let mut machine = star_machine(3);
+        machine.nodes[3].capacity = Some(1);
+        let mut phase = star_allreduce(
+            3,
+            "grads",
+            schedule_ir::ReduceOp::Sum,
+            schedule_ir::DType::I32,
+            8,
+        );
+        let recv = Instr::Recv {
+            link: schedule_ir::LinkId(0),
+            from: NodeId(0),
+            buffer: BufferId(0),
+            chunks: vec![ChunkId(0), ChunkId(1)],
+            mode: schedule_ir::RecvMode::Store,
+        };
+        phase.programs[3].steps = vec![vec![recv]; phase.steps as usize];
+        let schedule = build_schedule(machine, vec![phase]);
+        let mut devices = Devices::new(&schedule, &schedule.phases[0]);
+        devices.start();
+        devices.step_done(0);
+        let statuses: Vec<Status> = devices.completions.iter().map(|c| c.status).collect();
+        assert_eq!(statuses, [Status::Done, Status::BufferError]);
+        assert!(devices
+            .completions
+            .iter()
+            .all(|c| c.device == NodeId(3) && c.message == 0));
+    }
+}
