@@ -147,3 +147,18 @@ fn without_a_reducing_switch_the_nics_run_a_ring() {
     .unwrap();
     assert!(run.ok(), "{:?}", run.mismatch);
 }
+
+#[test]
+fn check_says_how_in_network_applies() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_topoc"))
+        .args(["check", "examples/fabric.ron"])
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("in-network: 4 NICs (64 units each) reduce into `SW` (256 units), segments of at most 4096 B"),
+        "{text}"
+    );
+}

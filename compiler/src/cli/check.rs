@@ -20,6 +20,13 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
         degrees.iter().max().unwrap_or(&0),
     );
     for method in Method::ALL {
+        if method == Method::InNetwork {
+            match topoc::lower::in_network::applies(&machine) {
+                Ok(how) => println!("  {method}: {how}"),
+                Err(e) => println!("  {method}: does not apply: {e}"),
+            }
+            continue;
+        }
         if method == Method::Tree {
             match topoc::lower::tree::stages_of(&machine) {
                 Ok(stages) => {

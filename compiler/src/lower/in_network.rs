@@ -128,6 +128,26 @@ fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
     })
 }
 
+/// Whether `in-network` applies to `machine`, and how, in a line for humans (`topoc check`).
+pub fn applies(machine: &Machine) -> Result<String, EmbedError> {
+    let l = layout(machine)?;
+    Ok(match &l.switch {
+        Ok((sw, units)) => format!(
+            "{} NICs ({} units each) reduce into `{}` ({units} units), segments of at most {} B",
+            l.hosts.len(),
+            l.nic_units,
+            machine.node(*sw).name,
+            l.mtu_bytes
+        ),
+        Err(why) => format!(
+            "{why}: a ring among the {} NICs ({} units each), segments of at most {} B",
+            l.hosts.len(),
+            l.nic_units,
+            l.mtu_bytes
+        ),
+    })
+}
+
 /// Lowers `spec` in the network. `Ok(None)` is never returned for an allreduce; other
 /// collectives are refused with a reason, so that `auto` moves on.
 pub fn lower(
