@@ -102,6 +102,7 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
         let knobs = Knobs {
             variant: options.variant.or(decl.variant),
             slices,
+            auto: wanted == "auto",
         };
         match lower_phase(&machine, at, spec, &wanted, &knobs) {
             Ok((phase, note)) => {

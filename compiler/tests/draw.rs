@@ -260,6 +260,7 @@ fn switch_schedule() -> Schedule {
     let node = |name: &str, kind| Node {
         name: name.to_string(),
         kind,
+        capacity: None,
     };
     let machine = Machine {
         name: "star-3".to_string(),

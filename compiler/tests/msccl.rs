@@ -276,6 +276,7 @@ fn star_schedule() -> Schedule {
     let compute = |name: &str| Node {
         name: name.to_string(),
         kind: NodeKind::Compute,
+        capacity: None,
     };
     let link = |name: &str, a: usize, lanes: u32| Link {
         name: name.to_string(),
@@ -323,6 +324,7 @@ fn star_schedule() -> Schedule {
                 Node {
                     name: "S".to_string(),
                     kind: NodeKind::Switch,
+                    capacity: None,
                 },
             ],
             links: vec![link("LA", 0, 2), link("LB", 1, 1), link("LC", 2, 1)],
@@ -459,6 +461,7 @@ fn two_node_phase(collective: Collective, chunks: Vec<Chunk>, programs: Vec<Prog
                 .map(|n| Node {
                     name: n.to_string(),
                     kind: NodeKind::Compute,
+                    capacity: None,
                 })
                 .collect(),
             links: vec![Link {

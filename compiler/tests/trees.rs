@@ -79,7 +79,7 @@ fn auto_uses_trees_where_rings_do_not_apply() {
         assert_eq!(note.method.name(), "trees");
         assert!(
             note.reason.contains("ring does not apply")
-                || note.reason.contains("ring do not lower broadcast"),
+                || note.reason.contains("do not lower broadcast; using trees"),
             "{}",
             note.reason
         );

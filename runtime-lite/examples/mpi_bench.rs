@@ -179,6 +179,7 @@ fn one_size<T: MpiElement>(
     let verified = schedule_ir::verify(Schedule {
         format_version: schedule.format_version,
         machine: schedule.machine.clone(),
+        program: Vec::new(),
         phases: vec![resized],
     })
     .map_err(|e| text(e.into()))?;

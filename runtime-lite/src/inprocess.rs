@@ -3,12 +3,13 @@
 //!
 //! Buffers are indexed by compute node in [`NodeId`] order: `buffers[i]` belongs to the `i`-th
 //! compute node of [`Machine::compute_nodes`](schedule_ir::Machine::compute_nodes); switches
-//! have no buffer. Per step, every node runs its send half (start-of-step reads), the messages
+//! have no buffer, except devices (switches with a capacity), whose buffers the driver keeps. Per step, every node runs its send half (start-of-step reads), the messages
 //! are moved into their receivers' inboxes, then every node runs its receive half (writes). A
 //! transfer costs one copy out of the sender's buffer and one copy or combine into the
 //! receiver's; message vectors are recycled, so after the first step nothing is allocated.
 
 use crate::buffer::Buffers;
+use crate::completion::{Completion, Devices};
 use crate::element::Element;
 use crate::error::Error;
 use crate::exec::{check_dtype, NodeExecutor};
@@ -23,8 +24,17 @@ use std::sync::Arc;
 pub struct InProcess<T: Element> {
     phase: String,
     steps: u32,
-    /// One executor per compute node, in node order.
+    /// One executor per compute node, in node order, then one per device (a switch with a
+    /// capacity, which runs a program).
     executors: Vec<NodeExecutor<T>>,
+    /// How many of `executors` are compute nodes.
+    compute: usize,
+    /// The devices' buffers: their data vectors, which are not the caller's (devices have no
+    /// input and no result). They start zeroed; a verified schedule reads nothing of them
+    /// before writing it.
+    device_buffers: Vec<Vec<T>>,
+    /// The devices' segment units and completion entries.
+    units: Devices,
     /// For each [`NodeId`] index, the position of that compute node in `executors`.
     position: Vec<Option<usize>>,
     outbox: Vec<Message<T>>,
@@ -45,8 +55,8 @@ impl<T: Element> InProcess<T> {
         check_dtype::<T>(&p.name, p.dtype)?;
         let info = Arc::new(plan::phase_info(&s.machine, p)?);
         let mut position = vec![None; s.machine.nodes.len()];
-        let mut executors = Vec::with_capacity(info.compute.len());
-        for (i, &node) in info.compute.iter().enumerate() {
+        let mut executors = Vec::with_capacity(info.compute.len() + info.devices.len());
+        for (i, &node) in info.compute.iter().chain(&info.devices).enumerate() {
             if let Some(cell) = position.get_mut(node.index()) {
                 *cell = Some(i);
             }
@@ -54,6 +64,9 @@ impl<T: Element> InProcess<T> {
             executors.push(NodeExecutor::from_plan(Arc::clone(&info), node_plan)?);
         }
         Ok(InProcess {
+            compute: info.compute.len(),
+            units: Devices::new(s, p),
+            device_buffers: vec![Vec::new(); info.devices.len()],
             phase: p.name.clone(),
             steps: p.steps,
             inboxes: (0..executors.len()).map(|_| Vec::new()).collect(),
@@ -63,9 +76,18 @@ impl<T: Element> InProcess<T> {
         })
     }
 
+    /// One completion entry per work request the devices served, over every run so far (see
+    /// [`Completion`]); empty when the machine has no device.
+    pub fn completions(&self) -> &[Completion] {
+        &self.units.completions
+    }
+
     /// The compute nodes, in the order their buffers are given.
     pub fn nodes(&self) -> Vec<NodeId> {
-        self.executors.iter().map(NodeExecutor::node).collect()
+        self.executors[..self.compute]
+            .iter()
+            .map(NodeExecutor::node)
+            .collect()
     }
 
     /// Runs the phase on `inputs` (one vector per compute node, in node order) and returns
@@ -80,27 +102,35 @@ impl<T: Element> InProcess<T> {
     /// Every step's messages are checked before any node applies its writes of that step, so
     /// after an error `buffers` hold the state at the end of the last completed step.
     pub fn run_in_place(&mut self, buffers: &mut [Vec<T>]) -> Result<(), Error> {
-        if buffers.len() != self.executors.len() {
+        if buffers.len() != self.compute {
             return Err(Error::WrongBufferCount {
                 phase: self.phase.clone(),
-                expected: self.executors.len(),
+                expected: self.compute,
                 found: buffers.len(),
             });
         }
-        for (executor, buffer) in self.executors.iter_mut().zip(buffers.iter()) {
+        let len = buffers.first().map_or(0, Vec::len);
+        for device in &mut self.device_buffers {
+            device.clear();
+            device.resize(len, T::ZERO);
+        }
+        let all = buffers.iter().chain(self.device_buffers.iter());
+        for (executor, buffer) in self.executors.iter_mut().zip(all) {
             executor.start(buffer.len())?;
         }
         // Nothing left over from a run that stopped with an error.
         self.outbox.clear();
         self.inboxes.iter_mut().for_each(Vec::clear);
+        self.units.start();
         for k in 0..self.steps as usize {
             let step = StepId::new(k);
-            for (executor, buffer) in self.executors.iter_mut().zip(buffers.iter()) {
+            let all = buffers.iter().chain(self.device_buffers.iter());
+            for (executor, buffer) in self.executors.iter_mut().zip(all) {
                 executor.send_half(step, buffer, &mut self.outbox)?;
             }
             for message in self.outbox.drain(..) {
                 let to = message.key.to;
-                // Plans only address compute nodes, so every message has an inbox.
+                // Plans only address compute nodes and devices, so every message has an inbox.
                 if let Some(inbox) = self
                     .position
                     .get(to.index())
@@ -114,10 +144,13 @@ impl<T: Element> InProcess<T> {
             for (executor, inbox) in self.executors.iter_mut().zip(&mut self.inboxes) {
                 executor.check_half(step, inbox)?;
             }
-            for (executor, buffer) in self.executors.iter_mut().zip(buffers.iter_mut()) {
+            let all = buffers.iter_mut().chain(self.device_buffers.iter_mut());
+            for (executor, buffer) in self.executors.iter_mut().zip(all) {
                 executor.apply_half(step, buffer)?;
             }
+            self.units.step_done(k);
         }
+        self.units.finish();
         Ok(())
     }
 }

@@ -3,7 +3,8 @@
 //! # Contents
 //! - [`load`], [`find_node`]: read and verify a schedule, pick a node by name;
 //! - [`run_phase`] / [`InProcess`]: run a phase with every compute node in this process (tests,
-//!   `topoc run`);
+//!   `topoc run`), devices (reducing NICs and switches) included, recording a [`Completion`]
+//!   per work request a device serves;
 //! - [`run_node_phase`] / [`NodeExecutor`]: run one node's part of a phase over a
 //!   [`Transport`] (embedding in a BSP node program, one node per process — MPI);
 //! - [`reference()`], [`compare`]: what each node must hold, by a plain loop, and the check of a
@@ -86,6 +87,7 @@
 //! ```
 
 mod buffer;
+mod completion;
 mod element;
 mod error;
 mod exec;
@@ -106,6 +108,7 @@ mod test_common;
 mod tests;
 
 pub use buffer::{AnyBuffer, Buffers};
+pub use completion::{Completion, Status};
 pub use element::Element;
 pub use error::Error;
 pub use exec::{run_node_phase, run_node_phase_any, NodeExecutor};

@@ -24,6 +24,8 @@ pub(crate) struct PhaseInfo {
     link_names: Vec<String>,
     /// The compute nodes, in id order: the order of the in-process driver's buffers.
     pub compute: Vec<NodeId>,
+    /// The devices (switches with a capacity, which run programs), in id order.
+    pub devices: Vec<NodeId>,
 }
 
 impl PhaseInfo {
@@ -169,7 +171,10 @@ pub(crate) fn phase_info(machine: &Machine, phase: &Phase) -> Result<PhaseInfo, 
     for (node, program) in machine.nodes.iter().zip(&phase.programs) {
         let where_ = format!("node {}", node.name);
         match node.kind {
-            NodeKind::Compute if program.steps.len() != phase.steps as usize => {
+            _ if node.runs_program()
+                && !(node.kind == NodeKind::Switch && program.steps.is_empty())
+                && program.steps.len() != phase.steps as usize =>
+            {
                 return Err(malformed(
                     &where_,
                     format!(
@@ -179,7 +184,9 @@ pub(crate) fn phase_info(machine: &Machine, phase: &Phase) -> Result<PhaseInfo, 
                     ),
                 ));
             }
-            NodeKind::Switch if program.steps.iter().any(|s| !s.is_empty()) => {
+            NodeKind::Switch
+                if node.capacity.is_none() && program.steps.iter().any(|s| !s.is_empty()) =>
+            {
                 return Err(malformed(
                     &where_,
                     "the node is a switch but its program has instructions".into(),
@@ -197,6 +204,13 @@ pub(crate) fn phase_info(machine: &Machine, phase: &Phase) -> Result<PhaseInfo, 
         node_names: machine.nodes.iter().map(|n| n.name.clone()).collect(),
         link_names: machine.links.iter().map(|l| l.name.clone()).collect(),
         compute: machine.compute_nodes().collect(),
+        devices: machine
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Switch && n.capacity.is_some())
+            .map(|(i, _)| NodeId::new(i))
+            .collect(),
     })
 }
 
@@ -292,9 +306,9 @@ impl Ctx<'_> {
 
     fn peer(&self, id: NodeId) -> Result<NodeId, Error> {
         match self.machine.nodes.get(id.index()) {
-            Some(n) if n.kind == NodeKind::Compute => Ok(id),
+            Some(n) if n.runs_program() => Ok(id),
             Some(n) => Err(self.error(format!(
-                "the peer {} is a switch; transfers go between compute nodes",
+                "the peer {} is a switch; transfers go between compute nodes and devices",
                 n.name
             ))),
             None => Err(self.error(format!("the peer {id} does not exist"))),

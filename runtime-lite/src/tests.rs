@@ -137,7 +137,7 @@ fn a_transfer_to_a_switch_and_a_switch_with_a_program() {
     let schedule = build_schedule(star_machine(3), vec![phase]);
     assert_eq!(
         InProcess::<i32>::from_schedule(&schedule, "grads").unwrap_err().to_string(),
-        "phase `grads`: cannot execute the schedule at node N0, step 0, instruction 1: the peer S is a switch; transfers go between compute nodes"
+        "phase `grads`: cannot execute the schedule at node N0, step 0, instruction 1: the peer S is a switch; transfers go between compute nodes and devices"
     );
 
     let mut phase = star_allreduce(3, "grads", ReduceOp::Sum, DType::I32, 8);

@@ -169,6 +169,19 @@ pub struct Node {
     pub name: String,
     /// Whether the node computes or only forwards.
     pub kind: NodeKind,
+    /// For a switch that can combine data in the network (seed 003's reducing NICs and
+    /// switches, a *device*): how many chunks of its buffers may be live at once (its segment
+    /// buffer units; see [`Phase::programs`]). At least 1. `None` for every other node, and
+    /// always `None` on a compute node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
+}
+
+impl Node {
+    /// Whether the node runs a program: a compute node, or a switch with a capacity.
+    pub fn runs_program(&self) -> bool {
+        self.kind == NodeKind::Compute || self.capacity.is_some()
+    }
 }
 
 /// What a node can do.
@@ -176,7 +189,9 @@ pub struct Node {
 pub enum NodeKind {
     /// A processing node: holds a data buffer, sends, receives and reduces.
     Compute,
-    /// A switch: forwards transfers along routes and does no arithmetic. It runs no program.
+    /// A switch: forwards transfers along routes. It runs no program, unless it has a
+    /// [`Node::capacity`]: then it is a *device* that may also hold, send, receive and combine
+    /// chunks like a compute node, but has no input and no result.
     Switch,
 }
 
@@ -236,7 +251,11 @@ pub struct Phase {
     pub buffers: Vec<Buffer>,
     /// The number of BSP steps; every program has exactly this many.
     pub steps: u32,
-    /// One program per node, indexed by [`NodeId`]. Switch programs are empty.
+    /// One program per node, indexed by [`NodeId`]. A switch's program is empty unless the
+    /// switch is a device ([`Node::capacity`]). A device's buffers start undefined; a chunk of
+    /// a device's buffer is *live* from a step that writes it to the last step that reads it
+    /// before it is written again (the write's own step when nothing reads it), and in no step
+    /// are more than `capacity` chunks of a device live.
     pub programs: Vec<Program>,
 }
 
@@ -303,7 +322,7 @@ pub enum Instr {
         /// nodes). Empty for a direct transfer. The last link of the route ends at `to`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         via: Vec<LinkId>,
-        /// The receiving compute node.
+        /// The receiving compute node or device.
         to: NodeId,
         /// The buffer read.
         buffer: BufferId,
@@ -314,7 +333,7 @@ pub enum Instr {
     Recv {
         /// The last link of the sender's route; one endpoint is the receiving node.
         link: LinkId,
-        /// The sending compute node.
+        /// The sending compute node or device.
         from: NodeId,
         /// The buffer written at the end of the step.
         buffer: BufferId,

@@ -111,6 +111,7 @@ fn routes_count_every_link_they_cross() {
     s.machine.nodes.push(schedule_ir::Node {
         name: "S".into(),
         kind: NodeKind::Switch,
+        capacity: None,
     });
     for (name, b) in [("L4", 0), ("L5", 2)] {
         let mut link = s.machine.links[0].clone();
@@ -701,6 +702,7 @@ fn switches_and_peers() {
     s.machine.nodes.push(schedule_ir::Node {
         name: "S".into(),
         kind: NodeKind::Switch,
+        capacity: None,
     });
     let mut to_switch = s.machine.links[0].clone();
     to_switch.name = "L3".into();
@@ -804,6 +806,7 @@ fn owners_roots_and_compute_nodes() {
     s.machine.nodes.push(schedule_ir::Node {
         name: "S".into(),
         kind: NodeKind::Switch,
+        capacity: None,
     });
     phase(&mut s).programs.push(Default::default());
     phase(&mut s).chunks[1].owner = Some(NodeId(3));

@@ -13,6 +13,25 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
     print!("{}", summary::summarize(&machine));
     print!("{}", summary::extras(&machine));
     for method in Method::ALL {
+        if method == Method::InNetwork {
+            match topoc::lower::in_network::applies(&machine) {
+                Ok(how) => println!("  {method}: {how}"),
+                Err(e) => println!("  {method}: does not apply: {e}"),
+            }
+            continue;
+        }
+        if method == Method::Tree {
+            match topoc::lower::tree::stages_of(&machine) {
+                Ok(stages) => {
+                    println!("  {method}: {} stage(s), level by level", stages.len());
+                    for s in stages {
+                        println!("    {}", abbreviate(&s));
+                    }
+                }
+                Err(e) => println!("  {method}: does not apply: {e}"),
+            }
+            continue;
+        }
         if method == Method::Trees {
             match topoc::embed::trees::pack(&machine, schedule_ir::Collective::AllReduce) {
                 Ok(packing) => {

@@ -43,7 +43,7 @@ enum Command {
         /// The topology file (RON).
         file: PathBuf,
         /// Lowering method for every exchange phase: auto, ladder-rings, rotated-hd,
-        /// cube-planes, ring, trees or halving-doubling.
+        /// cube-planes, in-network, ring, tree, trees or halving-doubling.
         #[arg(long, default_value = "auto")]
         algorithm: String,
         /// Slices per round for halving-doubling, in every phase (1 to 64; default: each

@@ -5,7 +5,9 @@
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
 //! | `rotated-hd`   | `Hypercube`, `Cube`, equal-sided `Torus` | halving-doubling with the dimensions rotated per part ([`rotated`]) |
 //! | `cube-planes`  | `Cube` (allreduce only)          | seed 000's face rings, methods 300 and 400 ([`cube_planes`]) |
+//! | `in-network`   | `Fabric` whose NICs reduce | seed 003: segments of at most the MTU reduced rank → NIC → switch and sent back, in batches that fit the devices' segment units ([`in_network`]); without a reducing switch, a ring among the NICs ([`nic_ring`]); allreduce only |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
+//! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); after `ring`, which is faster where uplinks carry one transfer per step; `tree` wins where uplinks have lanes (`examples/tree-fat.ron`) |
 //! | `trees`        | any connected machine of compute nodes | spanning trees packed by an LP ([`trees`], [`crate::embed::trees`]) |
 //! | `halving-doubling` | any machine whose compute nodes reach each other | seed 001's pipelined recursive halving/doubling; no rings, every transfer routed ([`halving_doubling`]) |
 //!
@@ -18,9 +20,12 @@ pub mod balance;
 pub mod cube_planes;
 pub mod dag;
 pub mod halving_doubling;
+pub mod in_network;
+pub mod nic_ring;
 pub mod ring;
 pub mod rotated;
 pub mod steps;
+pub mod tree;
 pub mod trees;
 
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
@@ -36,8 +41,12 @@ pub enum Method {
     RotatedHd,
     /// Seed 000: allreduce on the cube's six faces (methods 300 and 400).
     CubePlanes,
+    /// Seed 003: allreduce in the NICs and the switch of a `Fabric`, segment by segment.
+    InNetwork,
     /// Ring collectives over Hamiltonian rings (the machine's own ring, or found by search).
     Ring,
+    /// Seed 002: level-by-level reduce-scatter and gather on a `Tree` machine.
+    Tree,
     /// Collectives over packed spanning trees: the generic method for any connected machine.
     Trees,
     /// Seed 001: pipelined recursive halving/doubling over routed transfers.
@@ -51,6 +60,9 @@ pub struct Knobs {
     pub variant: Option<u32>,
     /// `halving-doubling`: slices per round (the last repeats; empty: the default).
     pub slices: Vec<usize>,
+    /// The method is being tried by `auto`: a fallback slower than a later method declines
+    /// (with both estimates) rather than being taken (`in-network`'s ring among the NICs).
+    pub auto: bool,
 }
 
 /// A lowered phase with what the compiler reports about it.
@@ -67,11 +79,13 @@ pub struct Lowered {
 
 impl Method {
     /// Every method, in the order `auto` tries them.
-    pub const ALL: [Method; 6] = [
+    pub const ALL: [Method; 8] = [
         Method::LadderRings,
         Method::RotatedHd,
         Method::CubePlanes,
+        Method::InNetwork,
         Method::Ring,
+        Method::Tree,
         Method::Trees,
         Method::HalvingDoubling,
     ];
@@ -82,6 +96,8 @@ impl Method {
             Method::LadderRings => "ladder-rings",
             Method::RotatedHd => "rotated-hd",
             Method::CubePlanes => "cube-planes",
+            Method::InNetwork => "in-network",
+            Method::Tree => "tree",
             Method::Ring => "ring",
             Method::Trees => "trees",
             Method::HalvingDoubling => "halving-doubling",
@@ -91,7 +107,10 @@ impl Method {
     /// Whether the method lowers `collective`.
     pub fn supports(self, collective: schedule_ir::Collective) -> bool {
         match self {
-            Method::LadderRings | Method::Ring | Method::RotatedHd => ring::supports(collective),
+            Method::LadderRings | Method::Ring | Method::RotatedHd | Method::Tree => {
+                ring::supports(collective)
+            }
+            Method::InNetwork => collective == schedule_ir::Collective::AllReduce,
             Method::CubePlanes => collective == schedule_ir::Collective::AllReduce,
             Method::Trees => trees::supports(collective),
             Method::HalvingDoubling => halving_doubling::supports(collective),
@@ -140,6 +159,25 @@ impl Method {
                 })?;
                 let lowered = cube_planes::lower(spec, self.name(), machine, v)?;
                 Ok(structured(lowered.phase, Some(lowered.detail)))
+            }
+            Method::Tree | Method::InNetwork => {
+                let lowered = if self == Method::Tree {
+                    tree::lower(spec, machine)?
+                } else {
+                    in_network::lower(spec, machine, knobs.auto)?
+                };
+                let (phase, lines) = lowered.ok_or_else(|| {
+                    EmbedError::NotApplicable(format!(
+                        "`{self}` does not lower {}",
+                        spec.collective
+                    ))
+                })?;
+                Ok(Lowered {
+                    phase,
+                    rings: lines,
+                    embedding: Vec::new(),
+                    detail: None,
+                })
             }
             Method::Trees => {
                 let packing = embed::trees::pack(machine, spec.collective)?;
@@ -209,6 +247,18 @@ impl Method {
             (Method::LadderRings, _) => {
                 return Err(EmbedError::NotApplicable(
                     "`ladder-rings` runs on `Ladder` machines only".to_string(),
+                ))
+            }
+            (Method::InNetwork, _) => {
+                return Err(EmbedError::NotApplicable(
+                    "`in-network` embeds no rings: the NICs and the switch combine segments"
+                        .to_string(),
+                ))
+            }
+            (Method::Tree, _) => {
+                return Err(EmbedError::NotApplicable(
+                    "`tree` embeds no rings: it combines level by level through a `Tree` machine"
+                        .to_string(),
                 ))
             }
             (Method::RotatedHd | Method::CubePlanes, _) => {

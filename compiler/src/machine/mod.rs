@@ -244,10 +244,20 @@ impl Machine {
             name: self.name.clone(),
             nodes: self
                 .graph
-                .node_weights()
-                .map(|n| schedule_ir::Node {
-                    name: n.name.clone(),
-                    kind: n.kind,
+                .node_indices()
+                .map(|i| {
+                    let n = &self.graph[i];
+                    // Reducing devices carry their segment units; other nodes none.
+                    let capacity = self
+                        .devices
+                        .get(&NodeId::new(i.index()))
+                        .filter(|c| c.reduces && c.segment_buffers > 0)
+                        .map(|c| c.segment_buffers);
+                    schedule_ir::Node {
+                        name: n.name.clone(),
+                        kind: n.kind,
+                        capacity,
+                    }
                 })
                 .collect(),
             links: self

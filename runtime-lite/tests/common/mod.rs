@@ -26,6 +26,7 @@ pub fn ring_machine(p: usize) -> Machine {
             .map(|i| Node {
                 name: format!("N{i}"),
                 kind: NodeKind::Compute,
+                capacity: None,
             })
             .collect(),
         links: (0..p)
@@ -40,11 +41,13 @@ pub fn star_machine(p: usize) -> Machine {
         .map(|i| Node {
             name: format!("N{i}"),
             kind: NodeKind::Compute,
+            capacity: None,
         })
         .collect();
     nodes.push(Node {
         name: "S".into(),
         kind: NodeKind::Switch,
+        capacity: None,
     });
     Machine {
         name: format!("star-{p}"),

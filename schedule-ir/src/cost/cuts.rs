@@ -196,6 +196,7 @@ mod tests {
                 .map(|&(name, kind)| Node {
                     name: name.into(),
                     kind,
+                    capacity: None,
                 })
                 .collect(),
             links: links

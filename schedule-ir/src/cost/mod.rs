@@ -372,6 +372,7 @@ mod tests {
         let node = |name: &str, kind| Node {
             name: name.into(),
             kind,
+            capacity: None,
         };
         let link = |name: &str, a, b, gbps, lat| Link {
             name: name.into(),

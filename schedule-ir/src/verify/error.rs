@@ -341,6 +341,30 @@ pub enum VerifyError {
         /// The switch.
         node: Named<NodeId>,
     },
+    /// A node's capacity is given on a compute node, or is 0.
+    #[error(
+        "node {node} has capacity {capacity}, but only switches have a capacity, of at least 1"
+    )]
+    BadCapacity {
+        /// The node.
+        node: Named<NodeId>,
+        /// The capacity given.
+        capacity: u32,
+    },
+    /// A device holds more live chunks in a step than its capacity.
+    #[error("phase `{phase}`, {step}: device {node} holds {live} live chunk(s), more than its capacity of {capacity}")]
+    CapacityExceeded {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The device.
+        node: Named<NodeId>,
+        /// Chunks live in the step.
+        live: usize,
+        /// The device's capacity.
+        capacity: u32,
+    },
     /// An instruction names an id that does not exist.
     #[error("phase `{phase}`, {step}: {node}'s {action} names {id}, but {}", id.count_phrase(*count))]
     UnknownId {

@@ -148,8 +148,20 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
     }
     let mut node_names: BTreeMap<&str, NodeId> = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
-        let Node { name, kind: _ } = n;
+        let Node {
+            name,
+            kind,
+            capacity,
+        } = n;
         let id = super::node_id(i);
+        if let Some(c) = *capacity {
+            if *kind == NodeKind::Compute || c == 0 {
+                errors.push(VerifyError::BadCapacity {
+                    node: super::node(machine, id),
+                    capacity: c,
+                });
+            }
+        }
         if let Some(&first) = node_names.get(name.as_str()) {
             errors.push(VerifyError::DuplicateNodeName {
                 name: name.clone(),
@@ -370,7 +382,7 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
             });
         }
         match n_info.kind {
-            NodeKind::Switch => {
+            NodeKind::Switch if n_info.capacity.is_none() => {
                 if let Some(k) = program_steps.iter().position(|s| !s.is_empty()) {
                     checker.report(VerifyError::SwitchProgram {
                         phase: name.clone(),
@@ -379,14 +391,14 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
                     });
                 }
             }
-            NodeKind::Compute => {}
+            NodeKind::Switch | NodeKind::Compute => {}
         }
     }
     // Instructions, step by step, like the later passes.
     let longest = programs.iter().map(|p| p.steps.len()).max().unwrap_or(0);
     for k in 0..longest {
         for (n, (program, n_info)) in programs.iter().zip(&machine.nodes).enumerate() {
-            if n_info.kind != NodeKind::Compute {
+            if !n_info.runs_program() {
                 continue;
             }
             for instr in program.steps.get(k).into_iter().flatten() {

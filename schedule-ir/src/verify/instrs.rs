@@ -1,8 +1,7 @@
 //! Pass 1, well-formed, for instructions: ids in range, peers, routes and chunk lists.
 
-use super::handles::kind;
 use super::{action, buffer, link, node, AnyId, VerifyError};
-use crate::{ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, StepId};
+use crate::{ChunkId, Instr, LinkId, Machine, NodeId, Phase, StepId};
 
 /// Checks instructions, with a reusable marker array for repeated chunks.
 pub(super) struct InstrChecker<'a> {
@@ -168,7 +167,12 @@ impl<'a> InstrChecker<'a> {
                 node: node(self.machine, at),
                 action: action(self.machine, act),
             });
-        } else if kind(self.machine, peer) == Some(NodeKind::Switch) {
+        } else if self
+            .machine
+            .nodes
+            .get(peer.index())
+            .is_some_and(|n| !n.runs_program())
+        {
             self.errors.push(VerifyError::PeerIsSwitch {
                 phase: self.phase.name.clone(),
                 step,

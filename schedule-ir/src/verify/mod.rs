@@ -24,6 +24,8 @@
 //!   [`VerifyError::DuplicateLinkName`];
 //! - both endpoints of every link exist — [`VerifyError::LinkEndpointUnknown`] — and differ —
 //!   [`VerifyError::LinkToItself`];
+//! - a node's `capacity`, when given, is on a switch and at least 1 —
+//!   [`VerifyError::BadCapacity`]; such a switch is a *device* and runs a program;
 //! - `bandwidth_gbps` is positive and finite, `latency_us` is non-negative and finite, `lanes`
 //!   is at least 1 — [`VerifyError::InvalidLink`].
 //!
@@ -40,15 +42,15 @@
 //!   one — [`VerifyError::MissingOwner`];
 //! - there is one program per node — [`VerifyError::ProgramCount`]; a compute node's program
 //!   has exactly `steps` steps, a switch's has no steps or exactly `steps` —
-//!   [`VerifyError::StepCount`]; a switch's program has no instruction —
-//!   [`VerifyError::SwitchProgram`].
+//!   [`VerifyError::StepCount`]; a switch's program has no instruction unless the switch is
+//!   a device — [`VerifyError::SwitchProgram`].
 //!
 //! Each instruction:
 //! - every node, link, buffer and chunk id it names exists — [`VerifyError::UnknownId`];
 //! - its chunk list is not empty — [`VerifyError::EmptyChunkList`] — and names no chunk twice —
 //!   [`VerifyError::RepeatedChunk`];
 //! - a send's or receive's peer is another node — [`VerifyError::PeerIsSelf`] — and a compute
-//!   node — [`VerifyError::PeerIsSwitch`];
+//!   node or a device — [`VerifyError::PeerIsSwitch`];
 //! - a send's `link` has the sender as an endpoint and a receive's `link` has the receiver as
 //!   an endpoint — [`VerifyError::WrongLink`];
 //! - a send's route `link, via…`, walked from the sender, is connected —
@@ -76,7 +78,9 @@
 //! Runs only on a phase whose transfers all match (an unmatched transfer has no defined
 //! effect). It executes the phase symbolically with the semantics of the [crate
 //! doc](crate#execution-semantics-bsp): for every compute node, buffer and chunk it tracks the
-//! set of compute nodes whose inputs are combined into it, or "undefined".
+//! set of compute nodes whose inputs are combined into it, or "undefined". Devices are tracked
+//! like compute nodes but have no input: their buffers start undefined, and the final check
+//! does not look at them.
 //! - Initial data buffer: allreduce, reduce-scatter, reduce: chunk `c` of node `n` holds `{n}`;
 //!   allgather: node `n` holds `{n}` in the chunks it owns, the others are undefined; broadcast:
 //!   the root holds `{root}` in every chunk, the other nodes nothing. Scratch buffers start
@@ -103,12 +107,19 @@
 //! reported by the final check.) A phase whose symbolic state would exceed 2²⁷ words is not
 //! executed — [`VerifyError::TooLarge`].
 //!
-//! # 5. Balance (`report.rs`)
+//! # 5. Capacity (`capacity.rs`)
+//!
+//! In every step, a device holds at most `capacity` live chunks (a chunk of a device's buffer
+//! is live from a write to the last read before the next write; a write nothing reads, in its
+//! own step only) — [`VerifyError::CapacityExceeded`], once per device, at the first step over.
+//!
+//! # 6. Balance (`report.rs`)
 //!
 //! Not a check: for a schedule that passed, the [`Report`] gives per phase and per step the
 //! bytes on each link direction, busy and idle directions, the busiest direction, bytes sent,
 //! any warnings, and the [cost model](crate::cost)'s estimate, lower bound and efficiency.
 
+mod capacity;
 mod conflicts;
 mod error;
 mod handles;
@@ -163,6 +174,7 @@ pub fn verify(schedule: Schedule) -> Result<VerifiedSchedule, VerifyErrors> {
             Some(matching) => symbolic::check(machine, phase, &matching, &mut errors),
             None => Vec::new(),
         };
+        capacity::check(machine, phase, &mut errors);
         warnings.push(phase_warnings);
     }
     if !errors.is_empty() {

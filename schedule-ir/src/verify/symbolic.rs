@@ -37,8 +37,11 @@ struct Run<'a> {
     warnings: Vec<Warning>,
     /// Compute index of every node (`u32::MAX` for switches).
     cindex: Vec<u32>,
-    /// The compute nodes, by compute index.
+    /// The nodes that hold state: the compute nodes (their index is their input's bit), then
+    /// the devices (switches with a capacity), which have no input.
     compute: Vec<NodeId>,
+    /// How many of `compute` are compute nodes (the inputs).
+    inputs: usize,
     /// Words per set.
     words: usize,
     chunks: usize,
@@ -68,7 +71,14 @@ impl<'a> Run<'a> {
                 compute.push(super::node_id(i));
             }
         }
-        let words = compute.len().div_ceil(64).max(1);
+        let inputs = compute.len();
+        for (i, n) in machine.nodes.iter().enumerate() {
+            if n.kind == NodeKind::Switch && n.runs_program() {
+                cindex[i] = u32::try_from(compute.len()).unwrap_or(u32::MAX);
+                compute.push(super::node_id(i));
+            }
+        }
+        let words = inputs.div_ceil(64).max(1);
         let buffers = phase.buffers.len();
         let chunks = phase.chunks.len();
         let slots = compute
@@ -98,6 +108,7 @@ impl<'a> Run<'a> {
             warnings: Vec::new(),
             cindex,
             compute,
+            inputs,
             words,
             chunks,
             sets: vec![0; total],
@@ -127,7 +138,7 @@ impl<'a> Run<'a> {
     /// The initial data buffer of the phase's collective (scratch stays undefined).
     fn initialise(&mut self) {
         let data = BufferId(0);
-        for ci in 0..self.compute.len() {
+        for ci in 0..self.inputs {
             let n = self.compute[ci];
             for c in 0..self.chunks {
                 let chunk = ChunkId(u32::try_from(c).unwrap_or(u32::MAX));
@@ -340,7 +351,7 @@ impl<'a> Run<'a> {
     /// Checks the final data buffer against the collective.
     fn finish(&mut self) {
         let w = self.words;
-        let p = self.compute.len();
+        let p = self.inputs;
         let mut all = vec![0u64; w];
         for bit in 0..p {
             all[bit / 64] |= 1 << (bit % 64);

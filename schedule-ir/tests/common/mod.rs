@@ -26,6 +26,7 @@ pub fn ring_machine(p: usize) -> Machine {
             .map(|i| Node {
                 name: format!("N{i}"),
                 kind: NodeKind::Compute,
+                capacity: None,
             })
             .collect(),
         links: (0..p)

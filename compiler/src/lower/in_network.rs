@@ -1,0 +1,296 @@
+//! `in-network`: seed 003's allreduce in the NICs and the switch of a single-switch `Fabric`.
+//!
+//! The vector is cut into segments of at most the MTU (the smaller of the NICs' and the
+//! switch's), one chunk each. Segments travel in **batches** of `B`, one batch launched every
+//! `stride` steps; batch `g` launched at step `t` goes:
+//!
+//! 1. step `t`: every rank sends the batch to its NIC, which stores the first rank's copy and
+//!    reduces the others in (program order: ranks in id order);
+//! 2. step `t+1`: every NIC sends its partial to the switch, which stores the first and
+//!    reduces the others in;
+//! 3. step `t+2`: the switch sends the finished batch to every NIC, which stores it;
+//! 4. step `t+3`: every NIC sends it to every local rank, which stores it.
+//!
+//! Each batch holds a NIC's unit for four steps (partial, then result) and the switch's for
+//! two, so `B = min(nic units / 4, switch units / 2)` when that is at least 1 (`stride = 1`),
+//! else `B = 1` and batches are spaced so that no device ever holds more segments than it has
+//! units — what the verifier's capacity pass checks. Each link direction carries one transfer
+//! per step: ranks→NIC, NIC→switch, switch→NIC and NIC→ranks of different batches use
+//! different directions.
+//!
+//! Applies to allreduce on a fabric whose NICs reduce. When the NICs cannot reduce, the method
+//! says so and `auto` goes on to `ring`, which runs through the NICs and the switch. When the
+//! switch cannot reduce, or the fabric has leaf switches under a spine, it falls back to a ring
+//! among the NICs ([`super::nic_ring`]) and says so; under `auto` only when that beats `ring`
+//! through the ranks by the cost model (else it refuses, giving both estimates). Reducing in the
+//! leaf switches and the spine of a two-level fabric is not done yet.
+
+use super::ring::{even_chunks, PhaseSpec};
+use crate::embed::EmbedError;
+use crate::machine::{Machine, Shape};
+use schedule_ir::{
+    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind,
+    Phase, Program, RecvMode,
+};
+
+/// A host: its NIC, the NIC's link to its switch, and its ranks with their links to the NIC.
+pub(super) type Host = (NodeId, LinkId, Vec<(NodeId, LinkId)>);
+
+/// A fabric whose NICs reduce: every NIC with its ranks and links, and the switch when there
+/// is one and it reduces.
+pub(super) struct Layout {
+    /// The hosts, NICs in id order.
+    pub(super) hosts: Vec<Host>,
+    /// The single switch and its segment units, when it reduces; else why not.
+    pub(super) switch: Result<(NodeId, u32), String>,
+    /// Segment units of each NIC (the smallest).
+    pub(super) nic_units: u32,
+    /// The smallest MTU of the fabric's devices, in bytes.
+    pub(super) mtu_bytes: u32,
+}
+
+fn refuse(why: String) -> EmbedError {
+    EmbedError::NotApplicable(format!("`in-network`: {why}"))
+}
+
+/// Finds the fabric's layout, or why `in-network` does not apply.
+fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
+    if machine.shape != Shape::Fabric {
+        return Err(refuse("runs on intact `Fabric` machines only".into()));
+    }
+    let name = |n: NodeId| machine.node(n).name.clone();
+    let mut hosts: Vec<Host> = Vec::new();
+    for rank in machine.compute_nodes() {
+        let [(link, nic)] = machine.links_at(rank)[..] else {
+            return Err(refuse(format!("rank `{}` is not on one NIC", name(rank))));
+        };
+        match hosts.iter_mut().find(|h| h.0 == nic) {
+            Some(h) => h.2.push((rank, link)),
+            None => hosts.push((nic, link, vec![(rank, link)])),
+        }
+    }
+    hosts.sort_by_key(|h| h.0);
+    let caps = |n: NodeId| machine.devices.get(&n).copied();
+    let mut nic_units = u32::MAX;
+    let mut mtu_bytes = u32::MAX;
+    for &(nic, _, _) in &hosts {
+        match caps(nic) {
+            Some(c) if c.reduces && c.segment_buffers > 0 => {
+                nic_units = nic_units.min(c.segment_buffers);
+                mtu_bytes = mtu_bytes.min(c.mtu_bytes);
+            }
+            _ => {
+                return Err(refuse(format!(
+                    "NIC `{}` cannot reduce; `ring` runs through the NICs and the switch instead",
+                    name(nic)
+                )))
+            }
+        }
+    }
+    for c in machine.devices.values() {
+        mtu_bytes = mtu_bytes.min(c.mtu_bytes.max(1));
+    }
+    let mut switch: Option<Result<NodeId, String>> = None;
+    for host in &mut hosts {
+        let up: Vec<(LinkId, NodeId)> = machine
+            .links_at(host.0)
+            .into_iter()
+            .filter(|(_, n)| machine.node(*n).kind == NodeKind::Switch)
+            .collect();
+        let [(link, sw)] = up[..] else {
+            return Err(refuse(format!(
+                "NIC `{}` is not on one switch",
+                name(host.0)
+            )));
+        };
+        switch = match switch {
+            None => Some(Ok(sw)),
+            Some(Ok(s)) if s != sw => {
+                Some(Err("the fabric has leaf switches under a spine".to_string()))
+            }
+            other => other,
+        };
+        host.1 = link;
+    }
+    let switch = match switch {
+        None => return Err(refuse("the fabric has no switch".into())),
+        Some(Err(why)) => Err(why),
+        Some(Ok(sw)) => match caps(sw) {
+            Some(c) if c.reduces && c.segment_buffers > 0 => Ok((sw, c.segment_buffers)),
+            _ => Err(format!("the switch `{}` cannot reduce", name(sw))),
+        },
+    };
+    Ok(Layout {
+        hosts,
+        switch,
+        nic_units,
+        mtu_bytes,
+    })
+}
+
+/// Whether `in-network` applies to `machine`, and how, in a line for humans (`topoc check`).
+pub fn applies(machine: &Machine) -> Result<String, EmbedError> {
+    let l = layout(machine)?;
+    Ok(match &l.switch {
+        Ok((sw, units)) => format!(
+            "{} NICs ({} units each) reduce into `{}` ({units} units), segments of at most {} B",
+            l.hosts.len(),
+            l.nic_units,
+            machine.node(*sw).name,
+            l.mtu_bytes
+        ),
+        Err(why) => format!(
+            "{why}: a ring among the {} NICs ({} units each), segments of at most {} B",
+            l.hosts.len(),
+            l.nic_units,
+            l.mtu_bytes
+        ),
+    })
+}
+
+/// Lowers `spec` in the network. `Ok(None)` is never returned for an allreduce; other
+/// collectives are refused with a reason, so that `auto` moves on.
+pub fn lower(
+    spec: &PhaseSpec,
+    machine: &Machine,
+    auto: bool,
+) -> Result<Option<(Phase, Vec<String>)>, EmbedError> {
+    let l = layout(machine)?;
+    if spec.collective != Collective::AllReduce {
+        return Err(refuse(format!(
+            "lowers allreduce only, not {}",
+            spec.collective
+        )));
+    }
+    let seg_elems = (u64::from(l.mtu_bytes) / spec.dtype.size_bytes()).max(1);
+    let segments = usize::try_from(spec.elements.div_ceil(seg_elems).max(1))
+        .map_err(|_| refuse("too many segments".into()))?;
+    let (switch, switch_units) = match &l.switch {
+        Ok(s) => *s,
+        Err(why) => {
+            let (phase, described) = super::nic_ring::lower(spec, machine, &l, segments, why);
+            if auto {
+                // Under `auto`, the NIC ring only if it beats the ring through the ranks.
+                let ir = machine.to_ir();
+                let mine = schedule_ir::cost::estimate(&ir, &phase).seconds;
+                let knobs = super::Knobs::default();
+                if let Ok(ring) = super::Method::Ring.lower(machine, spec, &knobs) {
+                    let theirs = schedule_ir::cost::estimate(&ir, &ring.phase).seconds;
+                    if theirs < mine {
+                        return Err(refuse(format!(
+                            "{why}, and a ring among the NICs ({:.1} µs) is slower than `ring` through the ranks ({:.1} µs)",
+                            mine * 1e6,
+                            theirs * 1e6
+                        )));
+                    }
+                }
+            }
+            return Ok(Some((phase, described)));
+        }
+    };
+    let full = (l.nic_units / 4).min(switch_units / 2) as usize;
+    let (batch, stride) = if full >= 1 {
+        (full, 1)
+    } else {
+        let need = |units: u32, steps: u32| steps.div_ceil(units.max(1)) as usize;
+        (1, need(l.nic_units, 4).max(need(switch_units, 2)))
+    };
+    let batches = segments.div_ceil(batch);
+    let steps = (batches - 1) * stride + 4;
+
+    let mut programs: Vec<Program> = (0..machine.node_count())
+        .map(|i| {
+            let id = NodeId::new(i);
+            let runs = machine.node(id).kind == NodeKind::Compute
+                || id == switch
+                || l.hosts.iter().any(|h| h.0 == id);
+            Program {
+                steps: if runs {
+                    vec![Vec::new(); steps]
+                } else {
+                    Vec::new()
+                },
+            }
+        })
+        .collect();
+    let data = BufferId(0);
+    let mut put = |node: NodeId, step: usize, instr: Instr| {
+        programs[node.index()].steps[step].push(instr);
+    };
+    let send = |link, to, chunks: &[ChunkId]| Instr::Send {
+        link,
+        via: Vec::new(),
+        to,
+        buffer: data,
+        chunks: chunks.to_vec(),
+    };
+    let recv = |link, from, chunks: &[ChunkId], mode| Instr::Recv {
+        link,
+        from,
+        buffer: data,
+        chunks: chunks.to_vec(),
+        mode,
+    };
+    let first_or = |first: bool| {
+        if first {
+            RecvMode::Store
+        } else {
+            RecvMode::Reduce
+        }
+    };
+    for g in 0..batches {
+        let chunks: Vec<ChunkId> = (g * batch..((g + 1) * batch).min(segments))
+            .map(ChunkId::new)
+            .collect();
+        let t = g * stride;
+        for (h, (nic, up, ranks)) in l.hosts.iter().enumerate() {
+            for (r, &(rank, link)) in ranks.iter().enumerate() {
+                put(rank, t, send(link, *nic, &chunks));
+                put(*nic, t, recv(link, rank, &chunks, first_or(r == 0)));
+            }
+            put(*nic, t + 1, send(*up, switch, &chunks));
+            put(switch, t + 1, recv(*up, *nic, &chunks, first_or(h == 0)));
+            put(switch, t + 2, send(*up, *nic, &chunks));
+            put(*nic, t + 2, recv(*up, switch, &chunks, RecvMode::Store));
+            for &(rank, link) in ranks {
+                put(*nic, t + 3, send(link, rank, &chunks));
+                put(rank, t + 3, recv(link, *nic, &chunks, RecvMode::Store));
+            }
+        }
+    }
+    // Sends before receives in every program: a fixed, readable order (writes keep theirs).
+    for program in &mut programs {
+        for step in &mut program.steps {
+            step.sort_by_key(|i| !matches!(i, Instr::Send { .. }));
+        }
+    }
+    let chunks = even_chunks(spec.elements, segments)
+        .into_iter()
+        .map(|(start, end)| Chunk {
+            start,
+            end,
+            owner: None,
+        })
+        .collect();
+    let described = vec![format!(
+        "{segments} segment(s) of at most {} B, {batch} per batch every {stride} step(s): ranks → NIC → `{}` → NICs → ranks",
+        l.mtu_bytes,
+        machine.node(switch).name
+    )];
+    let phase = Phase {
+        name: spec.name.clone(),
+        collective: spec.collective,
+        op: spec.op,
+        dtype: spec.dtype,
+        elements: spec.elements,
+        algorithm: "in-network".to_string(),
+        chunks,
+        buffers: vec![Buffer {
+            name: "data".to_string(),
+            kind: BufferKind::Data,
+        }],
+        steps: u32::try_from(steps).unwrap_or(u32::MAX),
+        programs,
+    };
+    Ok(Some((phase, described)))
+}
