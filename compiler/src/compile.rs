@@ -244,6 +244,8 @@ fn lower_phase(
         match method.embed(machine) {
             Ok(rings) => {
                 let logical = ring::both_directions(&rings);
+                let size = crate::limits::ring_instructions(spec.collective, &logical);
+                crate::limits::check(at, machine.node_count(), size)?;
                 let phase = ring::lower(spec, method.name(), machine.node_count(), &logical)
                     .ok_or_else(|| {
                         Problem::at(

@@ -20,6 +20,7 @@ pub mod compile;
 pub mod diag;
 pub mod embed;
 pub mod error;
+pub mod limits;
 pub mod lower;
 pub mod machine;
 pub mod topology;
