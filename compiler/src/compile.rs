@@ -239,6 +239,7 @@ fn lower_phase(
         )
         .hint("allreduce, reduce-scatter and allgather are available; broadcast and reduce are planned"));
     }
+    crate::limits::check_vector(at, spec.elements, spec.dtype)?;
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
     for method in &candidates {
         match method.embed(machine) {

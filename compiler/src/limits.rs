@@ -1,5 +1,6 @@
-//! How large a schedule topoc will build: checked before lowering, so that a machine too large
-//! to compile is refused with a diagnostic instead of exhausting memory.
+//! How large a schedule topoc will build: checked before lowering, so that a machine or a
+//! vector too large to compile is refused with a diagnostic instead of exhausting memory or
+//! failing verification.
 //!
 //! A ring schedule has `2(p-1)` steps (allreduce) in which every node of every logical ring
 //! sends once and receives once: about `8p²` instructions for a ring walked both ways, `16p²`
@@ -10,10 +11,25 @@ use crate::diag::Problem;
 use crate::embed::Ring;
 use crate::path;
 use crate::topology::spans::Path;
-use schedule_ir::Collective;
+use schedule_ir::{Collective, DType};
 
 /// The most instructions (sends plus receives, all nodes, all steps) one phase may have.
 pub const MAX_INSTRUCTIONS: u64 = 1 << 23;
+
+/// Refuses a phase (declared at `at`) whose vector is larger than the verifier accepts
+/// ([`schedule_ir::verify::MAX_VECTOR_BYTES`]).
+pub fn check_vector(at: &Path, elements: u64, dtype: DType) -> Result<(), Problem> {
+    let limit = schedule_ir::verify::MAX_VECTOR_BYTES / dtype.size_bytes();
+    if elements <= limit {
+        return Ok(());
+    }
+    Err(Problem::at(
+        at.field("elements"),
+        format!("a vector of {elements} {dtype} elements is larger than topoc handles"),
+        format!("more than {limit} elements"),
+    )
+    .hint("a phase's vector may hold at most 2^48 bytes (256 TiB)"))
+}
 
 /// Instructions of a ring lowering of `collective` over the logical `rings`.
 pub fn ring_instructions(collective: Collective, rings: &[Ring]) -> u64 {

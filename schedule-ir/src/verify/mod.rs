@@ -30,6 +30,8 @@
 //! - chunk `i` starts where chunk `i-1` ends (chunk 0 at 0) — [`VerifyError::ChunkGap`];
 //!   `start <= end` — [`VerifyError::ChunkReversed`]; the last chunk ends at `elements` (0 when
 //!   there are no chunks) — [`VerifyError::ChunksEnd`];
+//! - the vector holds at most [`MAX_VECTOR_BYTES`] bytes (`elements` times the dtype's size) —
+//!   [`VerifyError::TooLarge`];
 //! - a broadcast or reduce root exists — [`VerifyError::UnknownRoot`] — and is a compute node —
 //!   [`VerifyError::RootNotCompute`];
 //! - every chunk owner that is given exists — [`VerifyError::UnknownOwner`] — and is a compute
@@ -121,6 +123,10 @@ pub use names::{Action, AnyId, ChunkList, Expected, Named, NodeList, Transfer};
 pub use report::{DirectionInfo, PhaseReport, Report, StepReport};
 
 use crate::{BufferId, Instr, LinkId, Machine, NodeId, Phase, Schedule};
+
+/// The largest vector a phase may work on, in bytes (256 TiB): byte counts of chunks, link
+/// loads and reports then fit in a `u64` with room to add.
+pub const MAX_VECTOR_BYTES: u64 = 1 << 48;
 
 /// A schedule that passed every check. Only [`verify`] makes one, so anything that takes a
 /// `&VerifiedSchedule` (the runtime, the emitters) can trust it.
