@@ -71,6 +71,12 @@
 //! exactly one send and one receive are left over between the same sender, receiver and link,
 //! they are reported together as [`VerifyError::ChunkListMismatch`].
 //!
+//! Before pairing: no two sends of a step go from the same node to the same node, with routes
+//! ending on the same link, starting at the same chunk — [`VerifyError::DuplicateTransfer`]. A
+//! message is known by these four (and its step), so that runtimes and transports can tell every
+//! message of a step apart; such a pair is never needed (the second sends chunks the first
+//! already carries). A step with such a pair is not paired further.
+//!
 //! # 4. Correct (`symbolic.rs`)
 //!
 //! Runs only on a phase whose transfers all match (an unmatched transfer has no defined
