@@ -10,7 +10,8 @@
 #
 # The corpus grows in fuzz/corpus/TARGET (not committed); each run also reads the seeds: the
 # files of examples/ and compiler/tests/bad/ (topology), schedule-ir/tests/bad/ (schedule),
-# and fuzz/seeds/TARGET/. Crashes land in fuzz/artifacts/TARGET/, the log in fuzz/logs/.
+# and fuzz/seeds/TARGET/; fuzz/dict/TARGET.dict lists the tokens of the input language.
+# Crashes land in fuzz/artifacts/TARGET/, the log in fuzz/logs/.
 #
 # Toolchain: cargo-fuzz needs nightly rustc flags. With a nightly toolchain installed it uses
 # `cargo +nightly fuzz`; otherwise the stable toolchain with RUSTC_BOOTSTRAP=1. Builds go to
@@ -62,7 +63,8 @@ set +e
 "${cargo[@]}" fuzz run "$target" "$fuzz/corpus/$target" "$seeds" \
     --sanitizer none --target-dir "$target_dir" \
     -- -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=16384 \
-    -print_final_stats=1 -artifact_prefix="$fuzz/artifacts/$target/" "$@" \
+    -dict="$fuzz/dict/$target.dict" -print_final_stats=1 \
+    -artifact_prefix="$fuzz/artifacts/$target/" "$@" \
     2>&1 | tee "$log" | grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|==[0-9]+== ERROR|stat::|SUMMARY|thread .* panicked|Test unit|error)'
 status=${PIPESTATUS[0]}
 set -e
