@@ -34,6 +34,48 @@
 //! the failure; [`Threaded::run_nodes`] lets each node's thread run its own code (for
 //! injecting faults) and returns every node's outcome. A node whose code panics gets
 //! [`Error::Panicked`]; the panic does not leave the run.
+//!
+//! # Example
+//!
+//! ```
+//! # fn main() -> Result<(), runtime_lite::Error> {
+//! use runtime_lite::threaded::Threaded;
+//! use std::time::Duration;
+//!
+//! // Two nodes swap their vectors over link L0 and each adds the other's: an allreduce.
+//! let text = r#"Schedule(format_version: 1,
+//!   machine: Machine(name: "pair", nodes: [
+//!       Node(name: "A", kind: Compute), Node(name: "B", kind: Compute)],
+//!     links: [Link(name: "L0", a: 0, b: 1, bandwidth_gbps: 100.0, latency_us: 1.0, lanes: 1)]),
+//!   phases: [Phase(name: "grads", collective: AllReduce, op: Sum, dtype: I32, elements: 3,
+//!     algorithm: "exchange", chunks: [Chunk(start: 0, end: 3)],
+//!     buffers: [Buffer(name: "data", kind: Data)], steps: 1,
+//!     programs: [
+//!       Program(steps: [[Send(link: 0, to: 1, buffer: 0, chunks: [0]),
+//!                        Recv(link: 0, from: 1, buffer: 0, chunks: [0], mode: Reduce)]]),
+//!       Program(steps: [[Send(link: 0, to: 0, buffer: 0, chunks: [0]),
+//!                        Recv(link: 0, from: 0, buffer: 0, chunks: [0], mode: Reduce)]]),
+//!     ])])"#;
+//! let schedule = runtime_lite::load(text)?;
+//! let threaded = Threaded::new(Duration::from_secs(5));
+//! let outputs = threaded.run(&schedule, "grads", vec![vec![1, 2, 3], vec![10, 20, 30]])?;
+//! assert_eq!(outputs, vec![vec![11, 22, 33]; 2]);
+//!
+//! // A node that gives up before its first step: its peer fails at once, naming it.
+//! let outcomes = threaded.run_nodes(&schedule, "grads", vec![vec![0; 3]; 2], |node, data, endpoint| {
+//!     if node.index() == 1 {
+//!         drop(endpoint);
+//!         return Ok(());
+//!     }
+//!     let mut endpoint = endpoint;
+//!     runtime_lite::run_node_phase(&schedule, "grads", node, data, &mut endpoint)
+//! })?;
+//! assert_eq!(
+//!     outcomes[0].as_ref().unwrap_err().to_string(),
+//!     "phase `grads`, step 0: the transport failed on node A: B has gone away (before its first step)"
+//! );
+//! # Ok(()) }
+//! ```
 
 use crate::element::Element;
 use crate::error::Error;
