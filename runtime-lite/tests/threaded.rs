@@ -226,7 +226,7 @@ fn a_node_that_panics_is_reported_and_its_peer_fails() {
 
 #[test]
 fn a_node_that_hangs_makes_its_peer_time_out() {
-    let (outcomes, _) = run_with_fault(&ring(2), SHORT, 1, 1, Fault::Hang(5 * SHORT));
+    let (outcomes, _) = run_with_fault(&ring(2), SHORT, 1, 1, Fault::Hang(10 * SHORT));
     assert_eq!(
         outcomes,
         [
