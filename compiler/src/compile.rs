@@ -346,6 +346,7 @@ fn lower_phase(
         };
         return Err(Problem::at(at.field("collective"), message, "not supported").hint(hint));
     }
+    crate::limits::check_vector(at, spec.elements, spec.dtype)?;
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
     for method in candidates.iter().filter(|m| m.supports(spec.collective)) {
         match method.lower(machine, spec, knobs) {
@@ -389,6 +390,13 @@ fn lower_phase(
                     embedding: lowered.embedding,
                 };
                 return Ok((lowered.phase, note));
+            }
+            Err(EmbedError::TooLarge { instructions }) => {
+                return Err(crate::limits::check(at, machine.node_count(), instructions)
+                    .err()
+                    .unwrap_or_else(|| {
+                        Problem::at(at.clone(), "internal: size limit disagrees", "here")
+                    }));
             }
             Err(e) => refusals.push((*method, e)),
         }

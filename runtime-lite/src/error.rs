@@ -195,6 +195,22 @@ pub enum Error {
     #[cfg(feature = "mpi")]
     #[error(transparent)]
     Mpi(Box<crate::mpi::MpiError>),
+    /// A node's program panicked in a threaded run ([`crate::threaded`]); its peers see it
+    /// as gone.
+    #[error("phase `{phase}`: node {node} panicked ({}): {message}", match .last_step {
+        Some(step) => format!("last seen in {step}"),
+        None => "before its first step".to_string(),
+    })]
+    Panicked {
+        /// The phase.
+        phase: String,
+        /// The node whose program panicked.
+        node: String,
+        /// The last step the node exchanged messages in, if any.
+        last_step: Option<StepId>,
+        /// The panic's message.
+        message: String,
+    },
 
     /// A result differs from the reference reduction.
     #[error(

@@ -7,6 +7,7 @@
 //!   per work request a device serves;
 //! - [`run_node_phase`] / [`NodeExecutor`]: run one node's part of a phase over a
 //!   [`Transport`] (embedding in a BSP node program, one node per process — MPI);
+//! - [`threaded`]: one thread per node over channels, with timeouts (failure tests);
 //! - [`reference()`], [`compare`]: what each node must hold, by a plain loop, and the check of a
 //!   run against it;
 //! - [`Element`]: the element types (`f32`, `f64`, `i32`, `i64`) and how they combine;
@@ -97,6 +98,7 @@ pub mod inputs;
 pub mod mpi;
 mod plan;
 mod reference;
+pub mod threaded;
 mod transport;
 
 #[cfg(test)]

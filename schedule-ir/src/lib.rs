@@ -589,7 +589,7 @@ impl Phase {
     pub fn chunk_bytes(&self, chunk: ChunkId) -> u64 {
         self.chunks
             .get(chunk.index())
-            .map_or(0, |c| c.len() * self.dtype.size_bytes())
+            .map_or(0, |c| c.len().saturating_mul(self.dtype.size_bytes()))
     }
 
     /// The same phase re-chunked for a vector of `elements` elements: every chunk keeps its

@@ -172,6 +172,12 @@ pub enum EmbedError {
     /// The structural construction does not apply to this machine.
     #[error("{0}")]
     NotApplicable(String),
+    /// The schedule would be larger than topoc builds ([`crate::limits`]).
+    #[error("the schedule would have {instructions} instructions, more than topoc builds")]
+    TooLarge {
+        /// Instructions the schedule would have.
+        instructions: u64,
+    },
 }
 
 /// Proves that `rings` are Hamiltonian cycles over the compute nodes, each hop a real link or a

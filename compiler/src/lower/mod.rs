@@ -207,6 +207,11 @@ impl Method {
             Method::LadderRings | Method::Ring => {
                 let rings = self.embed(machine)?;
                 let logical = ring::orient(machine, &rings);
+                // Refuse before building: a ring schedule grows with the square of the nodes.
+                let instructions = crate::limits::ring_instructions(spec.collective, &logical);
+                if instructions > crate::limits::MAX_INSTRUCTIONS {
+                    return Err(EmbedError::TooLarge { instructions });
+                }
                 let phase = ring::lower(spec, self.name(), machine, &logical).ok_or_else(|| {
                     EmbedError::NotApplicable(format!("rings do not lower {}", spec.collective))
                 })?;

@@ -543,6 +543,25 @@ pub enum VerifyError {
         /// The chunks it expects.
         chunks: ChunkList,
     },
+    /// Two sends of one step from the same node to the same node, whose routes end with the
+    /// same link, start at the same chunk: their messages could not be told apart.
+    #[error("phase `{phase}`, {step}: {from} sends chunks {first} and chunks {second} to {to} arriving over {link}; transfers between two nodes over one link in one step must start at different chunks")]
+    DuplicateTransfer {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The sender.
+        from: Named<NodeId>,
+        /// The receiver.
+        to: Named<NodeId>,
+        /// The last link of both routes.
+        link: Named<LinkId>,
+        /// The chunks of the first send, in program order.
+        first: ChunkList,
+        /// The chunks of the second.
+        second: ChunkList,
+    },
     /// A send and a receive that pair up except for their chunk lists.
     #[error("phase `{phase}`, {step}: {from} sends chunks {sent} to {to} over {link}, but {to} receives chunks {received}; the lists must be identical")]
     ChunkListMismatch {

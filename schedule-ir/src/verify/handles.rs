@@ -248,7 +248,7 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         name,
         collective,
         op: _,
-        dtype: _,
+        dtype,
         elements,
         algorithm: _,
         chunks,
@@ -338,6 +338,15 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
             phase: name.clone(),
             end: expected,
             elements: *elements,
+        });
+    }
+    // Byte counts (chunk sizes, link loads, the report) must fit in a u64 with room to add.
+    let limit = super::MAX_VECTOR_BYTES / dtype.size_bytes();
+    if *elements > limit {
+        errors.push(VerifyError::TooLarge {
+            what: format!("phase `{name}`: {dtype} elements in the vector"),
+            count: *elements,
+            limit,
         });
     }
 

@@ -1,4 +1,5 @@
-//! Pass 3, matched: every send pairs with exactly one receive of the same step, and back.
+//! Pass 3, matched: every send pairs with exactly one receive of the same step, and back; no
+//! two sends of a step share sender, receiver, last link and first chunk.
 
 use super::conflicts::transfer;
 use super::{link, node, step_id, step_instrs, ChunkList, VerifyError};
@@ -63,6 +64,36 @@ pub(super) fn check(
         // Stable sorts: equal ends stay in program order, so pairing is deterministic.
         sends.sort_by(order);
         recvs.sort_by(order);
+        // A message is known by its sender, receiver, last link and first chunk: two sends that
+        // share them cannot be told apart (sorted, they are neighbours).
+        let mut twins: Vec<(u32, VerifyError)> = sends
+            .windows(2)
+            .filter(|w| w[0].key == w[1].key && w[0].chunks.first() == w[1].chunks.first())
+            .map(|w| {
+                let (a, b) = if w[0].flat < w[1].flat {
+                    (&w[0], &w[1])
+                } else {
+                    (&w[1], &w[0])
+                };
+                let (to, from, last) = a.key;
+                let error = VerifyError::DuplicateTransfer {
+                    phase: phase.name.clone(),
+                    step: step_id(k),
+                    from: node(machine, crate::NodeId(from)),
+                    to: node(machine, crate::NodeId(to)),
+                    link: link(machine, crate::LinkId(last)),
+                    first: ChunkList(a.chunks.to_vec()),
+                    second: ChunkList(b.chunks.to_vec()),
+                };
+                (b.flat, error)
+            })
+            .collect();
+        if !twins.is_empty() {
+            twins.sort_by_key(|(flat, _)| *flat);
+            errors.extend(twins.into_iter().map(|(_, e)| e));
+            ok = false;
+            continue;
+        }
         let mut pairs = vec![u32::MAX; count];
         let mut lone_sends = Vec::new();
         let mut lone_recvs = Vec::new();

@@ -35,6 +35,8 @@
 //! - chunk `i` starts where chunk `i-1` ends (chunk 0 at 0) — [`VerifyError::ChunkGap`];
 //!   `start <= end` — [`VerifyError::ChunkReversed`]; the last chunk ends at `elements` (0 when
 //!   there are no chunks) — [`VerifyError::ChunksEnd`];
+//! - the vector holds at most [`MAX_VECTOR_BYTES`] bytes (`elements` times the dtype's size) —
+//!   [`VerifyError::TooLarge`];
 //! - a broadcast or reduce root exists — [`VerifyError::UnknownRoot`] — and is a compute node —
 //!   [`VerifyError::RootNotCompute`];
 //! - every chunk owner that is given exists — [`VerifyError::UnknownOwner`] — and is a compute
@@ -72,6 +74,12 @@
 //! [`VerifyError::UnmatchedSend`], a receive without one [`VerifyError::UnmatchedRecv`]; when
 //! exactly one send and one receive are left over between the same sender, receiver and link,
 //! they are reported together as [`VerifyError::ChunkListMismatch`].
+//!
+//! Before pairing: no two sends of a step go from the same node to the same node, with routes
+//! ending on the same link, starting at the same chunk — [`VerifyError::DuplicateTransfer`]. A
+//! message is known by these four (and its step), so that runtimes and transports can tell every
+//! message of a step apart; such a pair is never needed (the second sends chunks the first
+//! already carries). A step with such a pair is not paired further.
 //!
 //! # 4. Correct (`symbolic.rs`)
 //!
@@ -134,6 +142,10 @@ pub use names::{Action, AnyId, ChunkList, Expected, Named, NodeList, Transfer};
 pub use report::{DirectionInfo, PhaseReport, Report, StepReport};
 
 use crate::{BufferId, Instr, LinkId, Machine, NodeId, Phase, Schedule};
+
+/// The largest vector a phase may work on, in bytes (256 TiB): byte counts of chunks, link
+/// loads and reports then fit in a `u64` with room to add.
+pub const MAX_VECTOR_BYTES: u64 = 1 << 48;
 
 /// A schedule that passed every check. Only [`verify`] makes one, so anything that takes a
 /// `&VerifiedSchedule` (the runtime, the emitters) can trust it.
