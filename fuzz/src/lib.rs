@@ -98,8 +98,9 @@ pub fn check_verified(verified: &VerifiedSchedule) {
     let _ = verified.report().to_string();
     for format in [serial::Format::Ron, serial::Format::Json] {
         let text = serial::to_string(schedule, format);
-        let back = serial::from_str(&text)
-            .unwrap_or_else(|e| panic!("a written schedule does not read back ({format:?}): {e}\n{text}"));
+        let back = serial::from_str(&text).unwrap_or_else(|e| {
+            panic!("a written schedule does not read back ({format:?}): {e}\n{text}")
+        });
         assert!(
             back == *schedule,
             "the {format:?} round trip changed the schedule:\n{text}"
@@ -119,10 +120,17 @@ fn run_tiny(schedule: &Schedule, phase: &Phase) {
         phases: vec![small],
     };
     let verified = schedule_ir::verify(one).unwrap_or_else(|e| {
-        panic!("phase `{}` cut down to {TINY} elements fails verification: {e:#?}", phase.name)
+        panic!(
+            "phase `{}` cut down to {TINY} elements fails verification: {e:#?}",
+            phase.name
+        )
     });
     let small = &verified.schedule().phases[0];
     let run = topoc::trial::run_phase(&verified, small, 7)
         .unwrap_or_else(|e| panic!("verified phase `{}` does not run: {e}", phase.name));
-    assert!(run.ok(), "verified phase `{}` runs wrong: {run:?}", phase.name);
+    assert!(
+        run.ok(),
+        "verified phase `{}` runs wrong: {run:?}",
+        phase.name
+    );
 }
