@@ -28,6 +28,10 @@ pub struct Options {
     pub slices: Option<usize>,
     /// Force a variant of the method (`cube-planes`: 300 or 400) for every phase.
     pub variant: Option<u32>,
+    /// Link ids to take out of service, beyond the file's `failed_links`.
+    pub fail_links: Vec<String>,
+    /// Node names to take out of service, beyond the file's `failed_nodes`.
+    pub fail_nodes: Vec<String>,
 }
 
 /// How one phase was compiled, for humans.
@@ -59,14 +63,25 @@ pub struct Compiled {
 
 /// Parses and builds the machine only (`topoc check`).
 pub fn load(source: &str) -> Result<(TopologyFile, Machine), Error> {
-    let file = topology::parse(source).map_err(|p| Error::Topology(vec![p]))?;
+    load_failing(source, &[], &[])
+}
+
+/// Parses and builds the machine with extra links and nodes out of service (reported like the
+/// file's own `failed_links` and `failed_nodes`).
+pub fn load_failing(
+    source: &str,
+    links: &[String],
+    nodes: &[String],
+) -> Result<(TopologyFile, Machine), Error> {
+    let mut file = topology::parse(source).map_err(|p| Error::Topology(vec![p]))?;
+    file.machine.fail(links, nodes);
     let machine = machine::build(&file).map_err(Error::Topology)?;
     Ok((file, machine))
 }
 
 /// Compiles a topology text.
 pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
-    let (file, machine) = load(source)?;
+    let (file, machine) = load_failing(source, &options.fail_links, &options.fail_nodes)?;
     let exchanges = exchanges(&file, &machine).map_err(Error::Topology)?;
     let mut phases = Vec::new();
     let mut notes = Vec::new();

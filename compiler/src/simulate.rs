@@ -67,12 +67,17 @@ pub struct Table {
 }
 
 /// Costs every applicable method for a topology text at each size in bytes.
-pub fn simulate_topology(source: &str, sizes: &[u64], phase: Option<&str>) -> Table {
+pub fn simulate_topology(
+    source: &str,
+    sizes: &[u64],
+    phase: Option<&str>,
+    base: &Options,
+) -> Table {
     let mut table = Table::default();
     for method in Method::ALL {
         let options = Options {
             algorithm: Some(method.name().to_string()),
-            ..Options::default()
+            ..base.clone()
         };
         match compile(source, &options) {
             Ok(compiled) => table

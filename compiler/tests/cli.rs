@@ -437,3 +437,36 @@ fn compile_cube_planes_variants_report_the_start_choice() {
     let out = topoc(&["compile", "examples/cube.ron", "--variant", "300"]);
     assert!(!out.status.success(), "a variant needs cube-planes");
 }
+
+/// Degraded machines from the command line: the cube with one failed edge and the ladder with a
+/// failed rung compile to verified schedules, an unknown id is refused by name, and `simulate`
+/// prices the failure against the healthy machine.
+#[test]
+fn failures_from_the_command_line_compile_and_are_priced() {
+    let out = topoc(&["compile", "examples/cube.ron", "--fail-link", "ab"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("ab failed"), "{}", stderr(&out));
+    let schedule = schedule_ir::serial::from_str(&stdout(&out)).expect("a schedule");
+    assert!(schedule.machine.links.iter().all(|l| l.name != "ab"));
+    schedule_ir::verify(schedule).expect("verified");
+
+    let out = topoc(&["compile", "examples/cube.ron", "--fail-link", "zz"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("zz"), "{}", stderr(&out));
+
+    let out = topoc(&[
+        "simulate",
+        "examples/ladder8.ron",
+        "--sizes",
+        "256MiB",
+        "--fail-link",
+        "L231",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let ratio = json["slowdown"][0]["ratio"].as_f64().expect("a ratio");
+    assert!(ratio > 1.0, "losing a rung costs time: {json}");
+    assert_eq!(json["failed_links"][0], "L231");
+}

@@ -99,7 +99,12 @@ fn auto_uses_trees_where_rings_do_not_apply() {
 fn petersen_allreduce_is_near_the_bound() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/graph-petersen.ron");
     let source = std::fs::read_to_string(path).unwrap();
-    let table = topoc::simulate::simulate_topology(&source, &[256 << 20], Some("grads"));
+    let table = topoc::simulate::simulate_topology(
+        &source,
+        &[256 << 20],
+        Some("grads"),
+        &Options::default(),
+    );
     let row = table.rows.iter().find(|r| r.algorithm == "trees").unwrap();
     assert!(row.efficiency > 0.85, "{}", row.efficiency);
 }

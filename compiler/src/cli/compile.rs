@@ -8,9 +8,7 @@ use topoc::emit::msccl;
 
 pub fn compile(
     path: &Path,
-    algorithm: &str,
-    slices: Option<u32>,
-    variant: Option<u32>,
+    options: &topoc::Options,
     emit: Emit,
     output: Option<&Path>,
     phase: Option<&str>,
@@ -23,12 +21,7 @@ pub fn compile(
         );
     }
     let text = read(path)?;
-    let options = topoc::Options {
-        algorithm: (algorithm != "auto").then(|| algorithm.to_string()),
-        slices: slices.map(|k| k as usize),
-        variant,
-    };
-    let compiled = topoc::compile(&text, &options).map_err(|e| report_error(path, &text, &e))?;
+    let compiled = topoc::compile(&text, options).map_err(|e| report_error(path, &text, &e))?;
     let out = match emit {
         Emit::Ron => serial::to_string(compiled.schedule.schedule(), Format::Ron),
         Emit::Json => serial::to_string(compiled.schedule.schedule(), Format::Json),

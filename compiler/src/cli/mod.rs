@@ -64,6 +64,8 @@ enum Command {
         /// algorithm; needed when the topology declares several).
         #[arg(long)]
         phase: Option<String>,
+        #[command(flatten)]
+        failures: Failures,
     },
     /// Verify a schedule (or compile and verify a topology file) and print the link report.
     ///
@@ -118,6 +120,8 @@ enum Command {
         /// Table or JSON.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
+        #[command(flatten)]
+        failures: Failures,
     },
     /// Draw the machine with its link ids, the embedded rings in distinct colours, or the link
     /// directions one step uses with the chunks they carry.
@@ -145,6 +149,25 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+}
+
+/// Links and nodes to take out of service for this run, beyond the file's own
+/// `failed_links` and `failed_nodes`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Failures {
+    /// A link id to treat as failed (repeatable).
+    #[arg(long = "fail-link", value_name = "ID")]
+    pub links: Vec<String>,
+    /// A node name to treat as failed (repeatable).
+    #[arg(long = "fail-node", value_name = "NAME")]
+    pub nodes: Vec<String>,
+}
+
+impl Failures {
+    /// Whether anything is failed.
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty() && self.nodes.is_empty()
+    }
 }
 
 /// Schedule output formats.
@@ -204,15 +227,17 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             emit,
             output,
             phase,
-        } => compile::compile(
-            &file,
-            &algorithm,
-            slices,
-            variant,
-            emit,
-            output.as_deref(),
-            phase.as_deref(),
-        ),
+            failures,
+        } => {
+            let options = topoc::Options {
+                algorithm: (algorithm != "auto").then_some(algorithm),
+                slices: slices.map(|k| k as usize),
+                variant,
+                fail_links: failures.links,
+                fail_nodes: failures.nodes,
+            };
+            compile::compile(&file, &options, emit, output.as_deref(), phase.as_deref())
+        }
         Command::Verify { input, format } => verify::verify(&input, format),
         Command::Run {
             input,
@@ -234,7 +259,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             sizes,
             phase,
             format,
-        } => simulate::simulate(&input, &sizes, phase.as_deref(), format),
+            failures,
+        } => simulate::simulate(&input, &sizes, phase.as_deref(), format, &failures),
         Command::Draw {
             input,
             step,

@@ -1,6 +1,7 @@
 //! `topoc simulate`: cost and bound table over message sizes.
 
 use super::{is_topology, read, ReportFormat};
+use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 use topoc::simulate::{self, format_bytes, format_seconds, Table};
@@ -10,6 +11,7 @@ pub fn simulate(
     sizes: &str,
     phase: Option<&str>,
     format: ReportFormat,
+    failures: &super::Failures,
 ) -> Result<ExitCode, String> {
     let sizes: Vec<u64> = sizes
         .split(',')
@@ -17,10 +19,19 @@ pub fn simulate(
         .collect::<Result<_, _>>()
         .map_err(|e| format!("error: --sizes: {e}"))?;
     let text = read(path)?;
+    if !failures.is_empty() {
+        if !is_topology(&text) {
+            return Err(
+                "error: --fail-link and --fail-node apply to topology files, not schedules"
+                    .to_string(),
+            );
+        }
+        return degraded(path, &text, &sizes, phase, format, failures);
+    }
     let table = if is_topology(&text) {
         // Report problems with the file itself before costing anything.
         topoc::compile::load(&text).map_err(|e| super::report_error(path, &text, &e))?;
-        simulate::simulate_topology(&text, &sizes, phase)
+        simulate::simulate_topology(&text, &sizes, phase, &topoc::Options::default())
     } else {
         let verified = super::load_verified(path)?;
         Table {
@@ -48,6 +59,111 @@ pub fn simulate(
                 .map_err(|e| format!("error: cannot write the table: {e}"))?
         ),
         ReportFormat::Text => print_table(&table),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The cost of running with failures against the healthy machine: both tables, and per phase
+/// and size the best estimate of each with the slowdown.
+fn degraded(
+    path: &Path,
+    text: &str,
+    sizes: &[u64],
+    phase: Option<&str>,
+    format: ReportFormat,
+    failures: &super::Failures,
+) -> Result<ExitCode, String> {
+    #[derive(Serialize)]
+    struct Slowdown {
+        phase: String,
+        bytes: u64,
+        healthy_seconds: f64,
+        degraded_seconds: f64,
+        ratio: f64,
+    }
+    #[derive(Serialize)]
+    struct Out<'a> {
+        failed_links: &'a [String],
+        failed_nodes: &'a [String],
+        healthy: &'a Table,
+        degraded: &'a Table,
+        slowdown: Vec<Slowdown>,
+    }
+    let report = |e: topoc::Error| super::report_error(path, text, &e);
+    topoc::compile::load(text).map_err(report)?;
+    topoc::compile::load_failing(text, &failures.links, &failures.nodes).map_err(report)?;
+    let healthy = simulate::simulate_topology(text, sizes, phase, &topoc::Options::default());
+    let options = topoc::Options {
+        fail_links: failures.links.clone(),
+        fail_nodes: failures.nodes.clone(),
+        ..topoc::Options::default()
+    };
+    let degraded = simulate::simulate_topology(text, sizes, phase, &options);
+    let best = |table: &Table, name: &str, bytes: u64| {
+        table
+            .rows
+            .iter()
+            .filter(|r| r.phase == name && r.bytes == bytes)
+            .map(|r| r.estimate.seconds)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let mut slowdown = Vec::new();
+    for r in &healthy.rows {
+        if slowdown
+            .iter()
+            .any(|s: &Slowdown| s.phase == r.phase && s.bytes == r.bytes)
+        {
+            continue;
+        }
+        let (h, d) = (
+            best(&healthy, &r.phase, r.bytes),
+            best(&degraded, &r.phase, r.bytes),
+        );
+        slowdown.push(Slowdown {
+            phase: r.phase.clone(),
+            bytes: r.bytes,
+            healthy_seconds: h,
+            degraded_seconds: d,
+            ratio: d / h,
+        });
+    }
+    let what: Vec<String> = failures
+        .links
+        .iter()
+        .chain(&failures.nodes)
+        .cloned()
+        .collect();
+    match format {
+        ReportFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&Out {
+                failed_links: &failures.links,
+                failed_nodes: &failures.nodes,
+                healthy: &healthy,
+                degraded: &degraded,
+                slowdown,
+            })
+            .map_err(|e| format!("error: cannot write the table: {e}"))?
+        ),
+        ReportFormat::Text => {
+            println!("healthy machine:");
+            print_table(&healthy);
+            println!();
+            println!("with {} out of service:", what.join(", "));
+            print_table(&degraded);
+            println!();
+            println!("cost of the failure (best method each way):");
+            for s in &slowdown {
+                println!(
+                    "  {} {}: {} healthy, {} degraded, {:.2}x",
+                    s.phase,
+                    format_bytes(s.bytes),
+                    format_seconds(s.healthy_seconds),
+                    format_seconds(s.degraded_seconds),
+                    s.ratio
+                );
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -248,6 +248,60 @@ pub enum MachineDecl {
 }
 
 impl MachineDecl {
+    /// Adds failures given outside the file (`topoc compile --fail-link ID --fail-node ID`),
+    /// after the file's own.
+    pub fn fail(&mut self, links: &[String], nodes: &[String]) {
+        match self {
+            MachineDecl::Ring {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Ladder {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Hypercube {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Cube {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Torus {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::FullMesh {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Tree {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Fabric {
+                failed_links,
+                failed_nodes,
+                ..
+            }
+            | MachineDecl::Graph {
+                failed_links,
+                failed_nodes,
+                ..
+            } => {
+                failed_links.extend(links.iter().cloned());
+                failed_nodes.extend(nodes.iter().cloned());
+            }
+        }
+    }
     /// What every kind may declare besides its shape.
     pub fn common(&self) -> Common<'_> {
         match self {
