@@ -363,18 +363,7 @@ pub fn lower(
     }
     let programs = emit(machine, &steps)?;
     let steps = programs.iter().map(|p| p.steps.len()).max().unwrap_or(0);
-    Ok(Phase {
-        name: spec.name.clone(),
-        collective: spec.collective,
-        op: spec.op,
-        dtype: spec.dtype,
-        elements: spec.elements,
-        algorithm: algorithm.to_string(),
-        chunks,
-        buffers,
-        steps: u32::try_from(steps).unwrap_or(u32::MAX),
-        programs,
-    })
+    Ok(spec.phase(algorithm, chunks, buffers, steps, programs))
 }
 
 /// Routes every transfer, packs each logical step into conflict-free sub-steps and writes the

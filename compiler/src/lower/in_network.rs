@@ -29,8 +29,7 @@ use super::ring::{even_chunks, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{
-    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind,
-    Phase, Program, RecvMode,
+    BufferId, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
 };
 
 /// A host: its NIC, the NIC's link to its switch, and its ranks with their links to the NIC.
@@ -277,20 +276,12 @@ pub fn lower(
         l.mtu_bytes,
         machine.node(switch).name
     )];
-    let phase = Phase {
-        name: spec.name.clone(),
-        collective: spec.collective,
-        op: spec.op,
-        dtype: spec.dtype,
-        elements: spec.elements,
-        algorithm: "in-network".to_string(),
+    let phase = spec.phase(
+        "in-network",
         chunks,
-        buffers: vec![Buffer {
-            name: "data".to_string(),
-            kind: BufferKind::Data,
-        }],
-        steps: u32::try_from(steps).unwrap_or(u32::MAX),
+        super::ring::data_buffer(),
+        steps,
         programs,
-    };
+    );
     Ok(Some((phase, described)))
 }

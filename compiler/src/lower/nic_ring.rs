@@ -13,8 +13,7 @@ use super::in_network::Layout;
 use super::ring::{even_chunks, PhaseSpec};
 use crate::machine::Machine;
 use schedule_ir::{
-    Buffer, BufferId, BufferKind, Chunk, ChunkId, Instr, LinkId, NodeId, NodeKind, Phase, Program,
-    RecvMode,
+    BufferId, Chunk, ChunkId, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
 };
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -211,20 +210,12 @@ pub(super) fn lower(
         "{why}: a ring among the {h} NICs through the switches, {waves} wave(s) of up to {wave} segment(s) of at most {} B",
         l.mtu_bytes
     )];
-    let phase = Phase {
-        name: spec.name.clone(),
-        collective: spec.collective,
-        op: spec.op,
-        dtype: spec.dtype,
-        elements: spec.elements,
-        algorithm: "in-network".to_string(),
+    let phase = spec.phase(
+        "in-network",
         chunks,
-        buffers: vec![Buffer {
-            name: "data".to_string(),
-            kind: BufferKind::Data,
-        }],
-        steps: u32::try_from(steps).unwrap_or(u32::MAX),
+        super::ring::data_buffer(),
+        steps,
         programs,
-    };
+    );
     (phase, described)
 }

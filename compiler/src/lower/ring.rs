@@ -42,6 +42,40 @@ pub struct PhaseSpec {
     pub elements: u64,
 }
 
+impl PhaseSpec {
+    /// The phase this spec asks for, as a method lowered it: `steps` BSP steps of `programs`
+    /// (one per node) over `chunks` and `buffers`.
+    pub fn phase(
+        &self,
+        algorithm: &str,
+        chunks: Vec<Chunk>,
+        buffers: Vec<Buffer>,
+        steps: usize,
+        programs: Vec<Program>,
+    ) -> Phase {
+        Phase {
+            name: self.name.clone(),
+            collective: self.collective,
+            op: self.op,
+            dtype: self.dtype,
+            elements: self.elements,
+            algorithm: algorithm.to_string(),
+            chunks,
+            buffers,
+            steps: u32::try_from(steps).unwrap_or(u32::MAX),
+            programs,
+        }
+    }
+}
+
+/// The one buffer most methods need: the user's data.
+pub fn data_buffer() -> Vec<Buffer> {
+    vec![Buffer {
+        name: "data".to_string(),
+        kind: BufferKind::Data,
+    }]
+}
+
 /// Which halves of allreduce a collective needs.
 fn parts(collective: Collective) -> Option<(bool, bool)> {
     match collective {
@@ -244,21 +278,13 @@ pub fn lower(
         }
     }
 
-    Some(Phase {
-        name: spec.name.clone(),
-        collective: spec.collective,
-        op: spec.op,
-        dtype: spec.dtype,
-        elements: spec.elements,
-        algorithm: algorithm.to_string(),
+    Some(spec.phase(
+        algorithm,
         chunks,
-        buffers: vec![Buffer {
-            name: "data".to_string(),
-            kind: BufferKind::Data,
-        }],
-        steps: u32::try_from(steps).unwrap_or(u32::MAX),
+        super::ring::data_buffer(),
+        steps,
         programs,
-    })
+    ))
 }
 
 #[cfg(test)]

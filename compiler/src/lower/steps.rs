@@ -2,8 +2,7 @@
 
 use crate::machine::Machine;
 use schedule_ir::{
-    Buffer, BufferId, BufferKind, Chunk, ChunkId, Instr, LinkId, NodeId, NodeKind, Phase, Program,
-    RecvMode,
+    BufferId, Chunk, ChunkId, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
 };
 
 use super::ring::PhaseSpec;
@@ -72,19 +71,11 @@ pub fn assemble(
             });
         }
     }
-    Phase {
-        name: spec.name.clone(),
-        collective: spec.collective,
-        op: spec.op,
-        dtype: spec.dtype,
-        elements: spec.elements,
-        algorithm: algorithm.to_string(),
+    spec.phase(
+        algorithm,
         chunks,
-        buffers: vec![Buffer {
-            name: "data".to_string(),
-            kind: BufferKind::Data,
-        }],
-        steps: u32::try_from(steps.len()).unwrap_or(u32::MAX),
+        super::ring::data_buffer(),
+        steps.len(),
         programs,
-    }
+    )
 }

@@ -47,8 +47,7 @@ use super::ring::{even_chunks, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{
-    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind,
-    Phase, Program, RecvMode,
+    BufferId, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
 };
 use std::collections::{BTreeMap, VecDeque};
 
@@ -175,21 +174,13 @@ pub fn lower(
         }
     }
 
-    let phase = Phase {
-        name: spec.name.clone(),
-        collective: spec.collective,
-        op: spec.op,
-        dtype: spec.dtype,
-        elements: spec.elements,
-        algorithm: "tree".to_string(),
+    let phase = spec.phase(
+        "tree",
         chunks,
-        buffers: vec![Buffer {
-            name: "data".to_string(),
-            kind: BufferKind::Data,
-        }],
-        steps: u32::try_from(steps.len()).unwrap_or(u32::MAX),
+        super::ring::data_buffer(),
+        steps.len(),
         programs,
-    };
+    );
     Ok(Some((phase, described)))
 }
 
@@ -423,45 +414,18 @@ fn pack<'t>(
     level: &'t [Transfer],
     reversed: bool,
 ) -> Vec<Vec<&'t Transfer>> {
-    let mut groups: Vec<Vec<&Transfer>> = Vec::new();
-    let mut load: Vec<BTreeMap<usize, u32>> = Vec::new();
-    for t in level {
+    let routes = level.iter().map(|t| {
         let (from, to) = if reversed {
             (t.to, t.from)
         } else {
             (t.from, t.to)
         };
-        let mut at = from;
-        let dirs: Vec<(usize, u32)> = path(tree, from, to)
-            .into_iter()
-            .map(|link| {
-                let (a, b) = machine.endpoints(link);
-                let backward = at != a;
-                at = if backward { a } else { b };
-                (
-                    2 * link.index() + usize::from(backward),
-                    machine.link(link).lanes,
-                )
-            })
-            .collect();
-        let fits = |l: &BTreeMap<usize, u32>| {
-            dirs.iter()
-                .all(|&(d, lanes)| l.get(&d).copied().unwrap_or(0) < lanes)
-        };
-        let g = match load.iter().position(fits) {
-            Some(g) => g,
-            None => {
-                groups.push(Vec::new());
-                load.push(BTreeMap::new());
-                groups.len() - 1
-            }
-        };
-        groups[g].push(t);
-        for &(d, _) in &dirs {
-            *load[g].entry(d).or_default() += 1;
-        }
-    }
-    groups
+        super::ring::route_directions(machine, from, path(tree, from, to))
+    });
+    super::ring::first_fit(routes)
+        .into_iter()
+        .map(|group| group.into_iter().map(|i| &level[i]).collect())
+        .collect()
 }
 
 #[cfg(test)]

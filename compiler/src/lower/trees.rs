@@ -43,9 +43,7 @@ use super::dag::{self, DagError, Transfer, TransferId};
 use super::ring::PhaseSpec;
 use crate::embed::trees::{traffic, Packing, Tree};
 use crate::machine::Machine;
-use schedule_ir::{
-    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode,
-};
+use schedule_ir::{BufferId, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
 
 /// The busiest link direction carries at least this many times the fill, in chunks.
 pub const PIPELINE: usize = 8;
@@ -161,21 +159,13 @@ pub fn lower(
     }
     let timetable = dag::schedule(machine, &transfers, dag::Batching::ByBandwidth)?;
     let programs = dag::programs(machine.node_count(), &transfers, &timetable);
-    let phase = Phase {
-        name: spec.name.clone(),
-        collective: spec.collective,
-        op: spec.op,
-        dtype: spec.dtype,
-        elements: spec.elements,
-        algorithm: algorithm.to_string(),
+    let phase = spec.phase(
+        algorithm,
         chunks,
-        buffers: vec![Buffer {
-            name: "data".to_string(),
-            kind: BufferKind::Data,
-        }],
-        steps: timetable.steps,
+        super::ring::data_buffer(),
+        timetable.steps as usize,
         programs,
-    };
+    );
     Ok(Lowered {
         phase,
         chunks_per_tree: counts,
