@@ -277,6 +277,7 @@ fn switch_schedule() -> Schedule {
             link("p1", 0, 1),
             link("p2", 0, 1),
         ],
+        reduce_gbps: None,
     };
     let mut programs = vec![
         Program {

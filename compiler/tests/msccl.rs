@@ -328,6 +328,7 @@ fn star_schedule() -> Schedule {
                 },
             ],
             links: vec![link("LA", 0, 2), link("LB", 1, 1), link("LC", 2, 1)],
+            reduce_gbps: None,
         },
         phases: vec![Phase {
             name: "sum".to_string(),
@@ -472,6 +473,7 @@ fn two_node_phase(collective: Collective, chunks: Vec<Chunk>, programs: Vec<Prog
                 latency_us: 1.0,
                 lanes: 1,
             }],
+            reduce_gbps: None,
         },
         phases: vec![Phase {
             name: "x".to_string(),

@@ -160,6 +160,13 @@ pub struct Machine {
     pub nodes: Vec<Node>,
     /// Links, indexed by [`LinkId`]. Names are unique.
     pub links: Vec<Link>,
+    /// How fast every compute node combines data, in gigabits of operand per second (the γ
+    /// of the cost model: combining `b` bytes takes `8·b / (reduce_gbps · 10⁹)` seconds).
+    /// `None` when the machine declares no rate: reduction is then free in the cost model.
+    /// Positive and finite. Devices ([`Node::capacity`]) combine at line rate and are not
+    /// charged. Only the cost model reads it; execution does not depend on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reduce_gbps: Option<f64>,
 }
 
 /// A node of the machine.

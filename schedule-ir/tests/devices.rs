@@ -31,6 +31,7 @@ fn machine(capacity: Option<u32>) -> Machine {
             node("sw", NodeKind::Switch, capacity),
         ],
         links: vec![link("la", 0), link("lb", 1)],
+        reduce_gbps: None,
     }
 }
 

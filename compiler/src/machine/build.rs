@@ -66,11 +66,22 @@ pub(crate) fn too_many(at: Path, count: u64, what: &str) -> Problem {
 
 /// Builds the machine of a topology file, or reports every problem found.
 pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
+    if let Some(rate) = file.reduce_gbps {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(vec![Problem::at(
+                path!["reduce_gbps"],
+                format!("a reduction rate must be positive, not {rate}"),
+                "not a positive number",
+            )
+            .hint("the rate at which a node combines data, in Gbit/s, e.g. `reduce_gbps: 800.0`; leave it out to make reduction free in the estimates")]);
+        }
+    }
     let machine = generate(file)?;
     check_connected(&machine)?;
     let common = file.machine.common();
     let machine = overrides::apply(machine, common.link_overrides)?;
-    let machine = failures::apply(machine, common.failed_links, common.failed_nodes)?;
+    let mut machine = failures::apply(machine, common.failed_links, common.failed_nodes)?;
+    machine.reduce_gbps = file.reduce_gbps;
     let compute = machine.compute_nodes().len();
     if compute < 2 {
         return Err(vec![Problem::at(

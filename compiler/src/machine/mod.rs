@@ -93,6 +93,9 @@ pub struct Machine {
     pub devices: BTreeMap<NodeId, DeviceCaps>,
     /// What the file declared out of service; already left out of `graph`.
     pub failed: Failed,
+    /// How fast each compute node combines data, in Gbit/s (the file's `reduce_gbps`): only
+    /// the cost model reads it.
+    pub reduce_gbps: Option<f64>,
 }
 
 /// What a network device can do for in-network reduction (seed 003).
@@ -156,6 +159,7 @@ impl Machine {
             shape,
             devices: BTreeMap::new(),
             failed: Failed::default(),
+            reduce_gbps: None,
         }
     }
 
@@ -276,6 +280,7 @@ impl Machine {
                     }
                 })
                 .collect(),
+            reduce_gbps: self.reduce_gbps,
         }
     }
 }

@@ -16,6 +16,11 @@ pub struct TopologyFile {
     pub name: String,
     /// The machine declaration.
     pub machine: MachineDecl,
+    /// How fast each compute node combines data, in Gbit/s of operand: the γ of the cost model,
+    /// so that estimates charge reductions that are not hidden behind transfers. Absent:
+    /// combining is free in the estimates.
+    #[serde(default)]
+    pub reduce_gbps: Option<f64>,
     /// The BSP program: compute phases and the exchange phases to compile. When empty, one
     /// allreduce phase (see [`Exchange::default_phase`]) is compiled.
     #[serde(default)]

@@ -32,6 +32,7 @@ pub fn ring_machine(p: usize) -> Machine {
         links: (0..p)
             .map(|i| link(format!("L{i}"), i, (i + 1) % p))
             .collect(),
+        reduce_gbps: None,
     }
 }
 
@@ -53,6 +54,7 @@ pub fn star_machine(p: usize) -> Machine {
         name: format!("star-{p}"),
         nodes,
         links: (0..p).map(|i| link(format!("L{i}"), i, p)).collect(),
+        reduce_gbps: None,
     }
 }
 

@@ -211,6 +211,7 @@ mod tests {
                     lanes: 1,
                 })
                 .collect(),
+            reduce_gbps: None,
         }
     }
 

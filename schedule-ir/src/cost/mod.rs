@@ -1,15 +1,26 @@
-//! The α-β cost model of a phase and its lower bounds (SPEC §7).
+//! The α-β-γ cost model of a phase and its lower bounds (SPEC §7).
 //!
 //! # Model
 //!
-//! A step costs `α + β`, where
+//! A step costs `α + max(β, γ_overlapped) + γ_arrival`, where
 //! - `α` is the largest latency ([`Link::latency_us`](crate::Link::latency_us)) of any link a
 //!   transfer of the step crosses (every link of a route counts), or 0 for an idle step;
 //! - `β` is the largest, over link directions, of the bytes the direction carries in the step
-//!   divided by its bandwidth (`bandwidth_gbps · 10⁹ / 8` bytes per second).
+//!   divided by its bandwidth (`bandwidth_gbps · 10⁹ / 8` bytes per second);
+//! - the γ terms charge the combining a compute node does, at the machine's
+//!   [`reduce_gbps`](crate::Machine::reduce_gbps) (free when the machine declares none; devices
+//!   combine at line rate and are never charged). A local [`Instr::Reduce`](crate::Instr::Reduce)
+//!   reads the state at the start of the step, so it runs *while* the step's transfers are on
+//!   the wire: its time overlaps `β`. A [`Recv`](crate::Instr::Recv) in
+//!   [`RecvMode::Reduce`](crate::RecvMode::Reduce) combines data that has only just arrived, so
+//!   its time comes after the transfer. Per node, the step then lasts
+//!   `max(β, γ·local bytes) + γ·arrival bytes`, and the step as a whole lasts as long as its
+//!   slowest node (`α` added once). This is what makes seed 001's pipelining pay: receiving a
+//!   slice into scratch and reducing it one step later hides the reduction behind the next
+//!   transfer.
 //!
-//! A transfer's bytes are the sum of its chunks' sizes for the phase's dtype. The estimate of a
-//! phase is the sum of its steps, in seconds. Reduction cost (γ) is not modelled.
+//! A transfer's bytes are the sum of its chunks' sizes for the phase's dtype; so are the bytes
+//! a reduction combines. The estimate of a phase is the sum of its steps, in seconds.
 //!
 //! # Lower bounds
 //!
@@ -19,6 +30,15 @@
 //! - allreduce: `2(p-1)·m / E` (p-1 merges and p-1 deliveries of every block);
 //! - reduce-scatter and allgather: `(p-1)·m / E`;
 //! - broadcast and reduce: `m / egress(root)`;
+//! - *in-network*: on a machine with reducing devices ([`Node::capacity`](crate::Node::capacity))
+//!   merges can happen in the network, so the total-traffic bound above does not hold; in its
+//!   place, every compute node must send its own contribution and receive its result over its
+//!   own links: allreduce `m / egress(n)`, reduce-scatter and allgather `(p-1)/p · m /
+//!   egress(n)`, the largest over the compute nodes (seed 003: the cut bound around a host then
+//!   gives `m` over the host's link);
+//! - *reduction*, when the machine declares `reduce_gbps` and has no devices: combining every
+//!   block of an allreduce, reduce-scatter or reduce takes `(p-1)·m` bytes of operand, spread at
+//!   best evenly over the `p` nodes: `(p-1)/p · m / rate`;
 //! - every collective with `p > 1`: `α_min · ⌈log2 p⌉`, `α_min` the smallest link latency;
 //! - cuts ([`cuts`]): for a cut with capacity `c` (bytes per second each way) whose two sides
 //!   hold compute nodes, what one side needs from the other divided by `c`: allreduce, broadcast
@@ -64,6 +84,22 @@ pub struct StepLoad {
     pub bytes_sent: u64,
     /// Number of sends in the step.
     pub transfers: u32,
+    /// The combining done by compute nodes in the step, one entry per node that combines, by
+    /// node.
+    pub reductions: Vec<NodeReduce>,
+}
+
+/// What one compute node combines in one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeReduce {
+    /// The node.
+    pub node: NodeId,
+    /// Bytes combined by local [`Instr::Reduce`](crate::Instr::Reduce)s, which overlap the
+    /// step's transfers.
+    pub local_bytes: u64,
+    /// Bytes combined by receives in [`RecvMode::Reduce`](crate::RecvMode::Reduce), which
+    /// follow the transfer.
+    pub arrival_bytes: u64,
 }
 
 impl StepLoad {
@@ -109,21 +145,47 @@ pub fn step_loads(machine: &Machine, phase: &Phase) -> Vec<StepLoad> {
     for k in 0..steps {
         let mut bytes_sent = 0u64;
         let mut sends = 0u32;
+        let mut reductions = Vec::new();
         for (n, program) in phase.programs.iter().enumerate() {
             let Some(step) = program.steps.get(k) else {
                 continue;
             };
             let Ok(n) = u32::try_from(n) else { continue };
-            for instr in step {
-                let crate::Instr::Send {
-                    link, via, chunks, ..
-                } = instr
-                else {
-                    continue;
-                };
-                let size = chunks
+            let bytes_of = |chunks: &[crate::ChunkId]| {
+                chunks
                     .iter()
-                    .fold(0u64, |sum, &c| sum.saturating_add(phase.chunk_bytes(c)));
+                    .fold(0u64, |sum, &c| sum.saturating_add(phase.chunk_bytes(c)))
+            };
+            let computes = machine
+                .nodes
+                .get(n as usize)
+                .is_some_and(|node| node.kind == NodeKind::Compute);
+            let mut reduce = NodeReduce {
+                node: NodeId(n),
+                local_bytes: 0,
+                arrival_bytes: 0,
+            };
+            for instr in step {
+                let (link, via, chunks) = match instr {
+                    crate::Instr::Send {
+                        link, via, chunks, ..
+                    } => (link, via, chunks),
+                    crate::Instr::Reduce { chunks, .. } if computes => {
+                        reduce.local_bytes = reduce.local_bytes.saturating_add(bytes_of(chunks));
+                        continue;
+                    }
+                    crate::Instr::Recv {
+                        chunks,
+                        mode: crate::RecvMode::Reduce,
+                        ..
+                    } if computes => {
+                        reduce.arrival_bytes =
+                            reduce.arrival_bytes.saturating_add(bytes_of(chunks));
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let size = bytes_of(chunks);
                 bytes_sent = bytes_sent.saturating_add(size);
                 sends = sends.saturating_add(1);
                 for hop in machine.route(NodeId(n), *link, via) {
@@ -136,6 +198,9 @@ pub fn step_loads(machine: &Machine, phase: &Phase) -> Vec<StepLoad> {
                         *t = t.saturating_add(1);
                     }
                 }
+            }
+            if reduce.local_bytes > 0 || reduce.arrival_bytes > 0 {
+                reductions.push(reduce);
             }
         }
         touched.sort_unstable();
@@ -157,12 +222,13 @@ pub fn step_loads(machine: &Machine, phase: &Phase) -> Vec<StepLoad> {
             loads,
             bytes_sent,
             transfers: sends,
+            reductions,
         });
     }
     out
 }
 
-/// The α-β estimate of a phase.
+/// The α-β-γ estimate of a phase.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Estimate {
     /// Total time, in seconds: the sum of [`Estimate::per_step`].
@@ -173,18 +239,35 @@ pub struct Estimate {
     pub latency_seconds: f64,
     /// The bandwidth part of the total (sum of each step's β), in seconds.
     pub transfer_seconds: f64,
+    /// The part of the total spent combining and not hidden behind transfers (sum over steps
+    /// of the step's time beyond `α + β`), in seconds; 0 when the machine declares no
+    /// `reduce_gbps`.
+    pub reduce_seconds: f64,
 }
 
-/// The α-β estimate of `phase` on `machine` (see the [module doc](self)).
+/// The α-β-γ estimate of `phase` on `machine` (see the [module doc](self)).
 pub fn estimate(machine: &Machine, phase: &Phase) -> Estimate {
     estimate_loads(machine, &step_loads(machine, phase))
 }
 
-/// The α-β estimate of steps whose traffic is `loads` (as computed by [`step_loads`]).
+/// Seconds to combine `bytes` at `rate` bytes per second (0 when combining is free).
+fn combine_seconds(bytes: u64, rate: Option<f64>) -> f64 {
+    match rate {
+        Some(r) if r > 0.0 => bytes as f64 / r,
+        _ => 0.0,
+    }
+}
+
+/// The α-β-γ estimate of steps whose traffic is `loads` (as computed by [`step_loads`]).
 pub fn estimate_loads(machine: &Machine, loads: &[StepLoad]) -> Estimate {
+    let rate = machine
+        .reduce_gbps
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .map(bytes_per_second);
     let mut per_step = Vec::with_capacity(loads.len());
     let mut latency_seconds = 0.0;
     let mut transfer_seconds = 0.0;
+    let mut reduce_seconds = 0.0;
     for step in loads {
         let mut alpha: f64 = 0.0;
         let mut beta: f64 = 0.0;
@@ -195,29 +278,41 @@ pub fn estimate_loads(machine: &Machine, loads: &[StepLoad]) -> Estimate {
             alpha = alpha.max(link.latency_us * 1e-6);
             beta = beta.max(load.bytes as f64 / bytes_per_second(link.bandwidth_gbps));
         }
+        let busy = step.reductions.iter().fold(beta, |slowest, r| {
+            let node = beta.max(combine_seconds(r.local_bytes, rate))
+                + combine_seconds(r.arrival_bytes, rate);
+            slowest.max(node)
+        });
         latency_seconds += alpha;
         transfer_seconds += beta;
-        per_step.push(alpha + beta);
+        reduce_seconds += busy - beta;
+        per_step.push(alpha + busy);
     }
     Estimate {
         seconds: per_step.iter().sum(),
         per_step,
         latency_seconds,
         transfer_seconds,
+        reduce_seconds,
     }
 }
 
 /// A lower bound on the time of a phase.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Bound {
-    /// The bound, in seconds: the larger of the two below.
+    /// The bound, in seconds: the largest of the bounds below.
     pub seconds: f64,
-    /// Which bound binds: `"total traffic"`, `"root egress"` or `"latency"`.
+    /// Which bound binds: `"total traffic"`, `"in-network"`, `"root egress"`, `"cut"`,
+    /// `"reduction"` or `"latency"`.
     pub which: &'static str,
-    /// The bandwidth bound (total traffic, or the root's egress for broadcast and reduce).
+    /// The bandwidth bound: total traffic, or, on a machine with reducing devices, the
+    /// in-network bound; the root's egress for broadcast and reduce.
     pub traffic_seconds: f64,
     /// The cut bound alone (0 when the machine has a single compute node).
     pub cut_seconds: f64,
+    /// The reduction bound, `(p-1)/p · m / reduce rate` (0 when the machine declares no rate,
+    /// has devices, or the collective combines nothing).
+    pub reduce_seconds: f64,
     /// The latency bound, `α_min · ⌈log2 p⌉`.
     pub latency_seconds: f64,
 }
@@ -260,7 +355,24 @@ pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
             bytes / bandwidth
         }
     };
+    // With devices that combine, merges need not happen on compute nodes: each node only
+    // has to get its contribution out and its result in.
+    let in_network = machine.nodes.iter().any(|n| n.capacity.is_some());
+    let slowest_node = |bytes: f64| {
+        compute
+            .iter()
+            .map(|&n| ratio(bytes, egress(machine, n)))
+            .fold(0.0, f64::max)
+    };
+    let share = if p > 0.0 { (p - 1.0).max(0.0) / p } else { 0.0 };
     let (traffic_seconds, traffic_name) = match phase.collective {
+        Collective::AllReduce if in_network => (
+            slowest_node(if p > 1.0 { m } else { 0.0 }),
+            "in-network",
+        ),
+        Collective::ReduceScatter | Collective::AllGather if in_network => {
+            (slowest_node(share * m), "in-network")
+        }
         Collective::AllReduce => (
             ratio(2.0 * (p - 1.0).max(0.0) * m, total_egress),
             "total traffic",
@@ -272,6 +384,16 @@ pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
             let m = if compute.len() > 1 { m } else { 0.0 };
             (ratio(m, egress(machine, root)), "root egress")
         }
+    };
+    let combines = matches!(
+        phase.collective,
+        Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce { .. }
+    );
+    let reduce_seconds = match machine.reduce_gbps {
+        Some(rate) if combines && !in_network && rate.is_finite() && rate > 0.0 => {
+            ratio(share * m, bytes_per_second(rate))
+        }
+        _ => 0.0,
     };
     let alpha_min = machine
         .links
@@ -289,6 +411,7 @@ pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
     let mut candidates = [
         (traffic_seconds, traffic_name),
         (cut_seconds, "cut"),
+        (reduce_seconds, "reduction"),
         (latency_seconds, "latency"),
     ];
     // The largest binds; of equal ones the first listed wins (a stable sort keeps the order).
@@ -299,6 +422,7 @@ pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
         which,
         traffic_seconds,
         cut_seconds,
+        reduce_seconds,
         latency_seconds,
     }
 }
@@ -394,6 +518,7 @@ mod tests {
                 link("L1", 1, 2, 80.0, 3.0),
                 link("L2", 0, 2, 8.0, 0.5),
             ],
+            reduce_gbps: None,
         }
     }
 
@@ -536,8 +661,121 @@ mod tests {
             per_step: vec![],
             latency_seconds: 0.0,
             transfer_seconds: 0.0,
+            reduce_seconds: 0.0,
         };
         assert_eq!(efficiency(&b, &idle), 1.0);
+    }
+
+    /// N0 and N1 joined by L2 only, combining at 8 Gbit/s = 1e9 B/s: step 0 receives chunk 1
+    /// into scratch while N1 receives chunk 0 reducing on arrival; step 1 reduces N0's scratch
+    /// locally while N0 sends both chunks.
+    fn gamma_phase() -> (Machine, Phase) {
+        let mut m = machine();
+        m.reduce_gbps = Some(8.0);
+        let mut p = phase(Collective::AllReduce);
+        p.buffers.push(Buffer {
+            name: "scratch".into(),
+            kind: BufferKind::Scratch,
+        });
+        let into_scratch = Instr::Recv {
+            link: LinkId(2),
+            from: NodeId(2),
+            buffer: BufferId(1),
+            chunks: vec![ChunkId(1)],
+            mode: RecvMode::Store,
+        };
+        let local = Instr::Reduce {
+            src: BufferId(1),
+            dst: BufferId(0),
+            chunks: vec![ChunkId(1)],
+        };
+        p.programs[0].steps = vec![
+            vec![send(0, &[1], 2, &[0]), into_scratch],
+            vec![send(2, &[], 2, &[0, 1]), local],
+        ];
+        (m, p)
+    }
+
+    #[test]
+    fn gamma_charges_arrival_reductions_and_hides_local_ones() {
+        let (m, p) = gamma_phase();
+        let loads = step_loads(&m, &p);
+        assert_eq!(
+            loads[0].reductions,
+            vec![NodeReduce {
+                node: NodeId(2),
+                local_bytes: 0,
+                arrival_bytes: 2000,
+            }]
+        );
+        assert_eq!(
+            loads[1].reductions,
+            vec![
+                NodeReduce {
+                    node: NodeId(0),
+                    local_bytes: 2000,
+                    arrival_bytes: 0,
+                },
+                NodeReduce {
+                    node: NodeId(2),
+                    local_bytes: 0,
+                    arrival_bytes: 4000,
+                },
+            ]
+        );
+        let e = estimate_loads(&m, &loads);
+        // Step 0: α 3 µs, β 2 µs, then N1 combines 2000 B at 1e9 B/s after arrival: 2 µs.
+        assert!(close(e.per_step[0], 7e-6), "{e:?}");
+        // Step 1: α 0.5 µs, β 4 µs; N0's local 2 µs hides under β; N1 combines 4000 B after
+        // arrival: 4 µs.
+        assert!(close(e.per_step[1], 8.5e-6), "{e:?}");
+        assert!(close(e.reduce_seconds, 6e-6), "{e:?}");
+        assert!(close(e.transfer_seconds, 6e-6));
+        // Without a rate, reduction is free: the α-β estimate.
+        let free = estimate(&machine(), &p);
+        assert!(close(free.seconds, 9.5e-6), "{free:?}");
+        assert_eq!(free.reduce_seconds, 0.0);
+    }
+
+    #[test]
+    fn a_slow_local_reduction_sets_the_step() {
+        let (mut m, p) = gamma_phase();
+        m.reduce_gbps = Some(0.8); // 1e8 B/s: N0's 2000 B local reduce takes 20 µs > β 4 µs.
+        let e = estimate(&m, &p);
+        // Step 1: α 0.5 + max(β 4, N0 20, N1 0) and N1's arrival 40 µs after β: the slowest
+        // node is N1 at 4 + 40 = 44 µs.
+        assert!(close(e.per_step[1], 44.5e-6), "{e:?}");
+    }
+
+    #[test]
+    fn reduction_bound_binds_when_combining_is_slow() {
+        let mut m = machine();
+        m.reduce_gbps = Some(0.008); // 1e6 B/s
+        let mut p = phase(Collective::AllReduce);
+        p.elements = 1_000_000; // 4e6 B; (p-1)/p · m = 2e6 B → 2 s.
+        let b = lower_bound(&m, &p);
+        assert_eq!(b.which, "reduction");
+        assert!(close(b.reduce_seconds, 2.0), "{b:?}");
+        // An allgather combines nothing.
+        let b = lower_bound(&m, &phase(Collective::AllGather));
+        assert_eq!(b.reduce_seconds, 0.0);
+    }
+
+    #[test]
+    fn in_network_bound_replaces_total_traffic_on_machines_with_devices() {
+        let mut m = machine();
+        m.nodes[1].capacity = Some(4);
+        let mut p = phase(Collective::AllReduce);
+        p.elements = 1_000_000_000; // 4e9 B
+        let b = lower_bound(&m, &p);
+        // Each node sends its 4e9 B and receives its result over 1.1e10 B/s of links.
+        assert_eq!(b.which, "in-network");
+        assert!(close(b.traffic_seconds, 4e9 / 1.1e10), "{b:?}");
+        let b = lower_bound(&m, &phase(Collective::ReduceScatter));
+        assert!(close(b.traffic_seconds, 0.5 * 4000.0 / 1.1e10), "{b:?}");
+        // Broadcast keeps its root-egress bound.
+        let b = lower_bound(&m, &phase(Collective::Broadcast { root: NodeId(0) }));
+        assert!(close(b.traffic_seconds, 4000.0 / 1.1e10), "{b:?}");
     }
 
     #[test]

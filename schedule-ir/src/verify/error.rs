@@ -163,6 +163,14 @@ pub enum VerifyError {
         /// What the value must be.
         rule: &'static str,
     },
+    /// The machine's reduction rate is not a positive finite number.
+    #[error("machine `{machine}`: reduce_gbps = {value}, but it must be positive and finite")]
+    InvalidReduceRate {
+        /// The machine's name.
+        machine: String,
+        /// The value found.
+        value: String,
+    },
     /// Two phases have the same name.
     #[error("schedule: two phases are called `{name}`; phase names must be unique")]
     DuplicatePhaseName {

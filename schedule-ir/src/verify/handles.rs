@@ -140,7 +140,20 @@ fn counts_fit(schedule: &Schedule, errors: &mut Vec<VerifyError>) -> bool {
 /// The machine's invariants; returns whether they all hold.
 fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
     let before = errors.len();
-    let Machine { name, nodes, links } = machine;
+    let Machine {
+        name,
+        nodes,
+        links,
+        reduce_gbps,
+    } = machine;
+    if let Some(rate) = *reduce_gbps {
+        if !(rate.is_finite() && rate > 0.0) {
+            errors.push(VerifyError::InvalidReduceRate {
+                machine: name.clone(),
+                value: rate.to_string(),
+            });
+        }
+    }
     if !nodes.iter().any(|n| n.kind == NodeKind::Compute) {
         errors.push(VerifyError::NoComputeNodes {
             machine: name.clone(),

@@ -27,7 +27,8 @@
 //! - a node's `capacity`, when given, is on a switch and at least 1 —
 //!   [`VerifyError::BadCapacity`]; such a switch is a *device* and runs a program;
 //! - `bandwidth_gbps` is positive and finite, `latency_us` is non-negative and finite, `lanes`
-//!   is at least 1 — [`VerifyError::InvalidLink`].
+//!   is at least 1 — [`VerifyError::InvalidLink`];
+//! - `reduce_gbps`, when given, is positive and finite — [`VerifyError::InvalidReduceRate`].
 //!
 //! Each phase:
 //! - buffer 0 exists and is [`BufferKind::Data`](crate::BufferKind::Data) —

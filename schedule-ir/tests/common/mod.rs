@@ -39,6 +39,7 @@ pub fn ring_machine(p: usize) -> Machine {
                 lanes: 1,
             })
             .collect(),
+        reduce_gbps: None,
     }
 }
 
