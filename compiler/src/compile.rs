@@ -7,7 +7,7 @@
 
 use crate::diag::Problem;
 use crate::embed::{EmbedError, Ring};
-use crate::lower::{halving_doubling, ring, Knobs, Method};
+use crate::lower::{halving_doubling, ring, Knobs, Lowered, Method};
 use crate::machine::{self, Machine};
 use crate::path;
 use crate::topology::ast::{CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile};
@@ -117,7 +117,6 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
         let knobs = Knobs {
             variant: options.variant.or(decl.variant),
             slices,
-            auto: wanted == "auto",
         };
         match lower_phase(&machine, at, spec, &wanted, &knobs) {
             Ok((phase, note)) => {
@@ -363,58 +362,30 @@ fn lower_phase(
     }
     crate::limits::check_vector(at, spec.elements, spec.dtype)?;
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
-    for method in candidates.iter().filter(|m| m.supports(spec.collective)) {
-        match method.lower(machine, spec, knobs) {
-            Ok(lowered) => {
-                let mut reason = if wanted == "auto" {
-                    let unable: Vec<&str> = candidates
-                        .iter()
-                        .take_while(|m| *m != method)
-                        .filter(|m| !m.supports(spec.collective))
-                        .map(|m| m.name())
-                        .collect();
-                    let mut skipped: Vec<String> = Vec::new();
-                    if !unable.is_empty() {
-                        skipped.push(format!(
-                            "{} do not lower {}",
-                            unable.join(", "),
-                            describe(spec.collective)
-                        ));
-                    }
-                    skipped.extend(
-                        refusals
-                            .iter()
-                            .map(|(m, e)| format!("{m} does not apply ({e})")),
-                    );
-                    if skipped.is_empty() {
-                        format!("auto: {method} is the first method that applies")
-                    } else {
-                        format!("auto: {}; using {method}", skipped.join("; "))
-                    }
-                } else {
-                    format!("{method} requested")
-                };
-                if let Some(detail) = &lowered.detail {
-                    reason = format!("{reason}; {detail}");
-                }
-                let note = PhaseNote {
-                    phase: spec.name.clone(),
-                    method: *method,
-                    reason,
-                    rings: lowered.rings,
-                    embedding: lowered.embedding,
-                };
-                return Ok((lowered.phase, note));
-            }
-            Err(EmbedError::TooLarge { instructions }) => {
-                return Err(crate::limits::check(at, machine.node_count(), instructions)
-                    .err()
-                    .unwrap_or_else(|| {
-                        Problem::at(at.clone(), "internal: size limit disagrees", "here")
-                    }));
-            }
-            Err(e) => refusals.push((*method, e)),
+    let mut too_large: Option<u64> = None;
+    if wanted == "auto" {
+        if let Some(chosen) = cheapest(machine, spec, knobs, &mut refusals, &mut too_large) {
+            return Ok(chosen);
         }
+    } else {
+        for method in candidates.iter().filter(|m| m.supports(spec.collective)) {
+            match method.lower(machine, spec, knobs) {
+                Ok(lowered) => {
+                    let reason = match &lowered.detail {
+                        Some(detail) => format!("{method} requested; {detail}"),
+                        None => format!("{method} requested"),
+                    };
+                    return Ok(noted(spec, *method, reason, lowered));
+                }
+                Err(EmbedError::TooLarge { instructions }) => too_large = Some(instructions),
+                Err(e) => refusals.push((*method, e)),
+            }
+        }
+    }
+    if let Some(instructions) = too_large {
+        return Err(crate::limits::check(at, machine.node_count(), instructions)
+            .err()
+            .unwrap_or_else(|| Problem::at(at.clone(), "internal: size limit disagrees", "here")));
     }
     let headline = format!(
         "no method can lower {} on machine `{}`",
@@ -462,6 +433,115 @@ fn lower_phase(
         "write `auto` to let the compiler take the first method that applies"
     };
     Err(problem.hint(hint))
+}
+
+/// `auto`: lowers `spec` with every method that supports its collective and keeps the one
+/// whose schedule the cost model prices lowest for the phase's own vector (of equal estimates,
+/// the first in [`Method::ALL`]). The phase records every method weighed
+/// ([`schedule_ir::Phase::candidates`]) and the note says the same in words. `None` when no
+/// method applies; `refusals` then says why each did not, and `too_large` holds the size of
+/// a schedule refused for its size.
+fn cheapest(
+    machine: &Machine,
+    spec: &ring::PhaseSpec,
+    knobs: &Knobs,
+    refusals: &mut Vec<(Method, EmbedError)>,
+    too_large: &mut Option<u64>,
+) -> Option<(schedule_ir::Phase, PhaseNote)> {
+    let ir = machine.to_ir();
+    let mut weighed: Vec<(Method, f64)> = Vec::new();
+    let mut best: Option<(Method, f64, Lowered)> = None;
+    for method in Method::ALL {
+        if !method.supports(spec.collective) {
+            continue;
+        }
+        match method.lower(machine, spec, knobs) {
+            Ok(lowered) => {
+                let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+                weighed.push((method, seconds));
+                // Strictly cheaper only: of equal estimates the earlier method stays.
+                if best.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
+                    best = Some((method, seconds, lowered));
+                }
+            }
+            Err(EmbedError::TooLarge { instructions }) => {
+                too_large.get_or_insert(instructions);
+                refusals.push((method, EmbedError::TooLarge { instructions }));
+            }
+            Err(e) => refusals.push((method, e)),
+        }
+    }
+    let (method, _, lowered) = best?;
+    // A stable sort keeps `Method::ALL`'s order among equal estimates.
+    weighed.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let bytes = spec.elements.saturating_mul(spec.dtype.size_bytes());
+    let priced: Vec<String> = weighed
+        .iter()
+        .map(|(m, s)| format!("{m} {}", crate::simulate::format_seconds(*s)))
+        .collect();
+    let unable: Vec<&str> = Method::ALL
+        .iter()
+        .filter(|m| !m.supports(spec.collective))
+        .map(|m| m.name())
+        .collect();
+    let mut reason = format!(
+        "auto: cheapest for {} at {}: {}",
+        describe(spec.collective),
+        crate::simulate::format_bytes(bytes),
+        priced.join(" < ")
+    );
+    if !refusals.is_empty() {
+        let names: Vec<&str> = refusals.iter().map(|(m, _)| m.name()).collect();
+        reason.push_str(&format!("; {} do not apply", names.join(", ")));
+    }
+    if !unable.is_empty() {
+        reason.push_str(&format!(
+            "; {} do not lower {}",
+            unable.join(", "),
+            describe(spec.collective)
+        ));
+    }
+    if let Some(detail) = &lowered.detail {
+        reason.push_str(&format!("; {detail}"));
+    }
+    let mut candidates: Vec<schedule_ir::Candidate> = weighed
+        .iter()
+        .map(|(m, s)| schedule_ir::Candidate {
+            method: m.name().to_string(),
+            estimate_seconds: Some(*s),
+            note: String::new(),
+        })
+        .collect();
+    candidates.extend(refusals.iter().map(|(m, e)| schedule_ir::Candidate {
+        method: m.name().to_string(),
+        estimate_seconds: None,
+        note: e.to_string(),
+    }));
+    candidates.extend(unable.iter().map(|m| schedule_ir::Candidate {
+        method: (*m).to_string(),
+        estimate_seconds: None,
+        note: format!("does not lower {}", describe(spec.collective)),
+    }));
+    let (mut phase, note) = noted(spec, method, reason, lowered);
+    phase.candidates = candidates;
+    Some((phase, note))
+}
+
+/// The phase a method lowered, with its note.
+fn noted(
+    spec: &ring::PhaseSpec,
+    method: Method,
+    reason: String,
+    lowered: Lowered,
+) -> (schedule_ir::Phase, PhaseNote) {
+    let note = PhaseNote {
+        phase: spec.name.clone(),
+        method,
+        reason,
+        rings: lowered.rings,
+        embedding: lowered.embedding,
+    };
+    (lowered.phase, note)
 }
 
 fn describe(c: Collective) -> String {

@@ -6,6 +6,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(code) => code,
@@ -13,5 +14,18 @@ fn main() -> ExitCode {
             eprintln!("{message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Ends the process quietly when its output goes to a reader that stops early (`topoc
+/// simulate … | head`), as Unix tools do. Rust ignores SIGPIPE, so without this the first
+/// write after the reader leaves panics with "failed printing to stdout". Files are never at
+/// risk: they are written whole to a temporary file and renamed.
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any other thread exists; restoring the
+    // default action of a signal has no other effect on the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

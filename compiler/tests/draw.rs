@@ -329,6 +329,7 @@ fn switch_schedule() -> Schedule {
             }],
             steps: 2,
             programs,
+            candidates: Vec::new(),
         }],
     }
 }

@@ -375,6 +375,7 @@ fn star_schedule() -> Schedule {
                 },
                 Program { steps: vec![] },
             ],
+            candidates: Vec::new(),
         }],
     }
 }
@@ -489,6 +490,7 @@ fn two_node_phase(collective: Collective, chunks: Vec<Chunk>, programs: Vec<Prog
             }],
             steps: 1,
             programs,
+            candidates: Vec::new(),
         }],
     }
 }

@@ -251,6 +251,12 @@ pub struct Phase {
     pub elements: u64,
     /// Which method produced the schedule (`ring`, `ladder-rings`, …), for humans.
     pub algorithm: String,
+    /// Why the compiler took [`Phase::algorithm`] when it chose the method itself (`auto`):
+    /// every method it weighed, cheapest estimate first, then those that do not apply. Empty
+    /// when the method was requested. Metadata for people and tools: neither the verifier
+    /// nor the runtime reads it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Candidate>,
     /// The chunking of the vector: chunk `i` is elements `start..end`. Chunks are in order,
     /// contiguous, start at 0 and end at `elements`; a chunk may be empty.
     pub chunks: Vec<Chunk>,
@@ -264,6 +270,20 @@ pub struct Phase {
     /// before it is written again (the write's own step when nothing reads it), and in no step
     /// are more than `capacity` chunks of a device live.
     pub programs: Vec<Program>,
+}
+
+/// One method the compiler weighed for a phase (see [`Phase::candidates`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// The method's name.
+    pub method: String,
+    /// The [cost model](cost)'s estimate of the method's schedule for the phase's vector, in
+    /// seconds; `None` when the method does not apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate_seconds: Option<f64>,
+    /// Why the method does not apply; empty when it does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
 }
 
 /// A contiguous range of the vector.

@@ -21,9 +21,9 @@
 //! Applies to allreduce on a fabric whose NICs reduce. When the NICs cannot reduce, the method
 //! says so and `auto` goes on to `ring`, which runs through the NICs and the switch. When the
 //! switch cannot reduce, or the fabric has leaf switches under a spine, it falls back to a ring
-//! among the NICs ([`super::nic_ring`]) and says so; under `auto` only when that beats `ring`
-//! through the ranks by the cost model (else it refuses, giving both estimates). Reducing in the
-//! leaf switches and the spine of a two-level fabric is not done yet.
+//! among the NICs ([`super::nic_ring`]) and says so; `auto` weighs it against `ring` through
+//! the ranks like any other schedule. Reducing in the leaf switches and the spine of a
+//! two-level fabric is not done yet.
 
 use super::ring::{even_chunks, PhaseSpec};
 use crate::embed::EmbedError;
@@ -152,7 +152,6 @@ pub fn applies(machine: &Machine) -> Result<String, EmbedError> {
 pub fn lower(
     spec: &PhaseSpec,
     machine: &Machine,
-    auto: bool,
 ) -> Result<Option<(Phase, Vec<String>)>, EmbedError> {
     let l = layout(machine)?;
     if spec.collective != Collective::AllReduce {
@@ -167,24 +166,11 @@ pub fn lower(
     let (switch, switch_units) = match &l.switch {
         Ok(s) => *s,
         Err(why) => {
-            let (phase, described) = super::nic_ring::lower(spec, machine, &l, segments, why);
-            if auto {
-                // Under `auto`, the NIC ring only if it beats the ring through the ranks.
-                let ir = machine.to_ir();
-                let mine = schedule_ir::cost::estimate(&ir, &phase).seconds;
-                let knobs = super::Knobs::default();
-                if let Ok(ring) = super::Method::Ring.lower(machine, spec, &knobs) {
-                    let theirs = schedule_ir::cost::estimate(&ir, &ring.phase).seconds;
-                    if theirs < mine {
-                        return Err(refuse(format!(
-                            "{why}, and a ring among the NICs ({:.1} µs) is slower than `ring` through the ranks ({:.1} µs)",
-                            mine * 1e6,
-                            theirs * 1e6
-                        )));
-                    }
-                }
-            }
-            return Ok(Some((phase, described)));
+            // Under `auto`, the ring among the NICs competes with every other method on its
+            // estimate, like any schedule.
+            return Ok(Some(super::nic_ring::lower(
+                spec, machine, &l, segments, why,
+            )));
         }
     };
     let full = (l.nic_units / 4).min(switch_units / 2) as usize;

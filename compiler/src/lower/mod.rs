@@ -5,6 +5,7 @@
 //! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
 //! | `rotated-hd`   | `Hypercube`, `Cube`, equal-sided `Torus` | halving-doubling with the dimensions rotated per part ([`rotated`]) |
 //! | `cube-planes`  | `Cube` (allreduce only)          | seed 000's face rings, methods 300 and 400 ([`cube_planes`]) |
+//! | `direct`       | any machine whose compute nodes are joined pairwise (`FullMesh`) | none: each chunk goes straight to its owner and back, one step each ([`direct`]) |
 //! | `in-network`   | `Fabric` whose NICs reduce | seed 003: segments of at most the MTU reduced rank → NIC → switch and sent back, in batches that fit the devices' segment units ([`in_network`]); without a reducing switch, a ring among the NICs ([`nic_ring`]); allreduce only |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
 //! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); after `ring`, which is faster where uplinks carry one transfer per step; `tree` wins where uplinks have lanes (`examples/tree-fat.ron`) |
@@ -12,13 +13,15 @@
 //! | `halving-doubling` | any machine whose compute nodes reach each other | seed 001's pipelined recursive halving/doubling; no rings, every transfer routed ([`halving_doubling`]) |
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
-//! method uses every link direction it embeds. `auto` picks the first method in this table that
-//! applies and supports the collective. [`dag`] schedules lowerings that are described as a
+//! method uses every link direction it embeds. `auto` lowers the phase with every method in
+//! this table that applies and supports the collective, and keeps the schedule the cost model
+//! prices lowest for the phase's vector (of equal estimates, the one higher in the table). [`dag`] schedules lowerings that are described as a
 //! graph of dependent transfers.
 
 pub mod balance;
 pub mod cube_planes;
 pub mod dag;
+pub mod direct;
 pub mod halving_doubling;
 pub mod in_network;
 pub mod nic_ring;
@@ -41,6 +44,9 @@ pub enum Method {
     RotatedHd,
     /// Seed 000: allreduce on the cube's six faces (methods 300 and 400).
     CubePlanes,
+    /// Every chunk straight to its owner and back, on machines whose compute nodes are joined
+    /// pairwise.
+    Direct,
     /// Seed 003: allreduce in the NICs and the switch of a `Fabric`, segment by segment.
     InNetwork,
     /// Ring collectives over Hamiltonian rings (the machine's own ring, or found by search).
@@ -60,9 +66,6 @@ pub struct Knobs {
     pub variant: Option<u32>,
     /// `halving-doubling`: slices per round (the last repeats; empty: the default).
     pub slices: Vec<usize>,
-    /// The method is being tried by `auto`: a fallback slower than a later method declines
-    /// (with both estimates) rather than being taken (`in-network`'s ring among the NICs).
-    pub auto: bool,
 }
 
 /// A lowered phase with what the compiler reports about it.
@@ -79,10 +82,11 @@ pub struct Lowered {
 
 impl Method {
     /// Every method, in the order `auto` tries them.
-    pub const ALL: [Method; 8] = [
+    pub const ALL: [Method; 9] = [
         Method::LadderRings,
         Method::RotatedHd,
         Method::CubePlanes,
+        Method::Direct,
         Method::InNetwork,
         Method::Ring,
         Method::Tree,
@@ -96,6 +100,7 @@ impl Method {
             Method::LadderRings => "ladder-rings",
             Method::RotatedHd => "rotated-hd",
             Method::CubePlanes => "cube-planes",
+            Method::Direct => "direct",
             Method::InNetwork => "in-network",
             Method::Tree => "tree",
             Method::Ring => "ring",
@@ -113,6 +118,7 @@ impl Method {
             Method::InNetwork => collective == schedule_ir::Collective::AllReduce,
             Method::CubePlanes => collective == schedule_ir::Collective::AllReduce,
             Method::Trees => trees::supports(collective),
+            Method::Direct => direct::supports(collective),
             Method::HalvingDoubling => halving_doubling::supports(collective),
         }
     }
@@ -150,6 +156,7 @@ impl Method {
                 rotated::lower(spec, self.name(), machine)?,
                 None,
             )),
+            Method::Direct => Ok(structured(direct::lower(spec, self.name(), machine)?, None)),
             Method::CubePlanes => {
                 let number = knobs.variant.unwrap_or(400);
                 let v = cube_planes::Variant::from_number(number).ok_or_else(|| {
@@ -164,7 +171,7 @@ impl Method {
                 let lowered = if self == Method::Tree {
                     tree::lower(spec, machine)?
                 } else {
-                    in_network::lower(spec, machine, knobs.auto)?
+                    in_network::lower(spec, machine)?
                 };
                 let (phase, lines) = lowered.ok_or_else(|| {
                     EmbedError::NotApplicable(format!(
@@ -266,7 +273,7 @@ impl Method {
                         .to_string(),
                 ))
             }
-            (Method::RotatedHd | Method::CubePlanes, _) => {
+            (Method::RotatedHd | Method::CubePlanes | Method::Direct, _) => {
                 return Err(EmbedError::NotApplicable(format!(
                     "`{self}` embeds no rings: it builds its steps from the machine's shape"
                 )))

@@ -64,6 +64,7 @@ impl PhaseSpec {
             buffers,
             steps: u32::try_from(steps).unwrap_or(u32::MAX),
             programs,
+            candidates: Vec::new(),
         }
     }
 }

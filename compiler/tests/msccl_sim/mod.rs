@@ -249,7 +249,6 @@ pub fn simulate(
             .map(|g| vec![Stage::Start; g.tbs.len()])
             .collect(),
         flag: algo.gpus.iter().map(|g| vec![-1; g.tbs.len()]).collect(),
-        reduce_gbps: None,
     };
     // Inputs: chunk identities in the full vector.
     let (real_i, real_o) = real_sizes(algo);

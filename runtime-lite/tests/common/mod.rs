@@ -146,6 +146,7 @@ impl PhaseBuilder {
                         },
                     })
                     .collect(),
+                candidates: Vec::new(),
             },
         }
     }

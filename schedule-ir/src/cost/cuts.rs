@@ -299,6 +299,7 @@ mod tests {
             buffers: Vec::new(),
             steps: 0,
             programs: Vec::new(),
+            candidates: Vec::new(),
         };
         let bound = super::super::lower_bound(&m, &phase);
         assert_eq!(bound.which, "cut");

@@ -366,10 +366,9 @@ pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
     };
     let share = if p > 0.0 { (p - 1.0).max(0.0) / p } else { 0.0 };
     let (traffic_seconds, traffic_name) = match phase.collective {
-        Collective::AllReduce if in_network => (
-            slowest_node(if p > 1.0 { m } else { 0.0 }),
-            "in-network",
-        ),
+        Collective::AllReduce if in_network => {
+            (slowest_node(if p > 1.0 { m } else { 0.0 }), "in-network")
+        }
         Collective::ReduceScatter | Collective::AllGather if in_network => {
             (slowest_node(share * m), "in-network")
         }
@@ -584,6 +583,7 @@ mod tests {
                     ],
                 },
             ],
+            candidates: Vec::new(),
         }
     }
 

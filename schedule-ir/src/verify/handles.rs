@@ -264,6 +264,8 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         dtype,
         elements,
         algorithm: _,
+        // Metadata: nothing in it affects execution.
+        candidates: _,
         chunks,
         buffers,
         steps,

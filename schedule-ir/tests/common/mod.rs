@@ -194,6 +194,7 @@ pub fn skeleton(
             }],
             steps: steps as u32,
             programs,
+            candidates: Vec::new(),
         }],
     }
 }
