@@ -490,9 +490,8 @@ fn cheapest(
         crate::simulate::format_bytes(bytes),
         priced.join(" < ")
     );
-    if !refusals.is_empty() {
-        let names: Vec<&str> = refusals.iter().map(|(m, _)| m.name()).collect();
-        reason.push_str(&format!("; {} do not apply", names.join(", ")));
+    for (m, e) in refusals.iter() {
+        reason.push_str(&format!("; {m} does not apply ({e})"));
     }
     if !unable.is_empty() {
         reason.push_str(&format!(

@@ -767,7 +767,7 @@ fn the_documented_commands_work() {
 /// independent simulator agrees that forcing the plan through would deadlock.
 #[test]
 fn a_schedule_that_would_deadlock_is_refused() {
-    let text = std::fs::read_to_string(repo().join("examples/cube.ron")).unwrap();
+    let text = std::fs::read_to_string(repo().join("examples/cube-rotated-hd.ron")).unwrap();
     let schedule = compile(&text);
     assert_eq!(schedule.schedule().phases[0].algorithm, "rotated-hd");
     let options = Options {
