@@ -90,7 +90,9 @@ impl Devices {
                         src: buffer,
                         chunks,
                         ..
-                    } = instr
+                    }
+                    // A scale keeps its chunk held through the step, like a read.
+                    | Instr::Scale { buffer, chunks, .. } = instr
                     {
                         for &c in chunks {
                             last_read.insert((*buffer, c), Some(k));
@@ -108,7 +110,7 @@ impl Devices {
                         Instr::Reduce { dst, chunks, .. } | Instr::Copy { dst, chunks, .. } => {
                             Some((*dst, chunks))
                         }
-                        Instr::Send { .. } => None,
+                        Instr::Send { .. } | Instr::Scale { .. } => None,
                     };
                     if let Some((b, chunks)) = written {
                         for &c in chunks {
