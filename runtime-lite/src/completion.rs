@@ -90,9 +90,7 @@ impl Devices {
                         src: buffer,
                         chunks,
                         ..
-                    }
-                    // A scale keeps its chunk held through the step, like a read.
-                    | Instr::Scale { buffer, chunks, .. } = instr
+                    } = instr
                     {
                         for &c in chunks {
                             last_read.insert((*buffer, c), Some(k));
@@ -110,7 +108,9 @@ impl Devices {
                         Instr::Reduce { dst, chunks, .. } | Instr::Copy { dst, chunks, .. } => {
                             Some((*dst, chunks))
                         }
-                        Instr::Send { .. } | Instr::Scale { .. } => None,
+                        // A scale rewrites its chunks in place, like a write.
+                        Instr::Scale { buffer, chunks, .. } => Some((*buffer, chunks)),
+                        Instr::Send { .. } => None,
                     };
                     if let Some((b, chunks)) = written {
                         for &c in chunks {
