@@ -129,3 +129,52 @@ fn every_method_averages_on_every_machine_it_takes() {
         "no example machine exercises: {missing:?}"
     );
 }
+
+/// A 4-node ring with one phase of `collective` under mean.
+fn ring4(collective: &str) -> String {
+    format!(
+        r#"Topology(name: "ring-4", machine: Ring(nodes: 4, link: (bandwidth_gbps: 100.0, latency_us: 1.0)),
+        phases: [Exchange(name: "grads", collective: {collective}, op: Mean, dtype: F32, elements: 4096)])"#
+    )
+}
+
+#[test]
+fn msccl_export_refuses_a_mean_reduction() {
+    use topoc::emit::msccl::{self, MscclError};
+    for collective in ["AllReduce", "ReduceScatter"] {
+        let verified = topoc::compile(&ring4(collective), &Options::default())
+            .unwrap()
+            .schedule;
+        let e = msccl::to_xml(&verified, &msccl::Options::default()).unwrap_err();
+        assert_eq!(
+            e,
+            MscclError::MeanOp {
+                phase: "grads".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "phase `grads` has op mean, but an MSCCL algorithm takes its op from the collective \
+             call and has no division step; compile the phase with op Sum, export that, and call \
+             it with ncclAvg"
+        );
+    }
+    // An allgather moves inputs unchanged: under mean it exports like any allgather.
+    let verified = topoc::compile(&ring4("AllGather"), &Options::default())
+        .unwrap()
+        .schedule;
+    let xml = msccl::to_xml(&verified, &msccl::Options::default()).unwrap();
+    assert!(xml.contains(r#"coll="allgather""#), "{xml}");
+}
+
+#[test]
+fn the_verify_report_counts_scales() {
+    let verified = topoc::compile(&ring4("AllReduce"), &Options::default())
+        .unwrap()
+        .schedule;
+    let text = verified.report().to_string();
+    // The ring completes one chunk per node in its last reduce-scatter step (both directions).
+    let scaled: Vec<&str> = text.lines().filter(|l| l.contains("scales")).collect();
+    assert_eq!(scaled.len(), 1, "{text}");
+    assert!(scaled[0].starts_with("  step  2  "), "{text}");
+}
