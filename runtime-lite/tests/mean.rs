@@ -19,13 +19,16 @@ fn scale(chunks: &[usize], p: usize) -> Instr {
     }
 }
 
+/// Where a schedule scales: `(node, step, chunks)`.
+type Scales = Vec<(usize, usize, Vec<usize>)>;
+
 /// A mean phase and its machine: `build` under `Mean`, with `scales` pushed as
 /// `(node, step, chunks)`.
 struct Case {
     name: &'static str,
     machine: fn(usize) -> Machine,
     build: fn(usize, DType, u64) -> Phase,
-    scales: fn(usize) -> Vec<(usize, usize, Vec<usize>)>,
+    scales: fn(usize) -> Scales,
 }
 
 const CASES: [Case; 4] = [
