@@ -248,6 +248,7 @@ fn exchanges(
                 OpDecl::Prod => ReduceOp::Prod,
                 OpDecl::Max => ReduceOp::Max,
                 OpDecl::Min => ReduceOp::Min,
+                OpDecl::Mean => ReduceOp::Mean,
             },
             dtype: match e.dtype {
                 DTypeDecl::F32 => DType::F32,

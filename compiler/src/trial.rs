@@ -148,7 +148,7 @@ pub fn random_inputs(dtype: DType, op: ReduceOp, nodes: usize, len: usize, seed:
         DType::F32 | DType::F64 => {
             let (lo, hi) = match op {
                 ReduceOp::Prod => (0.5, 1.5),
-                ReduceOp::Sum => (-1.0, 1.0),
+                ReduceOp::Sum | ReduceOp::Mean => (-1.0, 1.0),
                 ReduceOp::Max | ReduceOp::Min => (-1000.0, 1000.0),
             };
             let v = floats(lo, hi);
@@ -171,8 +171,10 @@ pub fn random_inputs(dtype: DType, op: ReduceOp, nodes: usize, len: usize, seed:
             let wide = dtype == DType::I64;
             let v = match op {
                 ReduceOp::Prod => ints(-3, 3),
-                ReduceOp::Sum if wide => ints(i64::MIN / 2, i64::MAX / 2),
-                ReduceOp::Sum => ints(i64::from(i32::MIN) / 2, i64::from(i32::MAX) / 2),
+                ReduceOp::Sum | ReduceOp::Mean if wide => ints(i64::MIN / 2, i64::MAX / 2),
+                ReduceOp::Sum | ReduceOp::Mean => {
+                    ints(i64::from(i32::MIN) / 2, i64::from(i32::MAX) / 2)
+                }
                 ReduceOp::Max | ReduceOp::Min if wide => ints(i64::MIN, i64::MAX),
                 ReduceOp::Max | ReduceOp::Min => ints(i32::MIN.into(), i32::MAX.into()),
             };

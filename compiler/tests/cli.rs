@@ -470,3 +470,25 @@ fn failures_from_the_command_line_compile_and_are_priced() {
     assert!(ratio > 1.0, "losing a rung costs time: {json}");
     assert_eq!(json["failed_links"][0], "L231");
 }
+
+#[test]
+fn run_averages_a_mean_phase() {
+    let out = topoc(&[
+        "run",
+        "examples/mean-ladder8.ron",
+        "--phase",
+        "counts",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["ok"], true, "{json}");
+    assert_eq!(json["phases"][0]["op"], "mean", "{json}");
+    assert_eq!(json["phases"][0]["dtype"], "i32", "{json}");
+    assert_eq!(
+        json["phases"][0]["mismatch"],
+        serde_json::Value::Null,
+        "{json}"
+    );
+}

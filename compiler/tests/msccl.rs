@@ -189,6 +189,7 @@ fn every_example_round_trips_for_every_collective() {
                     Ok(xml) => xml,
                     Err(
                         e @ (MscclError::UnsupportedCollective { .. }
+                        | MscclError::MeanOp { .. }
                         | MscclError::TooManySteps { .. }
                         | MscclError::TooManyThreadBlocks { .. }
                         | MscclError::DependencyTooFar { .. }

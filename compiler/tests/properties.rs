@@ -187,7 +187,8 @@ fn mutate(
                 Instr::Send { chunks, .. }
                 | Instr::Recv { chunks, .. }
                 | Instr::Reduce { chunks, .. }
-                | Instr::Copy { chunks, .. } => chunks,
+                | Instr::Copy { chunks, .. }
+                | Instr::Scale { chunks, .. } => chunks,
             };
             let slot = at.index(list.len());
             let new = other(list[slot].index(), chunks)?;

@@ -189,7 +189,8 @@ fn one_size<T: MpiElement>(
     let mut data = input.clone();
     let mut received = vec![T::ZERO; len];
     let op = match phase.op {
-        ReduceOp::Sum => SystemOperation::sum(),
+        // MPI has no mean: its sum, divided below once, like the schedule's scales.
+        ReduceOp::Sum | ReduceOp::Mean => SystemOperation::sum(),
         ReduceOp::Prod => SystemOperation::product(),
         ReduceOp::Max => SystemOperation::max(),
         ReduceOp::Min => SystemOperation::min(),
@@ -198,6 +199,12 @@ fn one_size<T: MpiElement>(
     // Both must compute the same thing.
     node.run(&phase.name, &mut data).map_err(text)?;
     world.all_reduce_into(&input[..], &mut received[..], op);
+    if phase.op == ReduceOp::Mean {
+        T::divide_into(
+            &mut received,
+            u32::try_from(world.size()).unwrap_or(u32::MAX),
+        );
+    }
     let diff = relative_difference(world, &input, &data, &received);
 
     let runs = options.runs.unwrap_or(if bytes <= 1 << 20 {

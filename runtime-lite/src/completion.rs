@@ -108,6 +108,8 @@ impl Devices {
                         Instr::Reduce { dst, chunks, .. } | Instr::Copy { dst, chunks, .. } => {
                             Some((*dst, chunks))
                         }
+                        // A scale rewrites its chunks in place, like a write.
+                        Instr::Scale { buffer, chunks, .. } => Some((*buffer, chunks)),
                         Instr::Send { .. } => None,
                     };
                     if let Some((b, chunks)) = written {

@@ -8,6 +8,11 @@
 //! | `Prod` | wrapping multiplication   | IEEE 754 multiplication                                 |
 //! | `Max`  | larger value              | larger value; see below                                 |
 //! | `Min`  | smaller value             | smaller value; see below                                |
+//! | `Mean` | wrapping addition         | IEEE 754 addition                                       |
+//!
+//! `Mean` combines like `Sum`; the schedule's `Scale` instructions then divide each result
+//! once by the number of compute nodes ([`Element::divide_into`]): IEEE 754 division by the
+//! divisor converted to the type for floats, truncating division (toward zero) for integers.
 //!
 //! Integer arithmetic wraps, so a sum that overflows gives the same bits on every node and in
 //! every run, and never panics.
@@ -59,6 +64,12 @@ pub trait Element:
     /// `dst[i] = combine(op, dst[i], src[i])` for every `i` below the shorter length.
     /// Dispatches on `op` once, so the inner loop is a plain vectorisable loop.
     fn combine_into(op: ReduceOp, dst: &mut [Self], src: &[Self]);
+
+    /// `x = x / divisor` for every `x` in `values`: IEEE 754 division by `divisor` converted
+    /// to the type (round to nearest) for floats, division truncating toward zero for integers
+    /// (exact: an `i32` is divided in `i64`). A `divisor` of 0 leaves the values unchanged
+    /// (plans refuse such a scale before anything runs).
+    fn divide_into(values: &mut [Self], divisor: u32);
 
     /// The value as an `f64` (exact for `f32`, `f64`, `i32`; rounded for large `i64`).
     fn to_f64(self) -> f64;
@@ -200,7 +211,7 @@ macro_rules! float_element {
 
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
                 match op {
-                    ReduceOp::Sum => a + b,
+                    ReduceOp::Sum | ReduceOp::Mean => a + b,
                     ReduceOp::Prod => a * b,
                     ReduceOp::Max => float_max!($t, a, b),
                     ReduceOp::Min => float_min!($t, a, b),
@@ -210,11 +221,20 @@ macro_rules! float_element {
             fn combine_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
                 let pairs = dst.iter_mut().zip(src);
                 match op {
-                    ReduceOp::Sum => pairs.for_each(|(d, s)| *d += *s),
+                    ReduceOp::Sum | ReduceOp::Mean => pairs.for_each(|(d, s)| *d += *s),
                     ReduceOp::Prod => pairs.for_each(|(d, s)| *d *= *s),
                     ReduceOp::Max => pairs.for_each(|(d, s)| *d = float_max!($t, *d, *s)),
                     ReduceOp::Min => pairs.for_each(|(d, s)| *d = float_min!($t, *d, *s)),
                 }
+            }
+
+            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+            fn divide_into(values: &mut [Self], divisor: u32) {
+                if divisor == 0 {
+                    return;
+                }
+                let d = divisor as $t;
+                values.iter_mut().for_each(|x| *x /= d);
             }
 
             fn to_f64(self) -> f64 {
@@ -241,7 +261,7 @@ macro_rules! int_element {
 
             fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
                 match op {
-                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Sum | ReduceOp::Mean => a.wrapping_add(b),
                     ReduceOp::Prod => a.wrapping_mul(b),
                     ReduceOp::Max => a.max(b),
                     ReduceOp::Min => a.min(b),
@@ -251,11 +271,26 @@ macro_rules! int_element {
             fn combine_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
                 let pairs = dst.iter_mut().zip(src);
                 match op {
-                    ReduceOp::Sum => pairs.for_each(|(d, s)| *d = d.wrapping_add(*s)),
+                    ReduceOp::Sum | ReduceOp::Mean => {
+                        pairs.for_each(|(d, s)| *d = d.wrapping_add(*s))
+                    }
                     ReduceOp::Prod => pairs.for_each(|(d, s)| *d = d.wrapping_mul(*s)),
                     ReduceOp::Max => pairs.for_each(|(d, s)| *d = (*d).max(*s)),
                     ReduceOp::Min => pairs.for_each(|(d, s)| *d = (*d).min(*s)),
                 }
+            }
+
+            #[allow(clippy::cast_possible_truncation)]
+            fn divide_into(values: &mut [Self], divisor: u32) {
+                if divisor == 0 {
+                    return;
+                }
+                // In i64, where every divisor fits and the quotient of an i32 by a positive
+                // divisor fits back; i64 / positive never overflows.
+                let d = i64::from(divisor);
+                values
+                    .iter_mut()
+                    .for_each(|x| *x = (i64::from(*x).wrapping_div(d)) as $t);
             }
 
             #[allow(clippy::cast_precision_loss)]
@@ -324,7 +359,13 @@ mod tests {
     fn combine_into_matches_combine() {
         let a = [1.0f64, -2.0, f64::NAN, 0.0];
         let b = [3.0f64, f64::NAN, 1.0, -0.0];
-        for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
+        for op in [
+            ReduceOp::Sum,
+            ReduceOp::Prod,
+            ReduceOp::Max,
+            ReduceOp::Min,
+            ReduceOp::Mean,
+        ] {
             let mut dst = a;
             f64::combine_into(op, &mut dst, &b);
             for i in 0..a.len() {
@@ -340,6 +381,26 @@ mod tests {
         let mut dst = [i32::MAX, 7];
         i32::combine_into(ReduceOp::Sum, &mut dst, &[1, 1]);
         assert_eq!(dst, [i32::MIN, 8]);
+    }
+
+    #[test]
+    fn mean_adds_and_divides() {
+        assert_eq!(i32::combine(ReduceOp::Mean, i32::MAX, 1), i32::MIN);
+        let mut ints = [7i32, -7, i32::MIN, 3];
+        i32::divide_into(&mut ints, 2);
+        assert_eq!(ints, [3, -3, i32::MIN / 2, 1]);
+        let mut big = [i64::MIN, -9, 9];
+        i64::divide_into(&mut big, u32::MAX);
+        assert_eq!(big, [i64::MIN / i64::from(u32::MAX), 0, 0]);
+        let mut floats = [1.0f32, -3.0, 0.1];
+        f32::divide_into(&mut floats, 3);
+        assert_eq!(
+            floats.map(f32::to_bits),
+            [1.0f32 / 3.0, -1.0, 0.1 / 3.0].map(f32::to_bits)
+        );
+        let mut same = [5i64];
+        i64::divide_into(&mut same, 0);
+        assert_eq!(same, [5]);
     }
 
     #[test]

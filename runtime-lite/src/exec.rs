@@ -341,6 +341,19 @@ impl<T: Element> NodeExecutor<T> {
                     };
                     done.ok_or_else(|| internal(info, step))?;
                 }
+                WriteOp::Scale {
+                    buffer: b,
+                    ranges,
+                    divisor,
+                } => {
+                    let values = buffer_mut(data, scratch, *b);
+                    for r in ranges {
+                        let chunk = values
+                            .get_mut(r.clone())
+                            .ok_or_else(|| internal(info, step))?;
+                        T::divide_into(chunk, *divisor);
+                    }
+                }
             }
         }
         Ok(())

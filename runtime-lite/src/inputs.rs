@@ -15,8 +15,8 @@
 //! the others, so any node can make its own vector without making anyone else's. The bits
 //! become a value of the element type as follows (`u` is a uniform draw in `[0, 1)`):
 //!
-//! | dtype | `u` from | value for `Sum`, `Max`, `Min` | value for `Prod` |
-//! |-------|----------|-------------------------------|------------------|
+//! | dtype | `u` from | value for `Sum`, `Max`, `Min`, `Mean` | value for `Prod` |
+//! |-------|----------|---------------------------------------|------------------|
 //! | `f32` | `(bits >> 40) · 2⁻²⁴` | `-1000 + 2000·u` (in `f32`) | `0.5 + 1.5·u` (in `f32`) |
 //! | `f64` | `(bits >> 11) · 2⁻⁵³` | `-1e6 + 2e6·u` (in `f64`) | `0.5 + 1.5·u` (in `f64`) |
 //! | `i32` | — | the low 32 bits, as `i32` (full range: sums wrap) | the same |

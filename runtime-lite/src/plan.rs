@@ -65,7 +65,7 @@ pub(crate) struct StepPlan {
     pub expected: Vec<Expected>,
     /// `(key, index into expected)`, sorted by key, for matching incoming messages.
     pub lookup: Vec<(MessageKey, usize)>,
-    /// Writes (receives and local reduce/copy), in program order.
+    /// Writes (receives, local reduce/copy and scales), in program order.
     pub writes: Vec<WriteOp>,
     /// Local operations whose source must be copied at the start of the step because an
     /// earlier write of the same step changes it: `(buffer, ranges)`, indexed by
@@ -102,6 +102,12 @@ pub(crate) enum WriteOp {
         ranges: Vec<Range<usize>>,
         snapshot: Option<usize>,
     },
+    /// Divide `ranges` of `buffer` by `divisor` (at least 1), in place.
+    Scale {
+        buffer: usize,
+        ranges: Vec<Range<usize>>,
+        divisor: u32,
+    },
 }
 
 impl WriteOp {
@@ -109,6 +115,7 @@ impl WriteOp {
         match self {
             WriteOp::Recv { buffer, ranges, .. } => (*buffer, ranges),
             WriteOp::Local { dst, ranges, .. } => (*dst, ranges),
+            WriteOp::Scale { buffer, ranges, .. } => (*buffer, ranges),
         }
     }
 }
@@ -439,6 +446,28 @@ impl Ctx<'_> {
                     dst,
                     ranges,
                     snapshot,
+                });
+            }
+            Instr::Scale {
+                buffer,
+                chunks,
+                divisor,
+            } => {
+                if self.info.op != ReduceOp::Mean {
+                    return Err(self.error(format!(
+                        "a scale in a phase whose op is {}; only a mean is divided",
+                        self.info.op
+                    )));
+                }
+                if *divisor == 0 {
+                    return Err(self.error("a scale divides by 0".into()));
+                }
+                let buffer = self.buffer(*buffer)?;
+                let (ranges, _) = self.ranges(chunks)?;
+                plan.writes.push(WriteOp::Scale {
+                    buffer,
+                    ranges,
+                    divisor: *divisor,
                 });
             }
         }

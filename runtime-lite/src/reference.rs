@@ -3,7 +3,8 @@
 //!
 //! Inputs are indexed like the in-process driver's buffers: one vector per compute node, in
 //! [`NodeId`] order. The reference combines inputs in that order, left to right:
-//! `x0 ⊕ x1 ⊕ … ⊕ x(p-1)`.
+//! `x0 ⊕ x1 ⊕ … ⊕ x(p-1)`; for a mean, that plain sum divided once by `p` (truncating for
+//! integers, so an integer mean is bit-exact whatever order a schedule adds in).
 
 use crate::buffer::Buffers;
 use crate::element::Element;
@@ -13,7 +14,8 @@ use schedule_ir::{Chunk, Collective, Machine, NodeId, Phase, ReduceOp};
 use std::ops::Range;
 
 /// What each compute node must hold at the end of `phase`, given the phase's `inputs`:
-/// - allreduce: every node holds the elementwise fold of all inputs, in node order;
+/// - allreduce: every node holds the elementwise fold of all inputs, in node order (for a
+///   mean, the fold divided by the number of inputs; likewise below);
 /// - reduce-scatter: each chunk's owner holds that chunk folded over all inputs; every other
 ///   element keeps its input value (the collective promises nothing about it);
 /// - allgather: every node holds each chunk as its owner's input has it;
@@ -90,6 +92,8 @@ pub fn reference<T: Element>(
 /// broadcast) and float max/min (which do not depend on the order of combination). Float sums
 /// and products depend on that order, so they may differ from the reference by rounding:
 /// - sum: `|actual - expected| <= 2·p·ε·Σ|inputs|` at that element,
+/// - mean: `|actual - expected| <= 2·ε·Σ|inputs| + 2·ε·max(|actual|, |expected|)` (the sum's
+///   bound divided by `p`, plus the division's rounding),
 /// - product: `|actual - expected| <= 2·p·ε·max(|actual|, |expected|)` plus `p` times the
 ///   smallest normal number,
 ///
@@ -108,7 +112,7 @@ pub fn compare<T: Element>(
     layout.check_shape(expected)?;
     layout.check_shape(actual)?;
     let rounding = T::IS_FLOAT
-        && matches!(phase.op, ReduceOp::Sum | ReduceOp::Prod)
+        && matches!(phase.op, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Mean)
         && matches!(
             phase.collective,
             Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce { .. }
@@ -129,13 +133,19 @@ pub fn compare<T: Element>(
                 }
                 let allowed = if !rounding {
                     None
-                } else if phase.op == ReduceOp::Sum {
+                } else if phase.op != ReduceOp::Prod {
                     let magnitude: f64 = inputs
                         .iter()
                         .filter_map(|x| x.get(j))
                         .map(|x| x.to_f64().abs())
                         .sum();
-                    Some(2.0 * p * T::EPSILON * magnitude)
+                    let sum = 2.0 * p * T::EPSILON * magnitude;
+                    Some(if phase.op == ReduceOp::Mean {
+                        // The sum's rounding divided by p, and the division's own.
+                        sum / p + 2.0 * T::EPSILON * ef.abs().max(af.abs())
+                    } else {
+                        sum
+                    })
                 } else {
                     Some(2.0 * p * T::EPSILON * ef.abs().max(af.abs()) + p * T::MIN_POSITIVE)
                 };
@@ -205,12 +215,16 @@ pub fn compare_any(
     }
 }
 
-/// `inputs[0] ⊕ inputs[1] ⊕ …` over `range`, left to right.
+/// `inputs[0] ⊕ inputs[1] ⊕ …` over `range`, left to right; for a mean, divided by the number
+/// of inputs at the end.
 fn fold<T: Element>(op: ReduceOp, inputs: &[Vec<T>], range: Range<usize>) -> Vec<T> {
     let mut iter = inputs.iter().filter_map(|v| v.get(range.clone()));
     let mut acc = iter.next().map(<[T]>::to_vec).unwrap_or_default();
     for x in iter {
         T::combine_into(op, &mut acc, x);
+    }
+    if op == ReduceOp::Mean {
+        T::divide_into(&mut acc, u32::try_from(inputs.len()).unwrap_or(u32::MAX));
     }
     acc
 }

@@ -26,11 +26,25 @@
 //! 3. **Write.** At the end of step `k`, each node applies its writes — receives and the
 //!    destination side of local reduce/copy — **in program order**. A write either replaces the
 //!    destination chunk ([`RecvMode::Store`]) or combines into it with the phase's op
-//!    ([`RecvMode::Reduce`]: `dst = dst ⊕ incoming`).
+//!    ([`RecvMode::Reduce`]: `dst = dst ⊕ incoming`). An [`Instr::Scale`] is a write too: in
+//!    its place in program order it divides the chunks as they are at that point (after the
+//!    receives and reduces before it in the same step), so a chunk completed by a receive of
+//!    step `k` can be scaled in step `k`, and the sends of step `k + 1` read the scaled value.
 //!
 //! Then every node passes a barrier and step `k + 1` begins. Because reads see only the state
 //! at the start of a step and writes are applied in a fixed order, the result never depends on
 //! timing: the same schedule on the same inputs gives bit-identical outputs, floats included.
+//!
+//! # Mean
+//!
+//! [`ReduceOp::Mean`] combines by addition, exactly like [`ReduceOp::Sum`]; the division
+//! happens once, explicitly, by an [`Instr::Scale`] with `divisor` = the number of compute
+//! nodes, on a chunk that holds the sum of all inputs. A chunk that must hold the result at the
+//! end of an allreduce, reduce-scatter or reduce has been scaled exactly once; a scaled chunk
+//! is never combined again (a divided mean added to anything is no longer a mean). Copies of a
+//! scaled chunk (stores, [`Instr::Copy`]) are scaled too. With one compute node the input is
+//! already its own mean and needs no scale (a scale by 1 is accepted and changes nothing).
+//! Allgather and broadcast combine nothing, so under `Mean` they need no scale.
 //!
 //! # Routes, links and lanes
 //!
@@ -388,6 +402,20 @@ pub enum Instr {
         /// The chunks copied; non-empty and without repeats.
         chunks: Vec<ChunkId>,
     },
+    /// Divide `chunks` of `buffer` by `divisor`, in the step's write part (see the crate doc):
+    /// each element becomes `value / divisor` — IEEE division by the divisor converted to the
+    /// dtype for floats, truncating (`wrapping_div`) division for integers. Only in a phase
+    /// whose op is [`ReduceOp::Mean`]; `divisor` is the number of compute nodes, and each
+    /// chunk holds the sum of every compute node's input, not yet scaled, when the scale
+    /// applies. Moves no bytes.
+    Scale {
+        /// The buffer written.
+        buffer: BufferId,
+        /// The chunks divided; non-empty and without repeats.
+        chunks: Vec<ChunkId>,
+        /// What every element is divided by: the number of compute nodes of the machine.
+        divisor: u32,
+    },
 }
 
 /// How a receive writes its destination.
@@ -456,6 +484,10 @@ pub enum ReduceOp {
     Max,
     /// Minimum.
     Min,
+    /// The arithmetic mean over the compute nodes' inputs: combines by addition (wrapping for
+    /// integers), and each result chunk is divided once by the number of compute nodes with
+    /// an [`Instr::Scale`] (truncating for integers). See the [crate doc](crate#mean).
+    Mean,
 }
 
 impl ReduceOp {
@@ -472,6 +504,7 @@ impl fmt::Display for ReduceOp {
             ReduceOp::Prod => "prod",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
+            ReduceOp::Mean => "mean",
         })
     }
 }
@@ -591,7 +624,8 @@ impl Instr {
             Instr::Send { chunks, .. }
             | Instr::Recv { chunks, .. }
             | Instr::Reduce { chunks, .. }
-            | Instr::Copy { chunks, .. } => chunks,
+            | Instr::Copy { chunks, .. }
+            | Instr::Scale { chunks, .. } => chunks,
         }
     }
 

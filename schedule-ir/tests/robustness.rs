@@ -182,6 +182,22 @@ fn mutate(s: &mut Schedule, rng: &mut Rng) {
                 } => match what {
                     2 => *src = BufferId(rng.id(buffers)),
                     3 => *dst = BufferId(rng.id(buffers)),
+                    4 => {
+                        *instr = Instr::Scale {
+                            buffer: BufferId(rng.id(buffers)),
+                            chunks: vec![ChunkId(rng.id(chunks))],
+                            divisor: rng.id(nodes),
+                        }
+                    }
+                    _ => cs.push(ChunkId(rng.id(chunks))),
+                },
+                Instr::Scale {
+                    buffer,
+                    chunks: cs,
+                    divisor,
+                } => match what {
+                    2 => *buffer = BufferId(rng.id(buffers)),
+                    3 => *divisor = rng.id(nodes),
                     _ => cs.push(ChunkId(rng.id(chunks))),
                 },
             }

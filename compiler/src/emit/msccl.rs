@@ -31,7 +31,9 @@
 //!   (`depid`/`deps`, `hasdep` on the awaited step); several waits become `nop` steps.
 //!
 //! Refused: collectives other than allreduce, reduce-scatter and allgather; reduce-scatter and
-//! allgather whose ranks do not own equal shares; more than one phase without a choice; and
+//! allgather whose ranks do not own equal shares; allreduce and reduce-scatter with op mean
+//! (MSCCL takes the op from the call: export the phase compiled with op Sum and call it with
+//! `ncclAvg`); more than one phase without a choice; and
 //! anything beyond the runtimes' limits ([`MAX_STEPS`] steps per thread block, 16-bit offsets,
 //! [`MAX_TBS_PER_CHANNEL`], dependency ids up to [`MAX_DEPID`], [`MAX_ELEMENTS_PER_RANK`]).
 
@@ -39,7 +41,7 @@ mod layout;
 mod ops;
 mod plan;
 
-use schedule_ir::{Collective, VerifiedSchedule};
+use schedule_ir::{Collective, ReduceOp, VerifiedSchedule};
 use std::fmt;
 use thiserror::Error;
 
@@ -101,6 +103,17 @@ pub enum MscclError {
         phase: String,
         /// The collective, in words.
         collective: String,
+    },
+    /// A mean allreduce or reduce-scatter: MSCCL takes the op from the collective call and has
+    /// no instruction to divide by the number of ranks.
+    #[error(
+        "phase `{phase}` has op mean, but an MSCCL algorithm takes its op from the collective \
+         call and has no division step; compile the phase with op Sum, export that, and call it \
+         with ncclAvg"
+    )]
+    MeanOp {
+        /// The phase.
+        phase: String,
     },
     /// A phase without chunks has nothing to transfer.
     #[error("phase `{phase}` has no chunks; MSCCL needs at least one chunk per loop")]
@@ -441,6 +454,12 @@ pub fn build(schedule: &VerifiedSchedule, options: &Options) -> Result<Algo, Msc
             })
         }
     };
+    // An allgather moves inputs unchanged: its op, mean included, plays no part.
+    if phase.op == ReduceOp::Mean && coll != "allgather" {
+        return Err(MscclError::MeanOp {
+            phase: phase.name.clone(),
+        });
+    }
     let name = format!(
         "topoc {} {} {}",
         schedule.machine.name, phase.name, phase.algorithm

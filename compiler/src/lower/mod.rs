@@ -15,8 +15,10 @@
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` lowers the phase with every method in
 //! this table that applies and supports the collective, and keeps the schedule the cost model
-//! prices lowest for the phase's vector (of equal estimates, the one higher in the table). [`dag`] schedules lowerings that are described as a
-//! graph of dependent transfers.
+//! prices lowest for the phase's vector (of equal estimates, the one higher in the table).
+//! [`dag`] schedules lowerings that are described as a graph of dependent transfers. Every
+//! method lowers the mean op as a sum; [`mean`] adds the divisions afterwards, the same way for
+//! all of them.
 
 pub mod balance;
 pub mod cube_planes;
@@ -24,6 +26,7 @@ pub mod dag;
 pub mod direct;
 pub mod halving_doubling;
 pub mod in_network;
+pub mod mean;
 pub mod nic_ring;
 pub mod ring;
 pub mod rotated;
@@ -138,8 +141,21 @@ impl Method {
 
     /// Lowers `spec` on `machine`: ring methods embed, orient and lower their rings; the
     /// structured methods build their steps from the machine's shape. `variant` is
-    /// `cube-planes`' seed method number (default 400).
+    /// `cube-planes`' seed method number (default 400). Every method lowers a mean as a sum;
+    /// [`mean::add_scales`] then adds its divisions, for all of them alike.
     pub fn lower(
+        self,
+        machine: &Machine,
+        spec: &ring::PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Lowered, EmbedError> {
+        let mut lowered = self.lower_as_sum(machine, spec, knobs)?;
+        mean::add_scales(&mut lowered.phase, &machine.compute_nodes());
+        Ok(lowered)
+    }
+
+    /// [`Method::lower`] before the mean's scales.
+    fn lower_as_sum(
         self,
         machine: &Machine,
         spec: &ring::PhaseSpec,

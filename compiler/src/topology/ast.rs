@@ -498,6 +498,8 @@ pub enum OpDecl {
     Max,
     /// Minimum.
     Min,
+    /// Arithmetic mean over the compute nodes: summed, then divided once by their number.
+    Mean,
 }
 
 /// Element types as written in a file.

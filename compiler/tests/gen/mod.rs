@@ -113,7 +113,7 @@ pub fn machine() -> impl Strategy<Value = GenMachine> {
 pub struct GenPhase {
     /// `AllReduce`, `ReduceScatter` or `AllGather`: the collectives the methods lower.
     pub collective: &'static str,
-    /// `Sum`, `Prod`, `Max` or `Min`.
+    /// `Sum`, `Prod`, `Max`, `Min` or `Mean`.
     pub op: &'static str,
     /// `F32`, `F64`, `I32` or `I64`.
     pub dtype: &'static str,
@@ -126,7 +126,7 @@ fn collective() -> impl Strategy<Value = &'static str> {
 }
 
 fn op() -> impl Strategy<Value = &'static str> {
-    prop::sample::select(vec!["Sum", "Prod", "Max", "Min"])
+    prop::sample::select(vec!["Sum", "Prod", "Max", "Min", "Mean"])
 }
 
 /// Vector lengths: 0 and 1, fewer than the chunks (a method makes up to 4 chunks per node),

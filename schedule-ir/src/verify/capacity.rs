@@ -2,8 +2,9 @@
 //!
 //! A chunk of a device's buffer is live from a step that writes it (a receive, or the
 //! destination of a local reduce or copy) to the last step that reads it (a send, or a local
-//! source) before the next write; a write nothing reads is live in its own step only. A chunk
-//! read and rewritten in the same step counts once there: its unit is freed and claimed again.
+//! source) before the next write; a write nothing reads is live in its own step only. A scale
+//! rewrites a chunk in place and counts as a write. A chunk read and rewritten in the same step
+//! counts once there: its unit is freed and claimed again.
 
 use super::{node, step_id, VerifyError};
 use crate::{BufferId, ChunkId, Instr, Machine, Phase};
@@ -27,6 +28,8 @@ pub(super) fn check(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyErr
                     Instr::Reduce { src, dst, .. } | Instr::Copy { src, dst, .. } => {
                         (Some(*src), Some(*dst))
                     }
+                    // A scale rewrites the chunk in place, in the write part of its step.
+                    Instr::Scale { buffer, .. } => (None, Some(*buffer)),
                 };
                 for &c in instr.chunks() {
                     if let Some(b) = read {

@@ -5,83 +5,13 @@
 //! the problem is (`phase `grads`, step 3: …`) and reads with the names from the machine.
 
 use super::names::{Action, AnyId, ChunkList, Expected, Named, NodeList, Transfer};
+use super::phrases::{
+    ends, join, kind_name, result_phrase, scale_phrase, to_itself, to_switch, uses,
+};
 use crate::{BufferId, ChunkId, Collective, LinkId, NodeId, ReduceOp, StepId};
 use serde::Serialize;
 use std::fmt;
 use thiserror::Error;
-
-/// The short name of a collective's kind (`allreduce`, `broadcast`), without its root.
-pub(crate) fn kind_name(collective: &Collective) -> &'static str {
-    match collective {
-        Collective::AllReduce => "allreduce",
-        Collective::ReduceScatter => "reduce-scatter",
-        Collective::AllGather => "allgather",
-        Collective::Broadcast { .. } => "broadcast",
-        Collective::Reduce { .. } => "reduce",
-    }
-}
-
-/// `"sends on"` / `"receives on"` for [`VerifyError::WrongLink`].
-fn uses(action: &Action) -> &'static str {
-    match action {
-        Action::Recv { .. } => "arrives on",
-        _ => "leaves on",
-    }
-}
-
-/// The body of [`VerifyError::PeerIsSelf`].
-fn to_itself(node: &Named<NodeId>, action: &Action) -> String {
-    match action {
-        Action::Recv { .. } => format!("{node} receives from itself"),
-        _ => format!("{node} sends to itself"),
-    }
-}
-
-/// The body of [`VerifyError::PeerIsSwitch`].
-fn to_switch(node: &Named<NodeId>, action: &Action) -> String {
-    match action {
-        Action::Send { to } => {
-            format!("{node} sends to switch {to}, but only compute nodes receive")
-        }
-        Action::Recv { from } => {
-            format!("{node} receives from switch {from}, but only compute nodes send")
-        }
-        other => format!("{node}'s {other} names a switch"),
-    }
-}
-
-/// The body of [`VerifyError::WrongResult`] after `{node} ends {step} with {chunk} `.
-fn result_phrase(
-    holds: &NodeList,
-    collective: &Collective,
-    expected: &Expected,
-    missing: &NodeList,
-    extra: &NodeList,
-) -> String {
-    let mut s = if holds.is_empty() {
-        format!("undefined but {} needs {expected}", kind_name(collective))
-    } else {
-        format!(
-            "holding inputs of {holds} but {} needs {expected}",
-            kind_name(collective)
-        )
-    };
-    if !missing.is_empty() {
-        s.push_str(&format!("; missing {missing}"));
-    }
-    if !extra.is_empty() {
-        s.push_str(&format!("; extra {extra}"));
-    }
-    s
-}
-
-/// `step 13` or `the phase (0 steps)`, for [`VerifyError::WrongResult`].
-fn ends(step: &Option<StepId>) -> String {
-    match step {
-        Some(step) => step.to_string(),
-        None => "the phase (it has no steps)".to_string(),
-    }
-}
 
 /// One problem found by the verifier. The Display is one line that names the phase, step,
 /// node, link and chunk with the user's names. See the [module doc](super) for which pass
@@ -487,6 +417,36 @@ pub enum VerifyError {
         /// The chunk.
         chunk: ChunkId,
     },
+    /// A scale in a phase whose op is not [`ReduceOp::Mean`].
+    #[error("phase `{phase}`, {step}: {node} scales buffer `{buffer}`, but the phase's op is {op}; only a mean is divided")]
+    ScaleNotMean {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The buffer scaled.
+        buffer: Named<BufferId>,
+        /// The phase's op.
+        op: ReduceOp,
+    },
+    /// A scale whose divisor is not the number of compute nodes.
+    #[error("phase `{phase}`, {step}: {node} scales buffer `{buffer}` by 1/{divisor}, but the mean is over {expected} compute nodes; the divisor must be {expected}")]
+    WrongDivisor {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The buffer scaled.
+        buffer: Named<BufferId>,
+        /// The divisor found.
+        divisor: u32,
+        /// The number of compute nodes.
+        expected: usize,
+    },
     /// A local reduce or copy reads and writes the same buffer.
     #[error("phase `{phase}`, {step}: {node}'s {action} reads and writes buffer `{buffer}`; source and destination must differ")]
     SameBuffer {
@@ -642,6 +602,57 @@ pub enum VerifyError {
         /// The phase's op.
         op: ReduceOp,
     },
+    /// A reducing write where the destination or the incoming value was already scaled
+    /// (mean): a divided mean added to anything is no longer a mean.
+    #[error("phase `{phase}`, {step}: {node}'s {action} combines into {chunk} of buffer `{buffer}` a value that was already divided; a mean adds every input first and scales once, at the end")]
+    CombineScaled {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The instruction.
+        action: Action,
+        /// The buffer written.
+        buffer: Named<BufferId>,
+        /// The chunk written.
+        chunk: ChunkId,
+    },
+    /// A scale of a chunk that does not hold the sum of every compute node's input.
+    #[error("phase `{phase}`, {step}: {node} scales {chunk} of buffer `{buffer}` {}", scale_phrase(holds, *count, missing))]
+    ScalePartial {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The buffer scaled.
+        buffer: Named<BufferId>,
+        /// The chunk scaled.
+        chunk: ChunkId,
+        /// The inputs combined into the chunk (empty: undefined).
+        holds: NodeList,
+        /// The number of compute nodes.
+        count: usize,
+        /// Inputs not yet combined into the chunk.
+        missing: NodeList,
+    },
+    /// A scale of a chunk that was already scaled.
+    #[error("phase `{phase}`, {step}: {node} scales {chunk} of buffer `{buffer}` a second time; it already holds the mean")]
+    ScaledTwice {
+        /// The phase.
+        phase: String,
+        /// The step.
+        step: StepId,
+        /// The node.
+        node: Named<NodeId>,
+        /// The buffer scaled.
+        buffer: Named<BufferId>,
+        /// The chunk scaled.
+        chunk: ChunkId,
+    },
     /// A reducing write in a collective that combines nothing (allgather, broadcast).
     #[error("phase `{phase}`, {step}: {node}'s {action} reduces, but {} has nothing to combine; store instead", kind_name(collective))]
     ReduceInGather {
@@ -682,15 +693,26 @@ pub enum VerifyError {
         /// Inputs held but not wanted.
         extra: NodeList,
     },
-}
-
-/// `a, b, c` for Display.
-fn join<T: fmt::Display>(items: &[T]) -> String {
-    items
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
+    /// A mean's result chunk holds the sum of all inputs but was never divided.
+    #[error(
+        "phase `{phase}`: {node} ends {} with {chunk} holding the sum of all {count} inputs, but it was never divided; a mean {} must scale it by {count} once",
+        ends(step),
+        kind_name(collective)
+    )]
+    NotScaled {
+        /// The phase.
+        phase: String,
+        /// The phase's last step (`None` for a phase without steps).
+        step: Option<StepId>,
+        /// The node.
+        node: Named<NodeId>,
+        /// The chunk of its data buffer.
+        chunk: ChunkId,
+        /// The phase's collective.
+        collective: Collective,
+        /// The number of compute nodes (the divisor).
+        count: usize,
+    },
 }
 
 /// Something the verifier noticed that does not make the schedule wrong.

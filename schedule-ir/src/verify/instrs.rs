@@ -1,7 +1,7 @@
 //! Pass 1, well-formed, for instructions: ids in range, peers, routes and chunk lists.
 
 use super::{action, buffer, link, node, AnyId, VerifyError};
-use crate::{ChunkId, Instr, LinkId, Machine, NodeId, Phase, StepId};
+use crate::{ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, ReduceOp, StepId};
 
 /// Checks instructions, with a reusable marker array for repeated chunks.
 pub(super) struct InstrChecker<'a> {
@@ -10,6 +10,8 @@ pub(super) struct InstrChecker<'a> {
     /// `seen[c] == generation` when chunk `c` is in the list being checked.
     seen: Vec<u64>,
     generation: u64,
+    /// The number of compute nodes: the divisor of every scale.
+    inputs: usize,
     errors: &'a mut Vec<VerifyError>,
 }
 
@@ -25,6 +27,11 @@ impl<'a> InstrChecker<'a> {
             phase,
             seen: vec![0; phase.chunks.len()],
             generation: 0,
+            inputs: machine
+                .nodes
+                .iter()
+                .filter(|n| n.kind == NodeKind::Compute)
+                .count(),
             errors,
         }
     }
@@ -119,6 +126,32 @@ impl<'a> InstrChecker<'a> {
                         node: node(self.machine, at),
                         action: action(self.machine, act),
                         buffer: buffer(self.phase, *src),
+                    });
+                }
+                self.chunk_list(step, at, act, chunks);
+            }
+            Instr::Scale {
+                buffer: b,
+                chunks,
+                divisor,
+            } => {
+                self.in_range(step, at, act, AnyId::Buffer(*b));
+                if self.phase.op != ReduceOp::Mean {
+                    self.errors.push(VerifyError::ScaleNotMean {
+                        phase: self.phase.name.clone(),
+                        step,
+                        node: node(self.machine, at),
+                        buffer: buffer(self.phase, *b),
+                        op: self.phase.op,
+                    });
+                } else if *divisor as usize != self.inputs {
+                    self.errors.push(VerifyError::WrongDivisor {
+                        phase: self.phase.name.clone(),
+                        step,
+                        node: node(self.machine, at),
+                        buffer: buffer(self.phase, *b),
+                        divisor: *divisor,
+                        expected: self.inputs,
                     });
                 }
                 self.chunk_list(step, at, act, chunks);

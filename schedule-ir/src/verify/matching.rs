@@ -58,7 +58,7 @@ pub(super) fn check(
                     chunks,
                     flat,
                 }),
-                Instr::Reduce { .. } | Instr::Copy { .. } => {}
+                Instr::Reduce { .. } | Instr::Copy { .. } | Instr::Scale { .. } => {}
             }
         }
         // Stable sorts: equal ends stay in program order, so pairing is deterministic.

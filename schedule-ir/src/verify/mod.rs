@@ -59,7 +59,10 @@
 //! - a send's route `link, via…`, walked from the sender, is connected —
 //!   [`VerifyError::RouteBroken`] — and ends at `to` —
 //!   [`VerifyError::RouteEndsElsewhere`];
-//! - a local reduce or copy reads and writes different buffers — [`VerifyError::SameBuffer`].
+//! - a local reduce or copy reads and writes different buffers — [`VerifyError::SameBuffer`];
+//! - a scale is in a phase whose op is [`ReduceOp::Mean`](crate::ReduceOp::Mean) —
+//!   [`VerifyError::ScaleNotMean`] — and divides by the number of compute nodes —
+//!   [`VerifyError::WrongDivisor`].
 //!
 //! # 2. Conflict-free (`conflicts.rs`)
 //!
@@ -87,7 +90,8 @@
 //! Runs only on a phase whose transfers all match (an unmatched transfer has no defined
 //! effect). It executes the phase symbolically with the semantics of the [crate
 //! doc](crate#execution-semantics-bsp): for every compute node, buffer and chunk it tracks the
-//! set of compute nodes whose inputs are combined into it, or "undefined". Devices are tracked
+//! set of compute nodes whose inputs are combined into it, or "undefined", and whether it was
+//! *scaled* (divided by a mean's [`Instr::Scale`]). Devices are tracked
 //! like compute nodes but have no input: their buffers start undefined, and the final check
 //! does not look at them.
 //! - Initial data buffer: allreduce, reduce-scatter, reduce: chunk `c` of node `n` holds `{n}`;
@@ -96,18 +100,26 @@
 //!   undefined.
 //! - A send, or the source of a local reduce or copy, reads a defined chunk —
 //!   [`VerifyError::ReadUndefined`].
-//! - A store or copy replaces the destination's set with the incoming one.
+//! - A store or copy replaces the destination's set and scaled flag with the incoming ones.
 //! - A reducing write (a receive with [`RecvMode::Reduce`](crate::RecvMode::Reduce), a local
 //!   reduce) has a defined destination — [`VerifyError::ReduceIntoUndefined`] — and an incoming
 //!   set disjoint from the destination's — [`VerifyError::InputCombinedTwice`] for sum and
-//!   prod, [`Warning::InputCombinedTwice`] in the [`Report`] for max and min; the destination
-//!   becomes the union. Allgather and broadcast have no reducing writes at all —
+//!   prod and mean, [`Warning::InputCombinedTwice`] in the [`Report`] for max and min; neither
+//!   the destination nor the incoming value is scaled — [`VerifyError::CombineScaled`]; the
+//!   destination becomes the union, not scaled. Allgather and broadcast have no reducing writes at all —
 //!   [`VerifyError::ReduceInGather`].
+//! - A scale, applied in program order among the writes, divides chunks that hold all compute
+//!   nodes' inputs — [`VerifyError::ScalePartial`] (an undefined chunk included) — and are not
+//!   scaled yet — [`VerifyError::ScaledTwice`]; they become scaled.
 //! - At the end, the data buffer holds exactly: allreduce — every chunk on every compute node
 //!   all compute nodes' inputs; reduce-scatter — every chunk on its owner all inputs (other
 //!   nodes are unconstrained); allgather — every chunk on every compute node exactly
 //!   `{owner}`; broadcast — every chunk on every compute node exactly `{root}`; reduce — every
-//!   chunk on the root all inputs — [`VerifyError::WrongResult`].
+//!   chunk on the root all inputs — [`VerifyError::WrongResult`]. Under mean, with more than
+//!   one compute node, every chunk of allreduce, reduce-scatter and reduce that holds all
+//!   inputs where the collective needs them is scaled — [`VerifyError::NotScaled`] (one
+//!   compute node's input is its own mean and needs none). Allgather and broadcast combine
+//!   nothing and need no scale.
 //!
 //! After an error, the chunk concerned is marked *poisoned*, and so is whatever is computed
 //! from it: reading, combining or checking a poisoned chunk reports nothing more, so a mistake
@@ -135,6 +147,7 @@ mod handles;
 mod instrs;
 mod matching;
 mod names;
+mod phrases;
 mod report;
 mod symbolic;
 
@@ -235,6 +248,7 @@ fn action(machine: &Machine, instr: &Instr) -> Action {
         },
         Instr::Reduce { .. } => Action::Reduce,
         Instr::Copy { .. } => Action::Copy,
+        Instr::Scale { .. } => Action::Scale,
     }
 }
 

@@ -86,7 +86,7 @@ impl fmt::Display for ChunkList {
 }
 
 /// An instruction, named by what it does. Displays as `send to N2`, `receive from N0`,
-/// `local reduce` or `copy`, so that `{node}'s {action}` reads `N1's receive from N0`.
+/// `local reduce`, `copy` or `scale`, so that `{node}'s {action}` reads `N1's receive from N0`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Action {
     /// An [`Instr::Send`](crate::Instr::Send).
@@ -103,6 +103,8 @@ pub enum Action {
     Reduce,
     /// An [`Instr::Copy`](crate::Instr::Copy).
     Copy,
+    /// An [`Instr::Scale`](crate::Instr::Scale).
+    Scale,
 }
 
 impl fmt::Display for Action {
@@ -112,6 +114,7 @@ impl fmt::Display for Action {
             Action::Recv { from } => write!(f, "receive from {from}"),
             Action::Reduce => f.write_str("local reduce"),
             Action::Copy => f.write_str("copy"),
+            Action::Scale => f.write_str("scale"),
         }
     }
 }

@@ -103,6 +103,11 @@ pub struct StepReport {
     /// summed over every node. Shown on the step's line when not zero, so that a pipelined
     /// schedule's combining work can be seen spread over its steps.
     pub reduces: usize,
+    /// Scales of the step: [`Instr::Scale`](crate::Instr::Scale) instructions (a mean's
+    /// division), summed over every node. Shown on the step's line when not zero; omitted
+    /// from JSON when zero.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub scales: usize,
     /// The estimated time of the step, in seconds.
     pub seconds: f64,
     /// Every busy direction with its bytes and transfers.
@@ -134,7 +139,12 @@ pub(super) fn build(schedule: &Schedule, warnings: Vec<Vec<Warning>>) -> Report 
                 .into_iter()
                 .zip(&estimate.per_step)
                 .map(|(load, &seconds)| StepReport {
-                    reduces: local_reduces(phase, load.step),
+                    reduces: count_instrs(phase, load.step, |i| {
+                        matches!(i, crate::Instr::Reduce { .. })
+                    }),
+                    scales: count_instrs(phase, load.step, |i| {
+                        matches!(i, crate::Instr::Scale { .. })
+                    }),
                     step: load.step,
                     busy: load.busy(),
                     idle: directions.len() - load.busy(),
@@ -193,16 +203,20 @@ pub(super) fn build(schedule: &Schedule, warnings: Vec<Vec<Warning>>) -> Report 
     }
 }
 
-/// The number of local [`Instr::Reduce`](crate::Instr::Reduce) instructions in `step`, over
-/// every node.
-fn local_reduces(phase: &crate::Phase, step: StepId) -> usize {
+/// The number of instructions of `step` that are `kind`, over every node.
+fn count_instrs(phase: &crate::Phase, step: StepId, kind: fn(&crate::Instr) -> bool) -> usize {
     phase
         .programs
         .iter()
         .filter_map(|p| p.steps.get(step.index()))
         .flatten()
-        .filter(|i| matches!(i, crate::Instr::Reduce { .. }))
+        .filter(|i| kind(i))
         .count()
+}
+
+/// For `skip_serializing_if`.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Every link direction of the machine, in direction order.
@@ -300,9 +314,14 @@ impl Report {
             } else {
                 format!("  reduces {}", r.reduces)
             };
+            let scales = if r.scales == 0 {
+                String::new()
+            } else {
+                format!("  scales {}", r.scales)
+            };
             writeln!(
                 f,
-                "  step {:>width$}  busy {}/{} directions  max {} B{reduces}  idle: {}",
+                "  step {:>width$}  busy {}/{} directions  max {} B{reduces}{scales}  idle: {}",
                 r.step.0,
                 r.busy,
                 total,

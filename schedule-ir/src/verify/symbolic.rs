@@ -1,12 +1,15 @@
 //! Pass 4, correct: symbolic execution of a phase, tracking which inputs each chunk combines.
 //!
 //! The state of one (compute node, buffer, chunk) is a bitset over the compute nodes (bit `i`
-//! for the `i`-th compute node in id order), empty meaning undefined, plus a *poisoned* flag
-//! set when an error was reported about the chunk (see the [module doc](super)).
+//! for the `i`-th compute node in id order), empty meaning undefined, a *scaled* flag (the value
+//! was divided by a mean's [`Instr::Scale`]), and a *poisoned* flag set when an error was
+//! reported about the chunk (see the [module doc](super)).
 
 use super::matching::Matching;
 use super::{action, buffer, node, step_id, step_instrs, Expected, NodeList, VerifyError, Warning};
-use crate::{BufferId, ChunkId, Collective, Instr, Machine, NodeId, NodeKind, Phase, RecvMode};
+use crate::{
+    BufferId, ChunkId, Collective, Instr, Machine, NodeId, NodeKind, Phase, RecvMode, ReduceOp,
+};
 
 /// The most state words (`u64`) the pass may allocate for one phase: 1 GiB.
 const MAX_WORDS: usize = 1 << 27;
@@ -49,9 +52,14 @@ struct Run<'a> {
     sets: Vec<u64>,
     /// Every poisoned flag, at `slot(ci, b, c)`.
     poison: Vec<bool>,
+    /// Every scaled flag, at `slot(ci, b, c)`.
+    scaled: Vec<bool>,
+    /// The set of all inputs.
+    all: Vec<u64>,
     /// Sets read in the current step, in read order.
     staged: Vec<u64>,
     staged_poison: Vec<bool>,
+    staged_scaled: Vec<bool>,
     /// Per flat instruction of the current step, where its reads start in `staged_poison`.
     staged_at: Vec<usize>,
 }
@@ -101,6 +109,10 @@ impl<'a> Run<'a> {
             });
             return None;
         };
+        let mut all = vec![0u64; words];
+        for bit in 0..inputs {
+            all[bit / 64] |= 1 << (bit % 64);
+        }
         let mut run = Run {
             machine,
             phase,
@@ -113,8 +125,11 @@ impl<'a> Run<'a> {
             chunks,
             sets: vec![0; total],
             poison: vec![false; slots],
+            scaled: vec![false; slots],
+            all,
             staged: Vec::new(),
             staged_poison: Vec::new(),
+            staged_scaled: Vec::new(),
             staged_at: Vec::new(),
         };
         run.initialise();
@@ -162,13 +177,14 @@ impl<'a> Run<'a> {
         let phase = self.phase;
         self.staged.clear();
         self.staged_poison.clear();
+        self.staged_scaled.clear();
         self.staged_at.clear();
         self.staged_at.resize(partner.len(), 0);
         for (n, flat, instr) in step_instrs(phase, k) {
             let src = match instr {
                 Instr::Send { buffer, .. } => *buffer,
                 Instr::Reduce { src, .. } | Instr::Copy { src, .. } => *src,
-                Instr::Recv { .. } => continue,
+                Instr::Recv { .. } | Instr::Scale { .. } => continue,
             };
             self.staged_at[flat] = self.staged_poison.len();
             for &c in instr.chunks() {
@@ -203,6 +219,7 @@ impl<'a> Run<'a> {
                     let from = self.staged_at[flat];
                     self.write(k, n, instr, *dst, chunks, from, false);
                 }
+                Instr::Scale { buffer, chunks, .. } => self.scale(k, n, *buffer, chunks),
             }
         }
     }
@@ -215,6 +232,7 @@ impl<'a> Run<'a> {
         let undefined = !poisoned && set.iter().all(|&w| w == 0);
         self.staged.extend_from_slice(set);
         self.staged_poison.push(poisoned || undefined);
+        self.staged_scaled.push(self.scaled[s]);
         if undefined {
             self.errors.push(VerifyError::ReadUndefined {
                 phase: self.phase.name.clone(),
@@ -269,6 +287,7 @@ impl<'a> Run<'a> {
             if !reduce {
                 dst.copy_from_slice(incoming);
                 self.poison[s] = in_poison;
+                self.scaled[s] = self.staged_scaled[from + i];
                 continue;
             }
             if in_poison || self.poison[s] {
@@ -278,6 +297,18 @@ impl<'a> Run<'a> {
             if dst.iter().all(|&x| x == 0) {
                 self.poison[s] = true;
                 self.errors.push(VerifyError::ReduceIntoUndefined {
+                    phase: self.phase.name.clone(),
+                    step: step_id(k),
+                    node: node(self.machine, n),
+                    action: action(self.machine, instr),
+                    buffer: buffer(self.phase, b),
+                    chunk: c,
+                });
+                continue;
+            }
+            if self.scaled[s] || self.staged_scaled[from + i] {
+                self.poison[s] = true;
+                self.errors.push(VerifyError::CombineScaled {
                     phase: self.phase.name.clone(),
                     step: step_id(k),
                     node: node(self.machine, n),
@@ -332,6 +363,46 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// Applies a scale of `chunks` of buffer `b` of node `n` in step `k`: each must hold all
+    /// inputs, not yet scaled.
+    fn scale(&mut self, k: usize, n: NodeId, b: BufferId, chunks: &[ChunkId]) {
+        let ci = self.ci(n);
+        let w = self.words;
+        for &c in chunks {
+            let s = self.slot(ci, b, c);
+            if self.poison[s] {
+                continue;
+            }
+            let have = &self.sets[s * w..(s + 1) * w];
+            let error = if have != self.all.as_slice() {
+                let missing: Vec<u64> = self.all.iter().zip(have).map(|(x, h)| x & !h).collect();
+                VerifyError::ScalePartial {
+                    phase: self.phase.name.clone(),
+                    step: step_id(k),
+                    node: node(self.machine, n),
+                    buffer: buffer(self.phase, b),
+                    chunk: c,
+                    holds: self.nodes(have),
+                    count: self.inputs,
+                    missing: self.nodes(&missing),
+                }
+            } else if self.scaled[s] {
+                VerifyError::ScaledTwice {
+                    phase: self.phase.name.clone(),
+                    step: step_id(k),
+                    node: node(self.machine, n),
+                    buffer: buffer(self.phase, b),
+                    chunk: c,
+                }
+            } else {
+                self.scaled[s] = true;
+                continue;
+            };
+            self.poison[s] = true;
+            self.errors.push(error);
+        }
+    }
+
     /// The nodes of a set.
     fn nodes(&self, set: &[u64]) -> NodeList {
         let mut out = Vec::new();
@@ -352,10 +423,9 @@ impl<'a> Run<'a> {
     fn finish(&mut self) {
         let w = self.words;
         let p = self.inputs;
-        let mut all = vec![0u64; w];
-        for bit in 0..p {
-            all[bit / 64] |= 1 << (bit % 64);
-        }
+        let all = self.all.clone();
+        // A mean's result must have been divided, unless there is one input (its own mean).
+        let must_scale = self.phase.op == ReduceOp::Mean && p > 1;
         let single = |n: NodeId, cindex: &[u32]| {
             let mut set = vec![0u64; w];
             let bit = cindex[n.index()] as usize;
@@ -394,7 +464,23 @@ impl<'a> Run<'a> {
                 let chunk = ChunkId(u32::try_from(c).unwrap_or(u32::MAX));
                 let s = self.slot(ci, BufferId(0), chunk);
                 let have = &self.sets[s * w..(s + 1) * w];
-                if self.poison[s] || have == want.as_slice() {
+                if self.poison[s] {
+                    continue;
+                }
+                if have == want.as_slice() {
+                    if must_scale
+                        && !self.scaled[s]
+                        && matches!(expected, Expected::AllInputs { .. })
+                    {
+                        self.errors.push(VerifyError::NotScaled {
+                            phase: phase.name.clone(),
+                            step: (phase.steps as usize).checked_sub(1).map(step_id),
+                            node: node(self.machine, n),
+                            chunk,
+                            collective: phase.collective,
+                            count: p,
+                        });
+                    }
                     continue;
                 }
                 let missing: Vec<u64> = want.iter().zip(have).map(|(x, h)| x & !h).collect();

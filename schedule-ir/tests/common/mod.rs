@@ -381,8 +381,9 @@ pub fn extend_step1_with_chunk0(s: &mut Schedule) {
 }
 
 /// An independent, deliberately plain simulator of a *verified* phase (it indexes freely):
-/// every chunk value is a vector of counts, one per node, of how many times that node's input
-/// was added in. Checks the final data buffers against the collective; `Err` says what is off.
+/// every chunk value is a vector of weights, one per node, of that node's input in the value
+/// (a receive or reduce adds weights, a mean's scale divides them; sums of a few ones divided
+/// once are exact in `f64`). Checks the final data buffers against the collective; `Err` says what is off.
 /// Used to cross-check the verifier: whatever it accepts must simulate correctly.
 pub fn simulate_counts(s: &Schedule) -> Result<(), String> {
     let machine = &s.machine;
@@ -390,15 +391,15 @@ pub fn simulate_counts(s: &Schedule) -> Result<(), String> {
     for phase in &s.phases {
         let chunks = phase.chunks.len();
         let unit = |n: usize| {
-            let mut v = vec![0u32; nodes];
-            v[n] = 1;
+            let mut v = vec![0f64; nodes];
+            v[n] = 1.0;
             Some(v)
         };
         let compute: Vec<usize> = (0..nodes)
             .filter(|&n| machine.nodes[n].kind == NodeKind::Compute)
             .collect();
         // state[n][b][c]
-        let mut state: Vec<Vec<Vec<Option<Vec<u32>>>>> =
+        let mut state: Vec<Vec<Vec<Option<Vec<f64>>>>> =
             vec![vec![vec![None; chunks]; phase.buffers.len()]; nodes];
         for &n in &compute {
             for c in 0..chunks {
@@ -442,7 +443,7 @@ pub fn simulate_counts(s: &Schedule) -> Result<(), String> {
                                 .collect();
                             local[n].push(values);
                         }
-                        Instr::Recv { .. } => {}
+                        Instr::Recv { .. } | Instr::Scale { .. } => {}
                     }
                 }
             }
@@ -452,6 +453,21 @@ pub fn simulate_counts(s: &Schedule) -> Result<(), String> {
                 for instr in phase.programs[n].steps.get(k).into_iter().flatten() {
                     let (buffer, chunks, values, reduce) = match instr {
                         Instr::Send { .. } => continue,
+                        Instr::Scale {
+                            buffer,
+                            chunks,
+                            divisor,
+                        } => {
+                            for c in chunks {
+                                let Some(v) = state[n][buffer.index()][c.index()].as_mut() else {
+                                    return Err(format!(
+                                        "step {k}: node {n} scales undefined data"
+                                    ));
+                                };
+                                v.iter_mut().for_each(|w| *w /= f64::from(*divisor));
+                            }
+                            continue;
+                        }
                         Instr::Recv {
                             link,
                             from,
@@ -503,8 +519,20 @@ pub fn simulate_counts(s: &Schedule) -> Result<(), String> {
                 return Err(format!("step {k}: a send is unmatched"));
             }
         }
-        let all: Vec<u32> = (0..nodes)
-            .map(|n| u32::from(machine.nodes[n].kind == NodeKind::Compute))
+        // A mean's result weighs every input 1/p; anything else weighs them 1.
+        let weight = if phase.op == ReduceOp::Mean {
+            1.0 / compute.len() as f64
+        } else {
+            1.0
+        };
+        let all: Vec<f64> = (0..nodes)
+            .map(|n| {
+                if machine.nodes[n].kind == NodeKind::Compute {
+                    weight
+                } else {
+                    0.0
+                }
+            })
             .collect();
         for &n in &compute {
             for c in 0..chunks {

@@ -160,7 +160,7 @@ impl Planner<'_> {
                             sources.insert((j, c), read(&loc, *src, c)?);
                         }
                     }
-                    Instr::Recv { .. } => {}
+                    Instr::Recv { .. } | Instr::Scale { .. } => {}
                 }
             }
             for (j, instr) in instrs.iter().enumerate() {
@@ -294,6 +294,12 @@ impl Planner<'_> {
                         }
                     }
                     Instr::Send { .. } => {}
+                    Instr::Scale { .. } => {
+                        // `build` refuses mean phases before planning, and only they scale.
+                        return Err(self.internal(format!(
+                            "{name} scales a chunk; MSCCL has no division step"
+                        )));
+                    }
                 }
             }
         }

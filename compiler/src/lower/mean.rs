@@ -1,0 +1,275 @@
+//! The mean op for every method: a lowered phase sums, and this pass adds the scales.
+//!
+//! Methods lower [`ReduceOp::Mean`] exactly as a sum. [`add_scales`] then walks the phase in BSP
+//! order (reads at the start of a step, writes in program order at its end, as the IR defines
+//! them), tracking for every (node, buffer, chunk) how many inputs its value combines. Right
+//! after every write that makes a value complete *by combining* — a receive with
+//! [`RecvMode::Reduce`] or a local [`Instr::Reduce`] that brings the count to `p`, the number
+//! of compute nodes — it inserts an [`Instr::Scale`] of those chunks by `p` on the same node, in
+//! the same step and buffer. The division then happens once per complete sum, where the sum is
+//! formed (on a compute node or a device), and every later store or copy moves the mean.
+//! Counts suffice because the lowering is correct for sum: no input is combined twice, so a
+//! count of `p` means every input. With one compute node nothing combines and nothing is
+//! scaled; allgather and broadcast combine nothing either.
+
+use schedule_ir::{
+    BufferId, ChunkId, Collective, Instr, LinkId, NodeId, Phase, RecvMode, ReduceOp,
+};
+use std::collections::HashMap;
+
+/// Inserts the scales of a mean phase (see the [module doc](self)); `compute` are the compute
+/// nodes (the inputs). Does nothing to a phase whose op is not mean.
+pub fn add_scales(phase: &mut Phase, compute: &[NodeId]) {
+    let p = compute.len();
+    let reducing = matches!(
+        phase.collective,
+        Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce { .. }
+    );
+    if phase.op != ReduceOp::Mean || p <= 1 || !reducing {
+        return;
+    }
+    let divisor = u32::try_from(p).unwrap_or(u32::MAX);
+    let mut counts = Counts::new(phase, compute);
+    for k in 0..phase.steps as usize {
+        let staged = counts.reads(phase, k);
+        for (n, program) in phase.programs.iter_mut().enumerate() {
+            let Some(instrs) = program.steps.get_mut(k) else {
+                continue;
+            };
+            let node = NodeId::new(n);
+            let mut out = Vec::with_capacity(instrs.len());
+            for (j, instr) in std::mem::take(instrs).into_iter().enumerate() {
+                let complete = counts.write(&staged, node, j, &instr);
+                let buffer = match &instr {
+                    Instr::Recv { buffer, .. } => *buffer,
+                    Instr::Reduce { dst, .. } => *dst,
+                    _ => BufferId(0),
+                };
+                out.push(instr);
+                if !complete.is_empty() {
+                    out.push(Instr::Scale {
+                        buffer,
+                        chunks: complete,
+                        divisor,
+                    });
+                }
+            }
+            *instrs = out;
+        }
+    }
+}
+
+/// A message of a step, as the verifier pairs them: sender, receiver, last link, first chunk.
+type Key = (NodeId, NodeId, LinkId, Option<ChunkId>);
+
+/// What the reads of one step saw: the counts of every message and of every local source.
+#[derive(Default)]
+struct Staged {
+    messages: HashMap<Key, Vec<u32>>,
+    /// `(node, instruction index)` → counts of a local reduce's or copy's source chunks.
+    local: HashMap<(NodeId, usize), Vec<u32>>,
+}
+
+/// Per (node, buffer, chunk), how many inputs the value combines (0: undefined).
+struct Counts {
+    p: u32,
+    buffers: usize,
+    chunks: usize,
+    counts: Vec<u32>,
+}
+
+impl Counts {
+    /// The start of the phase: each compute node's data buffer holds its own input.
+    fn new(phase: &Phase, compute: &[NodeId]) -> Counts {
+        let buffers = phase.buffers.len();
+        let chunks = phase.chunks.len();
+        let mut counts = Counts {
+            p: u32::try_from(compute.len()).unwrap_or(u32::MAX),
+            buffers,
+            chunks,
+            counts: vec![0; phase.programs.len() * buffers * chunks],
+        };
+        for &n in compute {
+            for c in 0..chunks {
+                if let Some(slot) = counts.slot(n, BufferId(0), ChunkId::new(c)) {
+                    counts.counts[slot] = 1;
+                }
+            }
+        }
+        counts
+    }
+
+    fn slot(&self, n: NodeId, b: BufferId, c: ChunkId) -> Option<usize> {
+        (b.index() < self.buffers && c.index() < self.chunks)
+            .then(|| (n.index() * self.buffers + b.index()) * self.chunks + c.index())
+            .filter(|&s| s < self.counts.len())
+    }
+
+    fn get(&self, n: NodeId, b: BufferId, c: ChunkId) -> u32 {
+        self.slot(n, b, c).map_or(0, |s| self.counts[s])
+    }
+
+    /// The reads of step `k`, against the state at its start.
+    fn reads(&self, phase: &Phase, k: usize) -> Staged {
+        let mut staged = Staged::default();
+        for (n, program) in phase.programs.iter().enumerate() {
+            let node = NodeId::new(n);
+            for (j, instr) in program.steps.get(k).into_iter().flatten().enumerate() {
+                match instr {
+                    Instr::Send {
+                        to, buffer, chunks, ..
+                    } => {
+                        let values = chunks.iter().map(|&c| self.get(node, *buffer, c));
+                        let link = instr.final_link().unwrap_or(LinkId(u32::MAX));
+                        let key = (node, *to, link, chunks.first().copied());
+                        staged.messages.insert(key, values.collect());
+                    }
+                    Instr::Reduce { src, chunks, .. } | Instr::Copy { src, chunks, .. } => {
+                        let values = chunks.iter().map(|&c| self.get(node, *src, c));
+                        staged.local.insert((node, j), values.collect());
+                    }
+                    Instr::Recv { .. } | Instr::Scale { .. } => {}
+                }
+            }
+        }
+        staged
+    }
+
+    /// Applies write `instr` (instruction `j` of `node`); returns the chunks it completed by
+    /// combining, in its list's order.
+    fn write(&mut self, staged: &Staged, node: NodeId, j: usize, instr: &Instr) -> Vec<ChunkId> {
+        let (buffer, chunks, incoming, combine) = match instr {
+            Instr::Recv {
+                link,
+                from,
+                buffer,
+                chunks,
+                mode,
+            } => {
+                let key = (*from, node, *link, chunks.first().copied());
+                (
+                    *buffer,
+                    chunks,
+                    staged.messages.get(&key),
+                    *mode == RecvMode::Reduce,
+                )
+            }
+            Instr::Reduce { dst, chunks, .. } => (*dst, chunks, staged.local.get(&(node, j)), true),
+            Instr::Copy { dst, chunks, .. } => (*dst, chunks, staged.local.get(&(node, j)), false),
+            Instr::Send { .. } | Instr::Scale { .. } => return Vec::new(),
+        };
+        let mut complete = Vec::new();
+        for (i, &c) in chunks.iter().enumerate() {
+            let value = incoming.and_then(|v| v.get(i)).copied().unwrap_or(0);
+            let Some(slot) = self.slot(node, buffer, c) else {
+                continue;
+            };
+            let before = self.counts[slot];
+            let after = if combine {
+                before.saturating_add(value)
+            } else {
+                value
+            };
+            self.counts[slot] = after;
+            if combine && after == self.p && before > 0 && value > 0 {
+                complete.push(c);
+            }
+        }
+        complete
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::panic)]
+mod tests {
+    use super::*;
+    use schedule_ir::{Buffer, BufferKind, Chunk, DType, Program};
+
+    fn ring3(op: ReduceOp) -> Phase {
+        // The 3-node ring allreduce of docs/ir.md: in step s node i sends chunk i - s to i + 1.
+        let send = |i: usize, c: usize| Instr::Send {
+            link: LinkId::new(i),
+            via: vec![],
+            to: NodeId::new((i + 1) % 3),
+            buffer: BufferId(0),
+            chunks: vec![ChunkId::new(c)],
+        };
+        let recv = |i: usize, c: usize, mode| Instr::Recv {
+            link: LinkId::new((i + 2) % 3),
+            from: NodeId::new((i + 2) % 3),
+            buffer: BufferId(0),
+            chunks: vec![ChunkId::new(c)],
+            mode,
+        };
+        let programs = (0..3)
+            .map(|i| Program {
+                steps: (0..4)
+                    .map(|s| {
+                        let mode = if s < 2 {
+                            RecvMode::Reduce
+                        } else {
+                            RecvMode::Store
+                        };
+                        let (out, inc) = if s < 2 {
+                            ((i + 3 - s) % 3, (i + 2 - s) % 3)
+                        } else {
+                            ((i + 4 - s) % 3, (i + 3 - s) % 3)
+                        };
+                        vec![send(i, out), recv(i, inc, mode)]
+                    })
+                    .collect(),
+            })
+            .collect();
+        Phase {
+            name: "g".into(),
+            collective: Collective::AllReduce,
+            op,
+            dtype: DType::I32,
+            elements: 3,
+            algorithm: "ring".into(),
+            candidates: Vec::new(),
+            chunks: (0..3)
+                .map(|c| Chunk {
+                    start: c,
+                    end: c + 1,
+                    owner: None,
+                })
+                .collect(),
+            buffers: vec![Buffer {
+                name: "data".into(),
+                kind: BufferKind::Data,
+            }],
+            steps: 4,
+            programs,
+        }
+    }
+
+    #[test]
+    fn scales_follow_the_completing_receive() {
+        let compute: Vec<NodeId> = (0..3).map(NodeId::new).collect();
+        let mut phase = ring3(ReduceOp::Mean);
+        add_scales(&mut phase, &compute);
+        for (i, program) in phase.programs.iter().enumerate() {
+            let scales: Vec<(usize, usize, &Instr)> = program
+                .steps
+                .iter()
+                .enumerate()
+                .flat_map(|(k, s)| s.iter().enumerate().map(move |(j, x)| (k, j, x)))
+                .filter(|(_, _, x)| matches!(x, Instr::Scale { .. }))
+                .collect();
+            let want = Instr::Scale {
+                buffer: BufferId(0),
+                chunks: vec![ChunkId::new((i + 1) % 3)],
+                divisor: 3,
+            };
+            assert_eq!(scales, vec![(1, 2, &want)], "node {i}");
+        }
+        // Other ops, and one compute node, are left alone.
+        let mut sum = ring3(ReduceOp::Sum);
+        add_scales(&mut sum, &compute);
+        assert_eq!(sum, ring3(ReduceOp::Sum));
+        let mut one = ring3(ReduceOp::Mean);
+        add_scales(&mut one, &compute[..1]);
+        assert_eq!(one, ring3(ReduceOp::Mean));
+    }
+}
