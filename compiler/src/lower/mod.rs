@@ -117,6 +117,13 @@ impl Method {
         }
     }
 
+    /// Whether the method's schedule depends on the vector's length beyond its chunk sizes:
+    /// `trees` chooses its pipeline depth for the phase's size, so `topoc simulate` lowers it
+    /// again for every size instead of re-chunking one schedule.
+    pub fn sized(self) -> bool {
+        self == Method::Trees
+    }
+
     /// Whether the method takes a `variant` (only `cube-planes`: 300 or 400).
     pub fn takes_variant(self) -> bool {
         !self.variants().is_empty()
