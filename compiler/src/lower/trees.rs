@@ -237,9 +237,10 @@ fn reduce_up(
     let children = tree.children();
     let mut up: Vec<Option<TransferId>> = vec![None; tree.parent.len()];
     for v in tree.top_down().into_iter().rev() {
-        let Some((parent, link)) = tree.parent[v.index()] else {
+        let Some((parent, _)) = tree.parent[v.index()] else {
             continue;
         };
+        let route = tree.route_up(v);
         let after = children[v.index()]
             .iter()
             .filter_map(|&(c, _)| up[c.index()])
@@ -248,7 +249,7 @@ fn reduce_up(
         transfers.push(transfer(
             v,
             parent,
-            link,
+            route,
             buffer,
             chunk,
             RecvMode::Reduce,
@@ -272,9 +273,10 @@ fn broadcast_down(
 ) {
     let mut down: Vec<Option<TransferId>> = vec![None; tree.parent.len()];
     for v in tree.top_down() {
-        let Some((parent, link)) = tree.parent[v.index()] else {
+        let Some((parent, _)) = tree.parent[v.index()] else {
             continue;
         };
+        let route = tree.route_up(v).into_iter().rev().collect();
         let after = match down[parent.index()] {
             Some(t) => vec![t],
             None => at_root.to_vec(),
@@ -283,7 +285,7 @@ fn broadcast_down(
         transfers.push(transfer(
             parent,
             v,
-            link,
+            route,
             buffer,
             chunk,
             RecvMode::Store,
@@ -292,20 +294,24 @@ fn broadcast_down(
     }
 }
 
+/// A transfer of `chunk` from `from` to `to` along `route` (its links in order, at least one).
 fn transfer(
     from: NodeId,
     to: NodeId,
-    link: schedule_ir::LinkId,
+    route: Vec<schedule_ir::LinkId>,
     buffer: BufferId,
     chunk: ChunkId,
     mode: RecvMode,
     after: Vec<TransferId>,
 ) -> Transfer {
+    let mut links = route.into_iter();
+    // An empty route names no link, which the scheduler reports as a bad route.
+    let link = links.next().unwrap_or(schedule_ir::LinkId(u32::MAX));
     Transfer {
         from,
         to,
         link,
-        via: Vec::new(),
+        via: links.collect(),
         buffer,
         chunks: vec![chunk],
         mode,
