@@ -1,12 +1,15 @@
 //! Cost tables: estimated time, lower bound and efficiency of a schedule's phases over a range
 //! of message sizes, for every method that applies (`topoc simulate`).
 //!
-//! The schedules of every method are independent of the vector's length except through their
+//! The schedules of most methods are independent of the vector's length except through their
 //! chunk sizes, so one compiled (and verified) schedule per method is re-chunked for each size
 //! ([`schedule_ir::Phase::with_elements`]) and costed with the α-β model of
-//! [`schedule_ir::cost`].
+//! [`schedule_ir::cost`]. A method whose structure depends on the size ([`Method::sized`]:
+//! `trees`, whose pipeline depth is chosen for the phase's vector) is lowered again for every
+//! size, and each of those schedules verified, as compiling a file declaring that size would.
 
-use crate::lower::Method;
+use crate::lower::ring::PhaseSpec;
+use crate::lower::{Knobs, Method};
 use crate::{compile, Options};
 use schedule_ir::cost::{self, Bound, Estimate};
 use schedule_ir::{Machine, Phase, Schedule};
@@ -80,6 +83,11 @@ pub fn simulate_topology(
             ..base.clone()
         };
         match compile(source, &options) {
+            Ok(compiled) if method.sized() => {
+                table
+                    .rows
+                    .extend(sized_rows(&compiled, method, sizes, phase));
+            }
             Ok(compiled) => table
                 .rows
                 .extend(rows(compiled.schedule.schedule(), sizes, phase)),
@@ -120,6 +128,52 @@ pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Vec<Row> 
             let elements = bytes / phase.dtype.size_bytes();
             let sized = phase.with_elements(elements);
             out.push(row(&schedule.machine, &sized));
+        }
+    }
+    out
+}
+
+/// Costs the phases of a schedule compiled by `method` at each size, lowering and verifying
+/// each phase again for the size. Where that fails (it does not for a method that compiled the
+/// file), the compiled phase is re-chunked instead.
+fn sized_rows(
+    compiled: &crate::Compiled,
+    method: Method,
+    sizes: &[u64],
+    only: Option<&str>,
+) -> Vec<Row> {
+    let schedule = compiled.schedule.schedule();
+    let mut out = Vec::new();
+    for (i, phase) in schedule.phases.iter().enumerate() {
+        if only.is_some_and(|name| name != phase.name) {
+            continue;
+        }
+        for &bytes in sizes {
+            let elements = bytes / phase.dtype.size_bytes();
+            let spec = PhaseSpec {
+                name: phase.name.clone(),
+                collective: phase.collective,
+                op: phase.op,
+                dtype: phase.dtype,
+                elements,
+            };
+            let relowered = method
+                .lower(&compiled.machine, &spec, &Knobs::default())
+                .ok()
+                .and_then(|lowered| {
+                    let mut sized = schedule.clone();
+                    *sized.phases.get_mut(i)? = lowered.phase;
+                    schedule_ir::verify(sized).ok()
+                });
+            out.push(
+                match relowered.as_ref().and_then(|v| {
+                    let s = v.schedule();
+                    Some((&s.machine, s.phases.get(i)?))
+                }) {
+                    Some((machine, sized)) => row(machine, sized),
+                    None => row(&schedule.machine, &phase.with_elements(elements)),
+                },
+            );
         }
     }
     out

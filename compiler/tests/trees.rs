@@ -93,8 +93,8 @@ fn auto_uses_trees_where_rings_do_not_apply() {
     assert_eq!(&methods[12..], ["trees"; 8]);
 }
 
-/// The packing reaches the allreduce bound's bandwidth on the Petersen graph: at a large size
-/// the schedule is within 15% of the lower bound.
+/// The packing reaches the allreduce bound's bandwidth on the Petersen graph: at 256 MiB
+/// the schedule (pipelined for that size) is within 5% of the lower bound.
 #[test]
 fn petersen_allreduce_is_near_the_bound() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/graph-petersen.ron");
@@ -106,5 +106,5 @@ fn petersen_allreduce_is_near_the_bound() {
         &Options::default(),
     );
     let row = table.rows.iter().find(|r| r.algorithm == "trees").unwrap();
-    assert!(row.efficiency > 0.85, "{}", row.efficiency);
+    assert!(row.efficiency > 0.95, "{}", row.efficiency);
 }

@@ -46,23 +46,37 @@ const MIN_RELATIVE_SHARE: f64 = 0.08;
 /// The most candidate trees generated.
 const MAX_CANDIDATES: usize = 24;
 
-/// A spanning tree over the compute nodes with a root.
+/// A spanning tree over the compute nodes with a root. A tree edge is a direct link or a
+/// route through switches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tree {
     /// Where reductions end and broadcasts start.
     pub root: NodeId,
-    /// Indexed by node: for every compute node but the root, its parent and the link joining
-    /// them; `None` for the root and for nodes outside the tree.
+    /// Indexed by node: for every compute node but the root, its parent and the first link of
+    /// the route from the node up to it; `None` for the root and for nodes outside the tree.
     pub parent: Vec<Option<(NodeId, LinkId)>>,
+    /// Indexed by node: the further links of the route up to the parent, through switches;
+    /// empty for a direct link (and missing entries count as empty).
+    pub via: Vec<Vec<LinkId>>,
 }
 
 impl Tree {
-    /// The tree's links as `(child, parent, link)`, in child order.
+    /// The tree's edges as `(child, parent, first link of the route up)`, in child order.
     pub fn edges(&self) -> impl Iterator<Item = (NodeId, NodeId, LinkId)> + '_ {
         self.parent
             .iter()
             .enumerate()
             .filter_map(|(c, p)| p.map(|(p, l)| (NodeId::new(c), p, l)))
+    }
+
+    /// The links of the route from `child` up to its parent, in order (empty for the root).
+    pub fn route_up(&self, child: NodeId) -> Vec<LinkId> {
+        let Some(Some((_, first))) = self.parent.get(child.index()) else {
+            return Vec::new();
+        };
+        let mut route = vec![*first];
+        route.extend(self.via.get(child.index()).into_iter().flatten());
+        route
     }
 
     /// Children of every node, as `(child, link)` in child order; indexed by node.
@@ -118,32 +132,40 @@ impl Tree {
         self.depths().into_iter().flatten().max().unwrap_or(0)
     }
 
-    /// The same links, hanging from another root.
+    /// The same edges, hanging from another root.
     pub fn rerooted(&self, root: NodeId) -> Tree {
         let n = self.parent.len();
-        let mut adjacent: Vec<Vec<(NodeId, LinkId)>> = vec![Vec::new(); n];
-        for (c, p, l) in self.edges() {
+        // Per node: its tree neighbours and the route to each.
+        let mut adjacent: Vec<Vec<(NodeId, Vec<LinkId>)>> = vec![Vec::new(); n];
+        for (c, p, _) in self.edges() {
             if c.index() < n && p.index() < n {
-                adjacent[c.index()].push((p, l));
-                adjacent[p.index()].push((c, l));
+                let up = self.route_up(c);
+                let down = up.iter().rev().copied().collect();
+                adjacent[c.index()].push((p, up));
+                adjacent[p.index()].push((c, down));
             }
         }
         adjacent.iter_mut().for_each(|a| a.sort());
         let mut parent = vec![None; n];
+        let mut via = vec![Vec::new(); n];
         let mut seen = vec![false; n];
         let mut queue = std::collections::VecDeque::from([root]);
         if let Some(s) = seen.get_mut(root.index()) {
             *s = true;
         }
         while let Some(u) = queue.pop_front() {
-            for &(v, l) in adjacent.get(u.index()).into_iter().flatten() {
+            for (v, down) in adjacent.get(u.index()).into_iter().flatten() {
                 if !std::mem::replace(&mut seen[v.index()], true) {
-                    parent[v.index()] = Some((u, l));
-                    queue.push_back(v);
+                    let mut up = down.iter().rev().copied();
+                    if let Some(first) = up.next() {
+                        parent[v.index()] = Some((u, first));
+                        via[v.index()] = up.collect();
+                    }
+                    queue.push_back(*v);
                 }
             }
         }
-        Tree { root, parent }
+        Tree { root, parent, via }
     }
 
     /// The node whose farthest node is nearest (the tree's centre; ties to the lower id), so
@@ -161,7 +183,14 @@ impl Tree {
         let name = |n: NodeId| machine.node(n).name.clone();
         let edges: Vec<String> = self
             .edges()
-            .map(|(c, p, l)| format!("{} -{}-> {}", name(c), machine.link(l).name, name(p)))
+            .map(|(c, p, _)| {
+                let route: Vec<&str> = self
+                    .route_up(c)
+                    .into_iter()
+                    .map(|l| machine.link(l).name.as_str())
+                    .collect();
+                format!("{} -{}-> {}", name(c), route.join(","), name(p))
+            })
             .collect();
         format!("root {}; {}", name(self.root), edges.join(", "))
     }
@@ -179,16 +208,7 @@ pub struct Packing {
 /// The trees and shares for `collective` on `machine`, proved. Broadcast and reduce trees are
 /// rooted at the collective's root; the others at each tree's centre.
 pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedError> {
-    if let Some(s) = machine
-        .graph
-        .node_weights()
-        .find(|n| n.kind != NodeKind::Compute)
-    {
-        return Err(EmbedError::NotApplicable(format!(
-            "`trees` packs trees of direct links between compute nodes; `{}` is a switch",
-            s.name
-        )));
-    }
+    let routes = Routes::new(machine);
     let compute = machine.compute_nodes();
     let Some(&first) = compute.first() else {
         return Err(EmbedError::NotApplicable(
@@ -205,7 +225,7 @@ pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedE
         )));
     }
     let mut candidates: Vec<Tree> = Vec::new();
-    let mut seen: BTreeSet<Vec<LinkId>> = BTreeSet::new();
+    let mut seen: BTreeSet<Vec<Vec<LinkId>>> = BTreeSet::new();
     let mut load = vec![0.0; 2 * machine.link_count()];
     let fastest = (0..machine.link_count())
         .map(|l| machine.link(LinkId::new(l)).bandwidth_gbps)
@@ -215,10 +235,10 @@ pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedE
         let start = fixed_root
             .or_else(|| compute.get(round % compute.len()).copied())
             .unwrap_or(first);
-        let Some(tree) = prim(machine, start, collective, &load) else {
+        let Some(tree) = prim(machine, &routes, start, collective, &load) else {
             return Err(EmbedError::NotATree {
                 tree: candidates.len(),
-                detail: "the compute nodes are not connected by direct links".to_string(),
+                detail: "the compute nodes are not connected".to_string(),
             });
         };
         let tree = match fixed_root {
@@ -229,7 +249,14 @@ pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedE
             // In units of "the whole vector over the fastest link".
             load[d] += s * fastest / 8.0;
         }
-        let mut key: Vec<LinkId> = tree.edges().map(|(_, _, l)| l).collect();
+        let mut key: Vec<Vec<LinkId>> = tree
+            .edges()
+            .map(|(c, _, _)| {
+                let mut r = tree.route_up(c);
+                r.sort();
+                r
+            })
+            .collect();
         key.sort();
         if seen.insert(key) {
             candidates.push(tree);
@@ -279,11 +306,7 @@ pub fn traffic(machine: &Machine, tree: &Tree, collective: Collective) -> Load {
     let p = tree.top_down().len().max(1) as f64;
     let below = subtree_sizes(tree);
     let mut load = Load::default();
-    for (child, _, link) in tree.edges() {
-        let (a, _) = machine.endpoints(link);
-        let up = 2 * link.index() + usize::from(child != a);
-        let down = up ^ 1;
-        let seconds = 8.0 / machine.link(link).bandwidth_gbps;
+    for (child, _, _) in tree.edges() {
         let inside = below[child.index()] as f64 / p;
         let (up_share, down_share) = match collective {
             Collective::AllReduce => (1.0, 1.0),
@@ -292,9 +315,17 @@ pub fn traffic(machine: &Machine, tree: &Tree, collective: Collective) -> Load {
             Collective::AllGather => (inside, 1.0 - inside),
             Collective::ReduceScatter => (1.0 - inside, inside),
         };
-        for (d, share) in [(up, up_share), (down, down_share)] {
-            if share > 0.0 {
-                *load.seconds.entry(d).or_default() += share * seconds;
+        let mut at = child;
+        for link in tree.route_up(child) {
+            let (a, b) = machine.endpoints(link);
+            let up = 2 * link.index() + usize::from(at != a);
+            let down = up ^ 1;
+            at = if at == a { b } else { a };
+            let seconds = 8.0 / machine.link(link).bandwidth_gbps;
+            for (d, share) in [(up, up_share), (down, down_share)] {
+                if share > 0.0 {
+                    *load.seconds.entry(d).or_default() += share * seconds;
+                }
             }
         }
     }
@@ -313,45 +344,100 @@ pub fn subtree_sizes(tree: &Tree) -> Vec<usize> {
     size
 }
 
-/// Prim's frontier: `(length bits, depth, node, link, from)`, smallest first. Lengths are
-/// positive and finite, and such floats order like their bit patterns.
-type Frontier = BinaryHeap<Reverse<(u64, usize, NodeId, LinkId, NodeId)>>;
+/// The routes a tree edge may take from every compute node: each direct link to another
+/// compute node, and for every compute node reachable through switches only, the route with
+/// the fewest links (ties to lower link ids). Indexed by node: `(other end, links in order)`.
+struct Routes {
+    from: Vec<Vec<(NodeId, Vec<LinkId>)>>,
+}
+
+impl Routes {
+    fn new(machine: &Machine) -> Self {
+        let n = machine.node_count();
+        let compute = |v: NodeId| machine.node(v).kind == NodeKind::Compute;
+        let mut from = vec![Vec::new(); n];
+        for u in machine.compute_nodes() {
+            let mut out: Vec<(NodeId, Vec<LinkId>)> = Vec::new();
+            let mut reached = vec![false; n];
+            let mut crossed = vec![false; n];
+            let mut queue = std::collections::VecDeque::from([(u, Vec::new())]);
+            while let Some((x, path)) = queue.pop_front() {
+                for (l, y) in machine.links_at(x) {
+                    let mut route: Vec<LinkId> = path.clone();
+                    route.push(l);
+                    if compute(y) {
+                        // Every direct link; through switches, the first route found.
+                        let first = !std::mem::replace(&mut reached[y.index()], !path.is_empty());
+                        if y != u && (path.is_empty() || first) {
+                            out.push((y, route));
+                        }
+                    } else if !std::mem::replace(&mut crossed[y.index()], true) {
+                        queue.push_back((y, route));
+                    }
+                }
+            }
+            from[u.index()] = out;
+        }
+        Routes { from }
+    }
+}
+
+/// Prim's frontier: `(length bits, depth, node, route from the tree, from)`, smallest first.
+/// Lengths are positive and finite, and such floats order like their bit patterns.
+type Frontier = BinaryHeap<Reverse<(u64, usize, NodeId, Vec<LinkId>, NodeId)>>;
 
 /// Prim's algorithm from `start` under direction lengths `exp(η · load)`: the cheapest
-/// attachment first, then the shallowest, then the lowest node and link ids. `None` when some
-/// compute node cannot be reached.
-fn prim(machine: &Machine, start: NodeId, collective: Collective, load: &[f64]) -> Option<Tree> {
+/// attachment first (a route costs the sum of its directions), then the shallowest, then the
+/// lowest node and link ids. `None` when some compute node cannot be reached.
+fn prim(
+    machine: &Machine,
+    routes: &Routes,
+    start: NodeId,
+    collective: Collective,
+    load: &[f64],
+) -> Option<Tree> {
     let n = machine.node_count();
     let length = |d: usize| (ETA * load.get(d).copied().unwrap_or(0.0)).exp();
     let mut parent = vec![None; n];
+    let mut via = vec![Vec::new(); n];
     let mut inside = vec![false; n];
     let mut heap: Frontier = BinaryHeap::new();
     let push = |heap: &mut Frontier, u: NodeId, depth_u: usize| {
-        for (l, v) in machine.links_at(u) {
-            let (a, _) = machine.endpoints(l);
-            let away = 2 * l.index() + usize::from(u != a);
-            let cost = match collective {
-                Collective::Broadcast { .. } => length(away),
-                Collective::Reduce { .. } => length(away ^ 1),
-                _ => length(away) + length(away ^ 1),
-            };
-            heap.push(Reverse((cost.to_bits(), depth_u + 1, v, l, u)));
+        for (v, route) in routes.from.get(u.index()).into_iter().flatten() {
+            let mut at = u;
+            let mut cost = 0.0;
+            for &l in route {
+                let (a, b) = machine.endpoints(l);
+                let away = 2 * l.index() + usize::from(at != a);
+                at = if at == a { b } else { a };
+                cost += match collective {
+                    Collective::Broadcast { .. } => length(away),
+                    Collective::Reduce { .. } => length(away ^ 1),
+                    _ => length(away) + length(away ^ 1),
+                };
+            }
+            heap.push(Reverse((cost.to_bits(), depth_u + 1, *v, route.clone(), u)));
         }
     };
     inside[start.index()] = true;
     let mut reached = 1;
     push(&mut heap, start, 0);
-    while let Some(Reverse((_, d, v, l, u))) = heap.pop() {
+    while let Some(Reverse((_, d, v, route, u))) = heap.pop() {
         if std::mem::replace(&mut inside[v.index()], true) {
             continue;
         }
-        parent[v.index()] = Some((u, l));
+        let mut up = route.into_iter().rev();
+        if let Some(first) = up.next() {
+            parent[v.index()] = Some((u, first));
+            via[v.index()] = up.collect();
+        }
         reached += 1;
         push(&mut heap, v, d);
     }
-    (reached == n).then_some(Tree {
+    (reached == machine.compute_nodes().len()).then_some(Tree {
         root: start,
         parent,
+        via,
     })
 }
 
@@ -395,21 +481,38 @@ pub fn prove_trees(machine: &Machine, trees: &[Tree]) -> Result<(), EmbedError> 
             }
         }
         let mut edges = 0;
-        for (child, parent, link) in tree.edges() {
+        for (child, parent, _) in tree.edges() {
             edges += 1;
-            if !compute.contains(&parent) || link.index() >= machine.link_count() {
+            let route = tree.route_up(child);
+            if !compute.contains(&parent) || route.iter().any(|l| l.index() >= machine.link_count())
+            {
                 return Err(bad(format!(
                     "{} hangs from a missing node or link",
                     name(child)
                 )));
             }
-            let (a, b) = machine.endpoints(link);
-            if !((a == child && b == parent) || (a == parent && b == child)) {
+            // The route leads from the child to the parent, through switches only.
+            let mut at = child;
+            for (i, &link) in route.iter().enumerate() {
+                let (a, b) = machine.endpoints(link);
+                let through = i > 0 && machine.node(at).kind == NodeKind::Compute;
+                if through || (at != a && at != b) {
+                    return Err(bad(format!(
+                        "the route from {} does not lead to {}: link {} does not leave {}",
+                        name(child),
+                        name(parent),
+                        machine.link(link).name,
+                        name(at)
+                    )));
+                }
+                at = if at == a { b } else { a };
+            }
+            if at != parent {
                 return Err(bad(format!(
-                    "link {} does not join {} and {}",
-                    machine.link(link).name,
+                    "the route from {} does not lead to {}: it ends at {}",
                     name(child),
-                    name(parent)
+                    name(parent),
+                    name(at)
                 )));
             }
         }

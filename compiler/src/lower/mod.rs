@@ -9,7 +9,7 @@
 //! | `in-network`   | `Fabric` whose NICs reduce | seed 003: segments of at most the MTU reduced rank → NIC → switch and sent back, in batches that fit the devices' segment units ([`in_network`]); without a reducing switch, a ring among the NICs ([`nic_ring`]); allreduce only |
 //! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
 //! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); after `ring`, which is faster where uplinks carry one transfer per step; `tree` wins where uplinks have lanes (`examples/tree-fat.ron`) |
-//! | `trees`        | any connected machine of compute nodes | spanning trees packed by an LP ([`trees`], [`crate::embed::trees`]) |
+//! | `trees`        | any connected machine (tree edges through switches are routes) | spanning trees packed by an LP ([`trees`], [`crate::embed::trees`]), pipelined to a depth chosen for the phase's size |
 //! | `halving-doubling` | any machine whose compute nodes reach each other | seed 001's pipelined recursive halving/doubling; no rings, every transfer routed ([`halving_doubling`]) |
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
@@ -124,6 +124,13 @@ impl Method {
             Method::Direct => direct::supports(collective),
             Method::HalvingDoubling => halving_doubling::supports(collective),
         }
+    }
+
+    /// Whether the method's schedule depends on the vector's length beyond its chunk sizes:
+    /// `trees` chooses its pipeline depth for the phase's size, so `topoc simulate` lowers it
+    /// again for every size instead of re-chunking one schedule.
+    pub fn sized(self) -> bool {
+        self == Method::Trees
     }
 
     /// Whether the method takes a `variant` (only `cube-planes`: 300 or 400).

@@ -26,17 +26,15 @@
 //!
 //! # How many pipeline chunks
 //!
-//! More chunks spread the fill and drain (steps where links idle) over more useful steps: with
-//! `N` chunks crossing the busiest link direction and a fill of `F` steps, the bandwidth time
-//! is about `(N + F) / N` of the ideal. But every chunk adds a step on the busiest direction,
-//! every step costs a link latency α, and the schedule grows with the chunk count. The rule:
-//! the fewest chunks such that the busiest link direction carries at least [`PIPELINE`] × `F`
-//! of them (≈ 12% fill overhead) and rounding the shares to whole chunks costs the busiest
-//! direction at most [`ROUNDING_SLACK`] more time than the exact shares — capped at
-//! [`MAX_TRANSFERS`] transfers, beyond which large machines get shorter pipelines. The schedule
-//! does not depend on the vector's length, so one schedule serves every size (`topoc simulate`
-//! re-chunks it): at small sizes the extra steps' α dominates, and a single tree would be
-//! faster.
+//! More chunks spread the fill and drain (steps where links idle) over more useful steps and
+//! round the LP shares to whole chunks more finely; but every chunk adds a step on the busiest
+//! link direction, and every step costs a link latency α. Which wins depends on the vector's
+//! size, so the total `N` is chosen for the phase's size: the phase is lowered for `N = 1, 2,
+//! 4, …` until two doublings in a row give no lower α-β estimate ([`schedule_ir::cost`]), then
+//! for `N` a factor 2^±½, 2^±¼ and 2^±⅛ from the best so far, and the cheapest is kept. `N`
+//! is at most [`MAX_TRANSFERS`] transfers' worth (large machines get shorter pipelines) and
+//! at most one chunk per element. The schedule still runs at any size (the IR re-chunks it);
+//! it is only tuned for the size compiled, and `topoc simulate` lowers it again per size.
 
 use super::balance;
 use super::dag::{self, DagError, Transfer, TransferId};
@@ -44,13 +42,6 @@ use super::ring::PhaseSpec;
 use crate::embed::trees::{traffic, Packing, Tree};
 use crate::machine::Machine;
 use schedule_ir::{BufferId, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
-
-/// The busiest link direction carries at least this many times the fill, in chunks.
-pub const PIPELINE: usize = 8;
-
-/// How much more the busiest link direction may carry once the LP shares are rounded to whole
-/// chunks than under the exact shares.
-pub const ROUNDING_SLACK: f64 = 0.05;
 
 /// How tightly the scheduler keeps pipeline chunks in order (see [`lower`]): chunk `q` is
 /// ranked `⌊q · r · RANK_RATE⌋`, `r` the busiest direction's chunks per pipeline chunk. Chosen
@@ -85,13 +76,76 @@ pub fn lower(
     machine: &Machine,
     packing: &Packing,
 ) -> Result<Lowered, DagError> {
+    let ir = machine.to_ir();
+    let most = most_chunks(machine, spec.collective, spec.elements);
+    // (estimate in seconds, total, lowering) of `total` pipeline chunks.
+    let with_total = |total: usize| -> Result<(f64, usize, Lowered), DagError> {
+        let counts = balance::apportion(total as u64, &packing.shares)
+            .into_iter()
+            .map(|c| c as usize)
+            .collect();
+        let lowered = lower_counts(spec, algorithm, machine, packing, counts)?;
+        let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+        Ok((seconds, total, lowered))
+    };
+    let mut best = with_total(1)?;
+    let mut tried = std::collections::BTreeSet::from([1]);
+    // Doubling until two doublings in a row are no cheaper…
+    let (mut total, mut worse) = (1, 0);
+    while worse < 2 && total < most {
+        total = (2 * total).min(most);
+        tried.insert(total);
+        let candidate = with_total(total)?;
+        if candidate.0 < best.0 {
+            (best, worse) = (candidate, 0);
+        } else {
+            worse += 1;
+        }
+    }
+    // …then finer steps around the cheapest.
+    for ratio in [2f64.sqrt(), 2f64.powf(0.25), 2f64.powf(0.125)] {
+        let at = best.1 as f64;
+        for next in [at / ratio, at * ratio] {
+            let next = (next.round() as usize).clamp(1, most);
+            if tried.insert(next) {
+                let candidate = with_total(next)?;
+                if candidate.0 < best.0 {
+                    best = candidate;
+                }
+            }
+        }
+    }
+    Ok(best.2)
+}
+
+/// The most pipeline chunks a phase may have: within [`MAX_TRANSFERS`] transfers, and at
+/// least one element per piece.
+fn most_chunks(machine: &Machine, collective: Collective, elements: u64) -> usize {
+    let pieces = pieces(machine, collective);
+    let hops = machine.compute_nodes().len().saturating_sub(1).max(1);
+    let transfers_per_chunk = match collective {
+        Collective::AllReduce => 2 * hops,
+        _ => pieces * hops,
+    };
+    (MAX_TRANSFERS / transfers_per_chunk)
+        .min(usize::try_from(elements / pieces as u64).unwrap_or(usize::MAX))
+        .max(1)
+}
+
+/// Lowers `spec` with `counts[i]` pipeline chunks on tree `i` of `packing`.
+fn lower_counts(
+    spec: &PhaseSpec,
+    algorithm: &str,
+    machine: &Machine,
+    packing: &Packing,
+    counts: Vec<usize>,
+) -> Result<Lowered, DagError> {
     let compute = machine.compute_nodes();
     let pieces = pieces(machine, spec.collective);
     let owned = matches!(
         spec.collective,
         Collective::AllGather | Collective::ReduceScatter
     );
-    let counts = pipeline_chunks(machine, packing, spec.collective);
     let total: usize = counts.iter().sum();
 
     // Chunks of one size, in vector order: tree, then pipeline chunk, then owner. Tree `i`'s
@@ -183,9 +237,10 @@ fn reduce_up(
     let children = tree.children();
     let mut up: Vec<Option<TransferId>> = vec![None; tree.parent.len()];
     for v in tree.top_down().into_iter().rev() {
-        let Some((parent, link)) = tree.parent[v.index()] else {
+        let Some((parent, _)) = tree.parent[v.index()] else {
             continue;
         };
+        let route = tree.route_up(v);
         let after = children[v.index()]
             .iter()
             .filter_map(|&(c, _)| up[c.index()])
@@ -194,7 +249,7 @@ fn reduce_up(
         transfers.push(transfer(
             v,
             parent,
-            link,
+            route,
             buffer,
             chunk,
             RecvMode::Reduce,
@@ -218,9 +273,10 @@ fn broadcast_down(
 ) {
     let mut down: Vec<Option<TransferId>> = vec![None; tree.parent.len()];
     for v in tree.top_down() {
-        let Some((parent, link)) = tree.parent[v.index()] else {
+        let Some((parent, _)) = tree.parent[v.index()] else {
             continue;
         };
+        let route = tree.route_up(v).into_iter().rev().collect();
         let after = match down[parent.index()] {
             Some(t) => vec![t],
             None => at_root.to_vec(),
@@ -229,7 +285,7 @@ fn broadcast_down(
         transfers.push(transfer(
             parent,
             v,
-            link,
+            route,
             buffer,
             chunk,
             RecvMode::Store,
@@ -238,20 +294,24 @@ fn broadcast_down(
     }
 }
 
+/// A transfer of `chunk` from `from` to `to` along `route` (its links in order, at least one).
 fn transfer(
     from: NodeId,
     to: NodeId,
-    link: schedule_ir::LinkId,
+    route: Vec<schedule_ir::LinkId>,
     buffer: BufferId,
     chunk: ChunkId,
     mode: RecvMode,
     after: Vec<TransferId>,
 ) -> Transfer {
+    let mut links = route.into_iter();
+    // An empty route names no link, which the scheduler reports as a bad route.
+    let link = links.next().unwrap_or(schedule_ir::LinkId(u32::MAX));
     Transfer {
         from,
         to,
         link,
-        via: Vec::new(),
+        via: links.collect(),
         buffer,
         chunks: vec![chunk],
         mode,
@@ -275,50 +335,6 @@ fn interleave(counts: &[usize]) -> Vec<(usize, usize)> {
             .then(i.cmp(&k))
     });
     order
-}
-
-/// Pipeline chunks per tree (see the [module doc](self)): the shares rounded to whole chunks
-/// of one size, with the fewest chunks such that the busiest link direction carries
-/// [`PIPELINE`] × the deepest tree's fill, within [`MAX_TRANSFERS`]. A tree may get none.
-pub fn pipeline_chunks(machine: &Machine, packing: &Packing, collective: Collective) -> Vec<usize> {
-    let fill = packing
-        .trees
-        .iter()
-        .map(|t| match collective {
-            Collective::Broadcast { .. } | Collective::Reduce { .. } => t.height(),
-            _ => 2 * t.height(),
-        })
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let pieces = pieces(machine, collective);
-    let hops = machine.compute_nodes().len().saturating_sub(1).max(1);
-    let transfers_per_chunk = match collective {
-        Collective::AllReduce => 2 * hops,
-        _ => pieces * hops,
-    };
-    let counts_for = |total: usize| -> Vec<usize> {
-        balance::apportion(total as u64, &packing.shares)
-            .into_iter()
-            .map(|c| c as usize)
-            .collect()
-    };
-    let wanted = (PIPELINE * fill) as f64;
-    let most = (MAX_TRANSFERS / transfers_per_chunk).max(1);
-    // The LP's busiest load, in chunks crossing per pipeline chunk.
-    let ideal = busiest_time(machine, packing, collective, &packing.shares);
-    let mut total = 1;
-    loop {
-        let counts = counts_for(total);
-        let weights: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
-        let busiest = busiest_count(machine, packing, collective, &weights);
-        let time = busiest_time(machine, packing, collective, &weights);
-        let close = time <= (1.0 + ROUNDING_SLACK) * ideal * total as f64;
-        if (busiest >= wanted && close) || total >= most {
-            return counts;
-        }
-        total += 1;
-    }
 }
 
 /// How many chunks cross the busiest link direction when tree `i` has `counts[i]` pipeline
@@ -354,23 +370,6 @@ fn busiest_count(
     busy.values().copied().fold(0.0, f64::max)
 }
 
-/// The time the busiest link direction needs (seconds per gigabyte of vector) when tree `i`
-/// carries `weights[i]` of it.
-fn busiest_time(
-    machine: &Machine,
-    packing: &Packing,
-    collective: Collective,
-    weights: &[f64],
-) -> f64 {
-    let mut busy: std::collections::BTreeMap<usize, f64> = Default::default();
-    for (tree, &w) in packing.trees.iter().zip(weights) {
-        for (d, s) in traffic(machine, tree, collective).seconds {
-            *busy.entry(d).or_default() += w * s;
-        }
-    }
-    busy.values().copied().fold(0.0, f64::max)
-}
-
 /// Pieces per pipeline chunk: one per compute node where chunks have owners, else one.
 fn pieces(machine: &Machine, collective: Collective) -> usize {
     match collective {
@@ -392,17 +391,22 @@ mod tests {
     }
 
     #[test]
-    fn equal_trees_get_even_pipelines_just_long_enough_to_fill() {
+    fn longer_vectors_get_longer_pipelines() {
         let (_, m) =
             crate::compile::load(r#"Topology(name: "r", machine: Ring(nodes: 6))"#).unwrap();
         let packing = pack(&m, Collective::AllReduce).unwrap();
-        let counts = pipeline_chunks(&m, &packing, Collective::AllReduce);
-        let (least, most) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
-        assert!(most - least <= 1, "{counts:?}");
-        // Paths of 6 hung from their middle are 3 deep: fill 6 steps, so the busiest direction
-        // (5 of every 6 chunks) needs at least 48 chunks.
-        let weights: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
-        let busiest = busiest_count(&m, &packing, Collective::AllReduce, &weights);
-        assert_eq!(busiest, 48.0, "the fewest chunks that reach it: {counts:?}");
+        let chunks = |elements| {
+            let spec = PhaseSpec {
+                name: "x".to_string(),
+                collective: Collective::AllReduce,
+                op: schedule_ir::ReduceOp::Sum,
+                dtype: schedule_ir::DType::F32,
+                elements,
+            };
+            let lowered = lower(&spec, "trees", &m, &packing).unwrap();
+            lowered.chunks_per_tree.iter().sum::<usize>()
+        };
+        let (small, large) = (chunks(1 << 10), chunks(1 << 26));
+        assert!(small < large, "{small} chunks at 4 KiB, {large} at 256 MiB");
     }
 }

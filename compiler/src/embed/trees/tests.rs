@@ -139,7 +139,7 @@ fn the_proof_rejects_what_is_not_a_spanning_tree() {
         .unwrap();
     let mut t = good.clone();
     t.parent[child.index()] = Some((parent, wrong));
-    assert!(message(t).contains("does not join"));
+    assert!(message(t).contains("does not lead to"));
 
     // A parent loop: a node two levels down becomes its parent's parent.
     let depths = good.depths();
@@ -156,7 +156,7 @@ fn the_proof_rejects_what_is_not_a_spanning_tree() {
 }
 
 #[test]
-fn machines_with_switches_are_refused() {
+fn tree_edges_route_through_switches() {
     let link = || LinkInfo {
         name: String::new(),
         bandwidth_gbps: 100.0,
@@ -177,6 +177,10 @@ fn machines_with_switches_are_refused() {
         vec![(0, 2, link()), (1, 2, link())],
         Shape::Graph,
     );
-    let e = pack(&m, Collective::AllReduce).unwrap_err();
-    assert!(e.to_string().contains("`sw` is a switch"), "{e}");
+    let packing = pack(&m, Collective::AllReduce).unwrap();
+    let tree = &packing.trees[0];
+    let child = if tree.root == NodeId::new(0) { 1 } else { 0 };
+    // The only edge is the route a – sw – b, both links.
+    assert_eq!(tree.route_up(NodeId::new(child)).len(), 2);
+    assert_eq!(packing.shares, [1.0]);
 }
