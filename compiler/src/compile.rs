@@ -135,12 +135,44 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
         program: program(&file, &exchanges),
         phases,
     };
-    let schedule = schedule_ir::verify(schedule).map_err(Error::Unverified)?;
+    let schedule = schedule_ir::verify(schedule).map_err(|errors| too_large_to_prove(&machine, errors))?;
     Ok(Compiled {
         machine,
         schedule,
         notes,
     })
+}
+
+/// A schedule the verifier refused only for its size is the machine's size problem, not a
+/// compiler bug: it is reported against the file, with what was too large. Anything else the
+/// verifier found stays an internal error.
+fn too_large_to_prove(machine: &Machine, errors: schedule_ir::VerifyErrors) -> Error {
+    let sizes: Vec<String> = errors
+        .errors
+        .iter()
+        .filter_map(|e| match e {
+            schedule_ir::VerifyError::TooLarge { what, count, limit } => {
+                Some(format!("{what}: {count}, at most {limit}"))
+            }
+            _ => None,
+        })
+        .collect();
+    if sizes.is_empty() || sizes.len() != errors.errors.len() {
+        return Error::Unverified(errors);
+    }
+    let mut problem = Problem::at(
+        path!["machine"],
+        format!(
+            "the schedule for this {}-node machine is too large for the verifier to prove",
+            machine.node_count()
+        ),
+        format!("{} nodes", machine.node_count()),
+    )
+    .hint("nothing is emitted unproved; compile a smaller machine, or a method with fewer chunks");
+    for size in sizes {
+        problem = problem.note(size);
+    }
+    Error::Topology(vec![problem])
 }
 
 /// The BSP program: the file's compute and exchange phases in order, or, when it declares no

@@ -16,6 +16,12 @@ use schedule_ir::{Collective, DType};
 /// The most instructions (sends plus receives, all nodes, all steps) one phase may have.
 pub const MAX_INSTRUCTIONS: u64 = 1 << 23;
 
+/// The most compute nodes `trees` and `halving-doubling` plan for. Both do work that grows with
+/// the square of the compute nodes before they emit anything (packing spanning trees; routing
+/// every partner pair), measured at about 7 s for 2048 nodes in a release build: beyond this
+/// they would keep `auto` busy for minutes on machines that the ring methods refuse anyway.
+pub const MAX_PLANNED_NODES: usize = 2048;
+
 /// Refuses a phase (declared at `at`) whose vector is larger than the verifier accepts
 /// ([`schedule_ir::verify::MAX_VECTOR_BYTES`]).
 pub fn check_vector(at: &Path, elements: u64, dtype: DType) -> Result<(), Problem> {

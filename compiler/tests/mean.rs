@@ -134,7 +134,7 @@ fn every_method_averages_on_every_machine_it_takes() {
 fn ring4(collective: &str) -> String {
     format!(
         r#"Topology(name: "ring-4", machine: Ring(nodes: 4, link: (bandwidth_gbps: 100.0, latency_us: 1.0)),
-        phases: [Exchange(name: "grads", collective: {collective}, op: Mean, dtype: F32, elements: 4096)])"#
+        phases: [Exchange(name: "grads", collective: {collective}, op: Mean, dtype: F32, elements: 4096, algorithm: "ring")])"#
     )
 }
 

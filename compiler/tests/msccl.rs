@@ -21,7 +21,8 @@ const RING4: &str = r#"Topology(
     name: "ring-4",
     machine: Ring(nodes: 4, link: (bandwidth_gbps: 100.0, latency_us: 1.0)),
     phases: [
-        Exchange(name: "grads", collective: AllReduce, op: Sum, dtype: F32, elements: 4096),
+        Exchange(name: "grads", collective: AllReduce, op: Sum, dtype: F32, elements: 4096,
+            algorithm: "ring"),
     ],
 )"#;
 

@@ -174,6 +174,15 @@ impl Method {
             embedding: Vec::new(),
             detail,
         };
+        let planned = machine.compute_nodes().len();
+        if matches!(self, Method::Trees | Method::HalvingDoubling)
+            && planned > crate::limits::MAX_PLANNED_NODES
+        {
+            return Err(EmbedError::NotApplicable(format!(
+                "`{self}` plans for at most {} compute nodes, and this machine has {planned}",
+                crate::limits::MAX_PLANNED_NODES
+            )));
+        }
         match self {
             Method::RotatedHd => Ok(structured(
                 rotated::lower(spec, self.name(), machine)?,
