@@ -1,5 +1,6 @@
 //! Compile + verify time and peak memory at the largest sizes: ladders of 4 to 512 pairs, tori
-//! up to 64 × 64, balanced trees up to 4096 processors and a lopsided tree, and the growth law.
+//! up to 64 × 64, balanced trees up to 4096 processors, a lopsided tree and the largest ring the
+//! size limit admits, and the growth law.
 //!
 //! Run: `cargo bench -p topoc --bench scale` (every case), or with a filter on the case name:
 //! `cargo bench -p topoc --bench scale -- ladder`. Without `--bench` (as `cargo test --benches`
@@ -12,17 +13,21 @@
 //! Each figure is the fastest of up to five runs (fewer when one run takes over a second):
 //!
 //! - `compile + verify`: `topoc::compile` (parse, build, embed, lower, verify);
-//! - `verify`: `schedule_ir::verify` again on the same schedule; `lower` is the difference;
+//! - `lower`: the method's lowering alone (`Method::lower`, embedding included), on the machine
+//!   loaded again; `verify`: `schedule_ir::verify` on the schedule compiled; the rest of
+//!   `compile + verify` is parsing, building the machine and, for `auto`, the methods tried first;
 //! - baselines, costs linear in the schedule's size by construction: writing the schedule as
 //!   RON (`schedule_ir::serial::to_string`), and one pass summing every instruction's chunks.
 //!
 //! The load average is printed with every case: the machine may be shared, so compare the
 //! ratios to a baseline of the same run rather than absolute times.
 
-use schedule_ir::{Instr, Schedule};
+use schedule_ir::{Collective, DType, Instr, ReduceOp, Schedule};
 use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use topoc::lower::ring::PhaseSpec;
+use topoc::lower::Knobs;
 
 const ELEMENTS: u64 = 16_777_216;
 
@@ -49,6 +54,18 @@ fn ladder(pairs: usize) -> Case {
         natural: "ladder-rings",
         source: format!(
             "Topology(name: \"ladder-{pairs}\", machine: Ladder(pairs: {pairs}), {})",
+            exchange()
+        ),
+    }
+}
+
+fn ring(nodes: usize) -> Case {
+    Case {
+        name: format!("ring-{nodes}"),
+        family: "ring",
+        natural: "ring",
+        source: format!(
+            "Topology(name: \"ring-{nodes}\", machine: Ring(nodes: {nodes}), {})",
             exchange()
         ),
     }
@@ -99,7 +116,10 @@ fn tree_level(name: &str, fanouts: &[usize], next: &mut usize) -> String {
             })
             .collect(),
     };
-    format!("Switch(name: \"{name}\", children: [{}])", children.join(", "))
+    format!(
+        "Switch(name: \"{name}\", children: [{}])",
+        children.join(", ")
+    )
 }
 
 fn processor(next: &mut usize) -> String {
@@ -122,7 +142,10 @@ fn lopsided_tree(leaves: usize) -> Case {
             children.push(node(&format!("{name}.{}", children.len()), part, next));
             rest -= part;
         }
-        format!("Switch(name: \"{name}\", children: [{}])", children.join(", "))
+        format!(
+            "Switch(name: \"{name}\", children: [{}])",
+            children.join(", ")
+        )
     }
     let mut next = 0;
     let root = node("s", leaves, &mut next);
@@ -149,6 +172,9 @@ fn cases() -> Vec<Case> {
     all.extend([4, 8, 16, 32, 64].into_iter().map(torus));
     all.extend([16, 64, 256, 1024, 4096].into_iter().map(balanced_tree));
     all.extend([100, 1000].into_iter().map(lopsided_tree));
+    // The size limit's edge: the largest ring `limits::MAX_INSTRUCTIONS` lets through, and the
+    // smallest it refuses.
+    all.extend([1448, 1449].into_iter().map(ring));
     all
 }
 
@@ -157,6 +183,32 @@ fn options(method: &str) -> topoc::Options {
         algorithm: Some(method.to_string()),
         ..topoc::Options::default()
     }
+}
+
+/// Chunk ids named by every instruction, and further route links named by every send: with
+/// the instructions, the words of the schedule.
+fn refs(schedule: &Schedule) -> (u64, u64) {
+    let mut chunks = 0u64;
+    let mut via = 0u64;
+    for instr in schedule
+        .phases
+        .iter()
+        .flat_map(|p| &p.programs)
+        .flat_map(|p| p.steps.iter().flatten())
+    {
+        match instr {
+            Instr::Send {
+                chunks: c, via: v, ..
+            } => {
+                chunks += c.len() as u64;
+                via += v.len() as u64;
+            }
+            Instr::Recv { chunks: c, .. }
+            | Instr::Reduce { chunks: c, .. }
+            | Instr::Copy { chunks: c, .. } => chunks += c.len() as u64,
+        }
+    }
+    (chunks, via)
 }
 
 fn instructions(schedule: &Schedule) -> u64 {
@@ -240,7 +292,14 @@ fn run_case(case: &Case, method: &str) {
                 }
                 other => other.to_string(),
             };
-            let line = message.lines().next().unwrap_or("").to_string();
+            // The headline, and the first problem under it (a verifier error's first line).
+            let line = message
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.contains('│') && !l.contains('┌'))
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" — ");
             println!(
                 "load={load} method={method} seconds={} error={line}",
                 first_time.as_secs_f64()
@@ -254,10 +313,31 @@ fn run_case(case: &Case, method: &str) {
     let schedule = compiled.schedule.schedule();
     let instrs = instructions(schedule);
     let steps = schedule.phases[0].steps;
+    let (chunk_refs, via_refs) = refs(schedule);
     let nodes = schedule.machine.nodes.len();
     drop(compiled);
     let (total, compiled) =
         fastest(|| topoc::compile(&case.source, &options(method)).expect("compiled once"));
+    // The lowering alone, with the method the compile took (and `auto`'s knobs if it chose).
+    let method_used = compiled.notes[0].method;
+    let (_, machine) = topoc::compile::load(&case.source).expect("loads");
+    let spec = PhaseSpec {
+        name: "grads".to_string(),
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        dtype: DType::F32,
+        elements: ELEMENTS,
+    };
+    let knobs = Knobs {
+        auto: method == "auto",
+        ..Knobs::default()
+    };
+    let (lower, _) = fastest(|| {
+        method_used
+            .lower(&machine, &spec, &knobs)
+            .map(|l| l.phase.steps)
+            .ok()
+    });
     let mut schedule = Some(compiled.schedule.into_schedule());
     let (verify, _) = fastest(|| {
         let s = schedule.take().expect("schedule");
@@ -266,16 +346,17 @@ fn run_case(case: &Case, method: &str) {
     });
     let schedule = schedule.expect("schedule");
     let (ron, bytes) = fastest(|| {
-        schedule_ir::serial::to_string(black_box(&schedule), schedule_ir::serial::Format::Ron)
-            .len()
+        schedule_ir::serial::to_string(black_box(&schedule), schedule_ir::serial::Format::Ron).len()
     });
     let (pass, _) = fastest(|| black_box(plain_pass(black_box(&schedule))));
     println!(
         "load={load} method={used} nodes={nodes} steps={steps} instructions={instrs} \
-         first={} total={} verify={} ron={} ron_bytes={bytes} pass={} before_kb={before_kb} \
+         chunk_refs={chunk_refs} via_refs={via_refs} \
+         first={} total={} lower={} verify={} ron={} ron_bytes={bytes} pass={} before_kb={before_kb} \
          peak_kb={peak_kb} held_kb={held_kb}",
         first_time.as_secs_f64(),
         total.as_secs_f64(),
+        lower.as_secs_f64(),
         verify.as_secs_f64(),
         ron.as_secs_f64(),
         pass.as_secs_f64(),
@@ -297,7 +378,9 @@ impl Row {
             .map(|(_, v)| v.as_str())
     }
     fn num(&self, key: &str) -> f64 {
-        self.get(key).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+        self.get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(f64::NAN)
     }
 }
 
@@ -358,31 +441,42 @@ fn ms(seconds: f64) -> String {
     }
 }
 
+const HEADER: &str = "| machine | method | nodes | steps | instructions | chunk refs | route refs | \
+    compile + verify | lower | verify | write RON | ratio | plain pass | peak RSS | RSS/instr | load |\n\
+    |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+
 fn print_row(row: &Row) {
     if let Some(e) = row.get("error") {
         println!(
-            "| {} | {} | — | — | — | — | — | — | — | — | — | {} | refused: {e} |",
+            "| {} | {} | —{} | {} |",
             row.case,
             row.get("method").unwrap_or("?"),
+            " | —".repeat(12),
             row.get("load").unwrap_or("?"),
+        );
+        println!(
+            "|   | refused after {}: {e} |{}",
+            ms(row.num("seconds")),
+            " |".repeat(14)
         );
         return;
     }
     let instrs = row.num("instructions");
     let total = row.num("total");
-    let verify = row.num("verify");
     let ron = row.num("ron");
-    let peak = (row.num("peak_kb") - row.num("before_kb")) * 1024.0;
+    let peak = peak_bytes(row);
     println!(
-        "| {} | {} | {} | {} | {:.0} | {} ({} + {}) | {} | {:.2} | {} | {:.0} MiB | {:.0} B | {} |",
+        "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {:.2} | {} | {:.0} MiB | {:.0} B | {} |",
         row.case,
         row.get("method").unwrap_or("?"),
         row.get("nodes").unwrap_or("?"),
         row.get("steps").unwrap_or("?"),
         instrs,
+        row.num("chunk_refs"),
+        row.num("via_refs"),
         ms(total),
-        ms(total - verify),
-        ms(verify),
+        ms(row.num("lower")),
+        ms(row.num("verify")),
         ms(ron),
         total / ron,
         ms(row.num("pass")),
@@ -390,6 +484,11 @@ fn print_row(row: &Row) {
         peak / instrs,
         row.get("load").unwrap_or("?"),
     );
+}
+
+/// The case's peak resident set above the process's own before compiling, in bytes.
+fn peak_bytes(row: &Row) -> f64 {
+    (row.num("peak_kb") - row.num("before_kb")) * 1024.0
 }
 
 /// Least-squares slope of `ln y` against `ln x`.
@@ -403,13 +502,20 @@ fn slope(points: &[(f64, f64)]) -> f64 {
     cov / var
 }
 
+/// Instructions, chunk ids and route links: the words of the schedule.
+fn words(row: &Row) -> f64 {
+    row.num("instructions") + row.num("chunk_refs") + row.num("via_refs")
+}
+
 fn growth(rows: &[Row]) {
     println!();
-    println!("Growth (cases with at least 50 000 instructions; time and peak RSS per instruction,");
-    println!("and the log-log slope of each against the instruction count):");
+    println!("Growth, over the cases of a family and method with at least 50 000 instructions:");
+    println!("range of time and peak RSS per instruction, and log-log slopes against the");
+    println!("instruction count (1 = linear) and against the schedule's words (instructions +");
+    println!("chunk ids + route links).");
     println!();
-    println!("| family | method | cases | ns/instr (compile + verify) | ns/instr (RON) | B/instr (peak RSS) | slope compile + verify | slope verify | slope RON | slope RSS |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| family | method | cases | ns/instr: compile + verify | RON | B/instr: peak RSS | words/instr | slope vs instr: compile + verify | lower | verify | RON | RSS | slope vs words: compile + verify | RON |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut groups: Vec<(&str, &str)> = Vec::new();
     for r in rows {
         if r.get("error").is_none() {
@@ -438,21 +544,27 @@ fn growth(rows: &[Row]) {
             let hi = v.iter().copied().fold(0.0, f64::max);
             format!("{lo:.0}–{hi:.0}")
         };
-        let fit = |f: &dyn Fn(&Row) -> f64| -> f64 {
-            let pts: Vec<(f64, f64)> = big.iter().map(|r| (r.num("instructions"), f(r))).collect();
+        let fit = |x: &dyn Fn(&Row) -> f64, y: &dyn Fn(&Row) -> f64| -> f64 {
+            let pts: Vec<(f64, f64)> = big.iter().map(|r| (x(r), y(r))).collect();
             slope(&pts)
         };
-        let rss = |r: &Row| (r.num("peak_kb") - r.num("before_kb")) * 1024.0;
+        let instrs = |r: &Row| r.num("instructions");
+        let total = |r: &Row| r.num("total");
+        let ron = |r: &Row| r.num("ron");
         println!(
-            "| {family} | {method} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            "| {family} | {method} | {} | {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
             big.len(),
-            per(&|r| r.num("total") * 1e9),
-            per(&|r| r.num("ron") * 1e9),
-            per(&rss),
-            fit(&|r| r.num("total")),
-            fit(&|r| r.num("verify")),
-            fit(&|r| r.num("ron")),
-            fit(&rss),
+            per(&|r| total(r) * 1e9),
+            per(&|r| ron(r) * 1e9),
+            per(&peak_bytes),
+            per(&words),
+            fit(&instrs, &total),
+            fit(&instrs, &|r| r.num("lower")),
+            fit(&instrs, &|r| r.num("verify")),
+            fit(&instrs, &ron),
+            fit(&instrs, &peak_bytes),
+            fit(&words, &total),
+            fit(&words, &ron),
         );
     }
 }
@@ -487,8 +599,7 @@ fn main() {
         load_average()
     );
     println!();
-    println!("| machine | method | nodes | steps | instructions | compile + verify (lower + verify) | write RON | ratio | plain pass | peak RSS | RSS/instr | load |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("{HEADER}");
     let mut rows = Vec::new();
     for case in all
         .iter()
