@@ -10,7 +10,7 @@
 //! the peak resident set it reports (`VmHWM` of `/proc/self/status`, read right after the first
 //! compile) is that case's alone. A case is compiled with the method `auto` takes and, where
 //! that differs, with the family's natural method (`ladder-rings`, `rotated-hd`, `tree`).
-//! Each figure is the fastest of up to five runs (fewer when one run takes over a second):
+//! Each figure is the fastest of five runs, or of two when they take over two seconds:
 //!
 //! - `compile + verify`: `topoc::compile` (parse, build, embed, lower, verify);
 //! - `lower`: the method's lowering alone (`Method::lower`, embedding included), on the machine
@@ -258,7 +258,7 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".to_string())
 }
 
-/// Runs `f` until five runs or a second have passed (at least once) and returns the fastest
+/// Runs `f` five times, or twice when that takes over two seconds, and returns the fastest
 /// time with the last result.
 fn fastest<T>(mut f: impl FnMut() -> T) -> (Duration, T) {
     let start = Instant::now();
@@ -270,7 +270,7 @@ fn fastest<T>(mut f: impl FnMut() -> T) -> (Duration, T) {
         out = f();
         best = best.min(t.elapsed());
         runs += 1;
-        if runs >= 5 || start.elapsed() > Duration::from_secs(1) {
+        if runs >= 5 || (runs >= 2 && start.elapsed() > Duration::from_secs(2)) {
             return (best, out);
         }
     }
@@ -292,12 +292,12 @@ fn run_case(case: &Case, method: &str) {
                 }
                 other => other.to_string(),
             };
-            // The headline, and the first problem under it (a verifier error's first line).
+            // The headline and what follows it (a hint, or the verifier's first error).
             let line = message
                 .lines()
                 .map(str::trim)
                 .filter(|l| !l.is_empty() && !l.contains('│') && !l.contains('┌'))
-                .take(2)
+                .take(3)
                 .collect::<Vec<_>>()
                 .join(" — ");
             println!(
