@@ -4,14 +4,15 @@
 //!
 //! A ring schedule has `2(p-1)` steps (allreduce) in which every node of every logical ring
 //! sends once and receives once: about `8p²` instructions for a ring walked both ways, `16p²`
-//! for two. The limit below lets a `Ring` of 1448 nodes and a `Ladder` of 512 pairs (16 760 832
-//! instructions) compile, each in about 2 GiB of memory (compile + verify peaks at about 120
-//! bytes per instruction; see BENCHMARKS.md), and refuses a `Ring(nodes: 1449)`, and a
-//! `Ring(nodes: 16384)`, which would need hundreds of gigabytes.
+//! for two. The limit below lets a `Ladder` of 512 pairs (16 760 832 instructions) and a `Ring`
+//! of 1448 nodes compile, with peaks of 2.2 and 2.4 GiB of memory (139 and 156 bytes per
+//! instruction; rings routed through switches take about 233: see BENCHMARKS.md), and refuses
+//! a `Ring(nodes: 1449)` and a `Ring(nodes: 16384)`, which would need hundreds of gigabytes.
 //!
 //! Only the ring methods are checked here; a schedule the verifier cannot execute symbolically
 //! (more than 2^27 words of state: compute nodes × buffers × chunks × compute nodes / 64) is
-//! refused by the verifier instead.
+//! refused by the verifier instead, which the driver reports as an internal error (a 64 × 64
+//! torus, a 4096-processor tree: see BENCHMARKS.md).
 
 use crate::diag::Problem;
 use crate::embed::Ring;
