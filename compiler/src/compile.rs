@@ -135,7 +135,8 @@ pub fn compile(source: &str, options: &Options) -> Result<Compiled, Error> {
         program: program(&file, &exchanges),
         phases,
     };
-    let schedule = schedule_ir::verify(schedule).map_err(|errors| too_large_to_prove(&machine, errors))?;
+    let schedule =
+        schedule_ir::verify(schedule).map_err(|errors| too_large_to_prove(&machine, errors))?;
     Ok(Compiled {
         machine,
         schedule,

@@ -127,10 +127,12 @@ impl Method {
     }
 
     /// Whether the method's schedule depends on the vector's length beyond its chunk sizes:
-    /// `trees` chooses its pipeline depth for the phase's size, so `topoc simulate` lowers it
-    /// again for every size instead of re-chunking one schedule.
+    /// `trees` chooses its pipeline depth for the phase's size, and `in-network` cuts the
+    /// vector into segments of at most the MTU (re-chunked to a larger vector, its segments
+    /// would outgrow the MTU), so `topoc simulate` lowers them again for every size instead
+    /// of re-chunking one schedule.
     pub fn sized(self) -> bool {
-        self == Method::Trees
+        matches!(self, Method::Trees | Method::InNetwork)
     }
 
     /// Whether the method takes a `variant` (only `cube-planes`: 300 or 400).
