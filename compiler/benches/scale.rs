@@ -196,16 +196,9 @@ fn refs(schedule: &Schedule) -> (u64, u64) {
         .flat_map(|p| &p.programs)
         .flat_map(|p| p.steps.iter().flatten())
     {
-        match instr {
-            Instr::Send {
-                chunks: c, via: v, ..
-            } => {
-                chunks += c.len() as u64;
-                via += v.len() as u64;
-            }
-            Instr::Recv { chunks: c, .. }
-            | Instr::Reduce { chunks: c, .. }
-            | Instr::Copy { chunks: c, .. } => chunks += c.len() as u64,
+        chunks += instr.chunks().len() as u64;
+        if let Instr::Send { via: v, .. } = instr {
+            via += v.len() as u64;
         }
     }
     (chunks, via)
@@ -226,13 +219,8 @@ fn plain_pass(schedule: &Schedule) -> u64 {
     for phase in &schedule.phases {
         for program in &phase.programs {
             for instr in program.steps.iter().flatten() {
-                let chunks = match instr {
-                    Instr::Send { chunks, .. }
-                    | Instr::Recv { chunks, .. }
-                    | Instr::Reduce { chunks, .. }
-                    | Instr::Copy { chunks, .. } => chunks,
-                };
-                sum = chunks
+                sum = instr
+                    .chunks()
                     .iter()
                     .fold(sum, |s, c| s.wrapping_add(u64::from(c.0)));
             }
@@ -323,7 +311,7 @@ fn run_case(case: &Case, method: &str) {
     drop(compiled);
     let (total, compiled) =
         fastest(|| topoc::compile(&case.source, &options(method)).expect("compiled once"));
-    // The lowering alone, with the method the compile took (and `auto`'s knobs if it chose).
+    // The lowering alone, with the method the compile took.
     let method_used = compiled.notes[0].method;
     let (_, machine) = topoc::compile::load(&case.source).expect("loads");
     let spec = PhaseSpec {
@@ -333,10 +321,7 @@ fn run_case(case: &Case, method: &str) {
         dtype: DType::F32,
         elements: ELEMENTS,
     };
-    let knobs = Knobs {
-        auto: method == "auto",
-        ..Knobs::default()
-    };
+    let knobs = Knobs::default();
     let (lower, _) = fastest(|| method_used.lower(&machine, &spec, &knobs).ok());
     // Verify the same schedule again and again (freeing each report outside the clock).
     let mut schedule = compiled.schedule.into_schedule();
