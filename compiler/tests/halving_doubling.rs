@@ -143,3 +143,36 @@ fn slices_out_of_range_are_refused() {
     };
     assert!(format!("{e:?}").contains("out of range"), "{e:?}");
 }
+
+/// Seed 001's claim, in the cost model: on a machine that declares how fast it combines
+/// (`reduce_gbps`), receiving a slice into scratch and reducing it one step later hides the
+/// reduction behind the next transfer, so more slices leave less reduction exposed while the
+/// transfer time stays the same.
+#[test]
+fn slices_hide_the_reduction_behind_the_transfers() {
+    let source = topology(&ring(12), "AllReduce")
+        .replace("Topology(", "Topology(reduce_gbps: 100.0, ")
+        .replace("elements: 4099", "elements: 67108864");
+    let priced = |slices| {
+        let verified = compile(&source, Some(slices));
+        let schedule = verified.schedule();
+        schedule_ir::cost::estimate(&schedule.machine, &schedule.phases[0])
+    };
+    let estimates: Vec<_> = [1, 2, 4, 8].into_iter().map(priced).collect();
+    for pair in estimates.windows(2) {
+        assert!(
+            pair[1].reduce_seconds < pair[0].reduce_seconds,
+            "{:?}",
+            estimates.iter().map(|e| e.reduce_seconds).collect::<Vec<_>>()
+        );
+        let same = (pair[1].transfer_seconds - pair[0].transfer_seconds).abs();
+        assert!(same < 1e-9 * pair[0].transfer_seconds, "{estimates:?}");
+    }
+    // One slice reduces every received half on arrival: each round's combining is exposed.
+    assert!(estimates[0].reduce_seconds > 0.4 * estimates[0].transfer_seconds);
+    // Without a rate nothing is charged.
+    let free = compile(&topology(&ring(12), "AllReduce"), Some(1));
+    let schedule = free.schedule();
+    let e = schedule_ir::cost::estimate(&schedule.machine, &schedule.phases[0]);
+    assert_eq!(e.reduce_seconds, 0.0);
+}

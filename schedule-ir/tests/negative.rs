@@ -630,6 +630,24 @@ fn machine_problems() {
 }
 
 #[test]
+fn reduce_rate_must_be_positive_and_finite() {
+    for (rate, shown) in [(0.0, "0"), (-3.5, "-3.5"), (f64::INFINITY, "inf")] {
+        let mut s = ring_allreduce(3, 6);
+        s.machine.reduce_gbps = Some(rate);
+        assert_eq!(
+            messages(s),
+            vec![format!(
+                "machine `{}`: reduce_gbps = {shown}, but it must be positive and finite",
+                "ring-3"
+            )]
+        );
+    }
+    let mut s = ring_allreduce(3, 6);
+    s.machine.reduce_gbps = Some(400.0);
+    assert!(schedule_ir::verify(s).is_ok());
+}
+
+#[test]
 fn phase_problems() {
     let mut s = ring_reduce_scatter(3, 30);
     let mut copy = s.phases[0].clone();
