@@ -163,7 +163,10 @@ fn slices_hide_the_reduction_behind_the_transfers() {
         assert!(
             pair[1].reduce_seconds < pair[0].reduce_seconds,
             "{:?}",
-            estimates.iter().map(|e| e.reduce_seconds).collect::<Vec<_>>()
+            estimates
+                .iter()
+                .map(|e| e.reduce_seconds)
+                .collect::<Vec<_>>()
         );
         let same = (pair[1].transfer_seconds - pair[0].transfer_seconds).abs();
         assert!(same < 1e-9 * pair[0].transfer_seconds, "{estimates:?}");
