@@ -48,6 +48,9 @@ use thiserror::Error;
 /// Steps one thread block may hold, `nop`s included: `MSCCL_MAX_NUM_STEPS` of
 /// msccl-executor-nccl and RCCL (the older microsoft/msccl allows 256).
 pub const MAX_STEPS: usize = 64;
+/// Channels msccl-executor-nccl has (`MAXCHANNELS`); RCCL has 128. Its parser accepts a `chan`
+/// of 32, which then indexes past its 32-entry channel array, so channels run from 0 to 31.
+pub const MAX_CHANNELS: u32 = 32;
 /// Thread blocks of one GPU that may send (or receive) on one channel.
 pub const MAX_TBS_PER_CHANNEL: usize = 32;
 /// The largest thread-block id a dependency may name (`depid` is stored in 8 bits).
@@ -206,6 +209,23 @@ pub enum MscclError {
         direction: &'static str,
         /// How many.
         count: usize,
+    },
+    /// More channels than the runtimes have.
+    #[error(
+        "phase `{phase}`: even packed under the runtimes' rules (one thread block per peer, \
+         direction and channel), the thread blocks need {needed} channels, but \
+         msccl-executor-nccl has {MAX_CHANNELS} (channels 0 to 31); {node} (rank {rank}) has a \
+         thread block on the last"
+    )]
+    TooManyChannels {
+        /// The phase.
+        phase: String,
+        /// Channels needed.
+        needed: u32,
+        /// A node on the highest channel.
+        node: String,
+        /// Its rank.
+        rank: u32,
     },
     /// A dependency on a thread block whose id does not fit `depid`.
     #[error(
@@ -589,6 +609,20 @@ pub fn to_xml(schedule: &VerifiedSchedule, options: &Options) -> Result<String, 
 
 /// The runtimes' limits, checked on the finished algorithm.
 fn check_limits(algo: &Algo, phase: &str) -> Result<(), MscclError> {
+    if algo.nchannels > MAX_CHANNELS {
+        if let Some(gpu) = algo
+            .gpus
+            .iter()
+            .find(|g| g.tbs.iter().any(|t| t.chan + 1 == algo.nchannels))
+        {
+            return Err(MscclError::TooManyChannels {
+                phase: phase.to_string(),
+                needed: algo.nchannels,
+                node: gpu.node.clone(),
+                rank: gpu.rank,
+            });
+        }
+    }
     for gpu in &algo.gpus {
         let node = || gpu.node.clone();
         for (id, tb) in gpu.tbs.iter().enumerate() {

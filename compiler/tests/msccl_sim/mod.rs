@@ -18,6 +18,8 @@
 //!   does symbolically: every expected input combined exactly once.
 #![allow(dead_code)]
 
+mod lint;
+mod order;
 mod read;
 
 pub use read::{check_structure, parse, Algo};

@@ -6,7 +6,12 @@ use std::collections::{BTreeSet, HashMap};
 pub const MAX_STEPS: usize = 64;
 const MAX_COUNT: i64 = 72;
 const MAX_DEPID: i64 = 127;
-const MAX_ATTRS: usize = 16;
+/// `MAXCHANNELS` of msccl-executor-nccl: channels 0 to 31 (RCCL allows 128).
+const MAX_CHANNELS: i64 = 32;
+/// Thread blocks of one GPU sending (or receiving) on one channel.
+const MAX_TBS_PER_CHANNEL: usize = 32;
+/// XML elements the reader keeps for one rank.
+const MAX_ELEMENTS: usize = 4096;
 
 #[derive(Clone, Debug)]
 pub struct Algo {
@@ -70,61 +75,6 @@ const TB_ATTRS: [&str; 4] = ["id", "send", "recv", "chan"];
 const STEP_ATTRS: [&str; 10] = [
     "s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep",
 ];
-
-/// Checks the lexical layout the runtime's parser needs, line by line.
-fn lint(text: &str) -> Result<(), String> {
-    if text.trim_start().starts_with("<?") {
-        return Err("the runtime's parser does not read an XML prolog".into());
-    }
-    for (n, line) in text.lines().enumerate() {
-        let at = |m: &str| format!("line {}: {m}: {line}", n + 1);
-        let l = line.trim();
-        if l.is_empty() {
-            continue;
-        }
-        if !l.starts_with('<') || !l.ends_with('>') || l[1..].contains('<') {
-            return Err(at("one element per line"));
-        }
-        if l.starts_with("</") {
-            continue;
-        }
-        let body = l
-            .trim_start_matches('<')
-            .trim_end_matches('>')
-            .trim_end_matches('/');
-        if body.ends_with(' ') {
-            return Err(at("no space before `>` or `/>`"));
-        }
-        // name, then ` key="value"` pairs separated by exactly one space.
-        let mut rest = match body.split_once(' ') {
-            Some((_, r)) => r,
-            None => "",
-        };
-        let mut count = 0;
-        while !rest.is_empty() {
-            let (key, after) = rest
-                .split_once("=\"")
-                .ok_or_else(|| at("attribute values in double quotes"))?;
-            if key.is_empty() || key.contains(' ') {
-                return Err(at("attributes separated by single spaces"));
-            }
-            let (_, after) = after
-                .split_once('"')
-                .ok_or_else(|| at("unterminated value"))?;
-            count += 1;
-            rest = match after.strip_prefix(' ') {
-                Some(r) if !r.starts_with(' ') && !r.is_empty() => r,
-                Some(_) => return Err(at("attributes separated by single spaces")),
-                None if after.is_empty() => "",
-                None => return Err(at("attributes separated by single spaces")),
-            };
-        }
-        if count > MAX_ATTRS {
-            return Err(at("more than 16 attributes"));
-        }
-    }
-    Ok(())
-}
 
 fn attrs<'a>(
     node: roxmltree::Node<'a, '_>,
@@ -195,7 +145,7 @@ fn children<'a, 'i>(
 
 /// Reads an algorithm file.
 pub fn parse(text: &str) -> Result<Algo, String> {
-    lint(text)?;
+    super::lint::lint(text)?;
     let doc = roxmltree::Document::parse(text).map_err(|e| e.to_string())?;
     let root = doc.root_element();
     if root.tag_name().name() != "algo" {
@@ -316,6 +266,12 @@ pub fn check_structure(algo: &Algo) -> Vec<String> {
             algo.ngpus
         ));
     }
+    if algo.nchannels < 1 || algo.nchannels > MAX_CHANNELS {
+        errors.push(format!(
+            "nchannels={} outside 1..={MAX_CHANNELS}, the channels msccl-executor-nccl has",
+            algo.nchannels
+        ));
+    }
     if algo.coll != "allreduce" && algo.nchunksperloop % algo.ngpus.max(1) != 0 {
         errors.push("nchunksperloop is not a multiple of ngpus".into());
     }
@@ -331,8 +287,19 @@ pub fn check_structure(algo: &Algo) -> Vec<String> {
         if gpu.i_chunks > real_i || gpu.o_chunks > real_o || gpu.s_chunks < 0 {
             errors.push(format!("gpu {g}: buffer sizes beyond the call's buffers"));
         }
+        let elements = 1
+            + algo.gpus.len()
+            + gpu.tbs.len()
+            + gpu.tbs.iter().map(|t| t.steps.len()).sum::<usize>();
+        if elements > MAX_ELEMENTS {
+            errors.push(format!(
+                "gpu {g}: {elements} XML elements for this rank; the reader keeps {MAX_ELEMENTS}"
+            ));
+        }
         let mut send_chan = BTreeSet::new();
         let mut recv_chan = BTreeSet::new();
+        let mut senders: HashMap<i64, usize> = HashMap::new();
+        let mut receivers: HashMap<i64, usize> = HashMap::new();
         for (ti, tb) in gpu.tbs.iter().enumerate() {
             let at = format!("gpu {g} tb {}", tb.id);
             if tb.id != ti as i64 {
@@ -343,103 +310,56 @@ pub fn check_structure(algo: &Algo) -> Vec<String> {
                     errors.push(format!("{at}: {what} peer {p} is not another rank or -1"));
                 }
             }
-            if tb.chan < 0 || tb.chan >= algo.nchannels {
+            if tb.chan >= MAX_CHANNELS {
+                errors.push(format!(
+                    "{at}: channel {} beyond 31; the parser accepts 32 but then writes past its \
+                     32-entry channel array",
+                    tb.chan
+                ));
+            } else if tb.chan < 0 || tb.chan >= algo.nchannels {
                 errors.push(format!("{at}: channel {} outside nchannels", tb.chan));
             }
-            if tb.send >= 0 && !send_chan.insert((tb.send, tb.chan)) {
-                errors.push(format!(
-                    "{at}: a second thread block sends to {} on channel {}",
-                    tb.send, tb.chan
-                ));
-            }
-            if tb.recv >= 0 && !recv_chan.insert((tb.recv, tb.chan)) {
-                errors.push(format!(
-                    "{at}: a second thread block receives from {} on channel {}",
-                    tb.recv, tb.chan
-                ));
-            }
-            if tb.steps.len() > MAX_STEPS {
-                errors.push(format!(
-                    "{at}: {} steps (limit {MAX_STEPS})",
-                    tb.steps.len()
-                ));
-            }
-            let mut after_nop = false;
-            for (si, st) in tb.steps.iter().enumerate() {
-                let at = format!("{at} step {si}");
-                if st.s != si as i64 {
-                    errors.push(format!("{at}: s={} out of order", st.s));
-                }
-                let Some(k) = kind(&st.ty) else {
-                    errors.push(format!("{at}: unknown type {}", st.ty));
-                    continue;
-                };
-                if st.depid >= 0 {
-                    match gpu.tbs.get(st.depid as usize) {
-                        _ if st.depid == tb.id => errors.push(format!("{at}: waits for itself")),
-                        _ if st.depid > MAX_DEPID => {
-                            errors.push(format!("{at}: depid > {MAX_DEPID}"))
-                        }
-                        None => errors.push(format!("{at}: depid {} does not exist", st.depid)),
-                        Some(other) => match other.steps.get(st.deps as usize) {
-                            Some(target) if st.deps >= 0 && target.hasdep => {}
-                            Some(_) if st.deps >= 0 => errors.push(format!(
-                                "{at}: waits for tb {} step {}, which has hasdep=0",
-                                st.depid, st.deps
-                            )),
-                            _ => errors.push(format!("{at}: deps {} out of range", st.deps)),
-                        },
-                    }
-                } else if st.depid != -1 || st.deps != -1 {
-                    errors.push(format!("{at}: no dependency must be depid=-1 deps=-1"));
-                }
-                if st.ty == "nop" {
-                    if st.depid < 0 {
-                        errors.push(format!("{at}: a nop without a dependency"));
-                    }
-                    after_nop = true;
-                    continue;
-                }
-                if after_nop && st.depid < 0 {
+            if tb.send >= 0 {
+                *senders.entry(tb.chan).or_default() += 1;
+                if !send_chan.insert((tb.send, tb.chan)) {
                     errors.push(format!(
-                        "{at}: the step after nops must carry the last dependency"
+                        "{at}: a second thread block sends to {} on channel {}",
+                        tb.send, tb.chan
                     ));
                 }
-                after_nop = false;
-                if st.cnt < 1 || st.cnt >= MAX_COUNT {
-                    errors.push(format!("{at}: cnt {} outside 1..{MAX_COUNT}", st.cnt));
-                }
-                let size = |b: char| match b {
-                    'i' => gpu.i_chunks,
-                    'o' => gpu.o_chunks,
-                    _ => gpu.s_chunks,
-                };
-                if k.reads_src && (st.srcoff < 0 || st.srcoff + st.cnt > size(st.srcbuf)) {
+            }
+            if tb.recv >= 0 {
+                *receivers.entry(tb.chan).or_default() += 1;
+                if !recv_chan.insert((tb.recv, tb.chan)) {
                     errors.push(format!(
-                        "{at}: source {}[{}..+{}] out of bounds",
-                        st.srcbuf, st.srcoff, st.cnt
+                        "{at}: a second thread block receives from {} on channel {}",
+                        tb.recv, tb.chan
                     ));
                 }
-                if k.writes_dst && (st.dstoff < 0 || st.dstoff + st.cnt > size(st.dstbuf)) {
-                    errors.push(format!(
-                        "{at}: destination {}[{}..+{}] out of bounds",
-                        st.dstbuf, st.dstoff, st.cnt
-                    ));
-                }
+            }
+            check_steps(algo, gpu, tb, &mut errors);
+            for st in &tb.steps {
+                let Some(k) = kind(&st.ty) else { continue };
                 if k.sends {
-                    if tb.send < 0 {
-                        errors.push(format!("{at}: sends without a send peer"));
-                    }
                     sent.entry((g, tb.send, tb.chan)).or_default().push(st.cnt);
                 }
                 if k.receives {
-                    if tb.recv < 0 {
-                        errors.push(format!("{at}: receives without a recv peer"));
-                    }
                     received
                         .entry((tb.recv, g, tb.chan))
                         .or_default()
                         .push(st.cnt);
+                }
+            }
+        }
+        for (counts, what) in [(senders, "send"), (receivers, "receive")] {
+            let mut counts: Vec<_> = counts.into_iter().collect();
+            counts.sort();
+            for (chan, n) in counts {
+                if n > MAX_TBS_PER_CHANNEL {
+                    errors.push(format!(
+                        "gpu {g}: {n} thread blocks {what} on channel {chan}; the runtime \
+                         allows {MAX_TBS_PER_CHANNEL}"
+                    ));
                 }
             }
         }
@@ -474,5 +394,92 @@ pub fn check_structure(algo: &Algo) -> Vec<String> {
             ));
         }
     }
+    if errors.is_empty() {
+        errors.extend(super::order::cycle(algo));
+    }
     errors
+}
+
+/// The rules on one thread block's steps: indices, limits, dependencies, bounds, peers.
+fn check_steps(algo: &Algo, gpu: &Gpu, tb: &Tb, errors: &mut Vec<String>) {
+    let g = gpu.id;
+    let at = format!("gpu {g} tb {}", tb.id);
+    let _ = algo;
+    let mut after_nop = false;
+    for (si, st) in tb.steps.iter().enumerate() {
+        let at = format!("{at} step {si}");
+        if st.s != si as i64 {
+            errors.push(format!("{at}: s={} out of order", st.s));
+        }
+        if st.s >= MAX_STEPS as i64 {
+            errors.push(format!(
+                "{at}: s={} but the runtimes stop at step {}",
+                st.s,
+                MAX_STEPS - 1
+            ));
+        }
+        let Some(k) = kind(&st.ty) else {
+            errors.push(format!("{at}: unknown type {}", st.ty));
+            continue;
+        };
+        if st.depid >= 0 {
+            match gpu.tbs.get(st.depid as usize) {
+                _ if st.depid == tb.id => errors.push(format!("{at}: waits for itself")),
+                _ if st.depid > MAX_DEPID => errors.push(format!(
+                    "{at}: depid {} beyond {MAX_DEPID} (the runtime keeps it in 8 bits)",
+                    st.depid
+                )),
+                None => errors.push(format!("{at}: depid {} does not exist", st.depid)),
+                Some(other) => match other.steps.get(st.deps as usize) {
+                    Some(target) if st.deps >= 0 && target.hasdep => {}
+                    Some(_) if st.deps >= 0 => errors.push(format!(
+                        "{at}: waits for tb {} step {}, which has hasdep=0",
+                        st.depid, st.deps
+                    )),
+                    _ => errors.push(format!("{at}: deps {} out of range", st.deps)),
+                },
+            }
+        } else if st.depid != -1 || st.deps != -1 {
+            errors.push(format!("{at}: no dependency must be depid=-1 deps=-1"));
+        }
+        if st.ty == "nop" {
+            if st.depid < 0 {
+                errors.push(format!("{at}: a nop without a dependency"));
+            }
+            after_nop = true;
+            continue;
+        }
+        if after_nop && st.depid < 0 {
+            errors.push(format!(
+                "{at}: the step after nops must carry the last dependency"
+            ));
+        }
+        after_nop = false;
+        if st.cnt < 1 || st.cnt >= MAX_COUNT {
+            errors.push(format!("{at}: cnt {} outside 1..{MAX_COUNT}", st.cnt));
+        }
+        let size = |b: char| match b {
+            'i' => gpu.i_chunks,
+            'o' => gpu.o_chunks,
+            _ => gpu.s_chunks,
+        };
+        if k.reads_src && (st.srcoff < 0 || st.srcoff + st.cnt > size(st.srcbuf)) {
+            errors.push(format!(
+                "{at}: source {}[{}..+{}] out of bounds",
+                st.srcbuf, st.srcoff, st.cnt
+            ));
+        }
+        if k.writes_dst && (st.dstoff < 0 || st.dstoff + st.cnt > size(st.dstbuf)) {
+            errors.push(format!(
+                "{at}: destination {}[{}..+{}] out of bounds",
+                st.dstbuf, st.dstoff, st.cnt
+            ));
+        }
+        if k.sends && tb.send < 0 {
+            errors.push(format!("{at}: sends without a send peer"));
+        }
+        if k.receives && tb.recv < 0 {
+            errors.push(format!("{at}: receives without a recv peer"));
+        }
+    }
 }

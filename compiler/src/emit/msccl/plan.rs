@@ -2,7 +2,7 @@
 //! and channels (one per logical ring), and which receives fuse with the next send.
 
 use super::layout::{Layout, DATA};
-use super::{Buf, Gpu, MscclError, StepKind};
+use super::{Buf, Gpu, MscclError, StepKind, MAX_TBS_PER_CHANNEL};
 use schedule_ir::{BufferId, ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, RecvMode};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -322,10 +322,15 @@ impl Planner<'_> {
         forward
     }
 
-    /// One channel per chain of paired connections (a logical ring). A chain that would give a
-    /// GPU two thread blocks with the same peer on one channel is split into its connections.
+    /// Channels for the chains of paired connections (our logical rings). A chain that would
+    /// give a GPU two thread blocks with the same peer on one channel is first split into its
+    /// connections. Then, chain by chain in order of their first connection, each chain takes
+    /// the lowest channel on which none of its thread blocks meets another with the same peer
+    /// and direction, and no GPU gets more than [`MAX_TBS_PER_CHANNEL`] thread blocks sending
+    /// (or receiving) on it: the runtimes' rules, and nothing more, so that the file asks for
+    /// as few channels as it can.
     fn channels(&self, forward: &mut BTreeMap<usize, usize>) -> Vec<u32> {
-        loop {
+        let roots = loop {
             let mut parent: Vec<usize> = (0..self.conns.len()).collect();
             fn find(parent: &mut [usize], mut x: usize) -> usize {
                 while parent[x] != x {
@@ -349,16 +354,47 @@ impl Planner<'_> {
                 }
             }
             if bad.is_empty() {
-                // Roots are the smallest connection of their chain: number chains in that order.
-                let mut channel_of_root = BTreeMap::new();
-                for &r in &roots {
-                    let next = channel_of_root.len() as u32;
-                    channel_of_root.entry(r).or_insert(next);
-                }
-                return roots.iter().map(|r| channel_of_root[r]).collect();
+                break roots;
             }
             forward.retain(|x, _| !bad.contains(&roots[*x]));
+        };
+        let mut chains: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (c, &r) in roots.iter().enumerate() {
+            chains.entry(r).or_default().push(c);
         }
+        // (gpu, sends?, peer, channel) taken; (gpu, sends?, channel) → thread blocks.
+        let mut taken: BTreeSet<(NodeId, bool, NodeId, u32)> = BTreeSet::new();
+        let mut count: HashMap<(NodeId, bool, u32), usize> = HashMap::new();
+        let mut chan = vec![0u32; self.conns.len()];
+        for conns in chains.values() {
+            let ends = |ch: u32| {
+                conns.iter().flat_map(move |&c| {
+                    let conn = &self.conns[c];
+                    [(conn.from, true, conn.to, ch), (conn.to, false, conn.from, ch)]
+                })
+            };
+            let fits = |ch: u32| {
+                let mut extra: HashMap<(NodeId, bool, u32), usize> = HashMap::new();
+                ends(ch).all(|(gpu, sends, _, ch)| {
+                    let n = extra.entry((gpu, sends, ch)).or_default();
+                    *n += 1;
+                    count.get(&(gpu, sends, ch)).copied().unwrap_or(0) + *n
+                        <= MAX_TBS_PER_CHANNEL
+                }) && ends(ch).all(|key| !taken.contains(&key))
+            };
+            // A fresh channel fits unless the chain alone is too much for a GPU; the limit check
+            // then refuses the file with the reason.
+            let fresh = chan.iter().max().map_or(0, |&m| m + 1);
+            let ch = (0..fresh).find(|&ch| fits(ch)).unwrap_or(fresh);
+            for key in ends(ch).collect::<Vec<_>>() {
+                taken.insert(key);
+                *count.entry((key.0, key.1, ch)).or_default() += 1;
+            }
+            for &c in conns {
+                chan[c] = ch;
+            }
+        }
+        chan
     }
 
     /// For each transfer, the transfer it is fused with: its receiver sends the same chunks on
