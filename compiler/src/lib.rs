@@ -22,6 +22,8 @@
 //! 8. [`trial`] — trial runs on random data against a reference reduction (`topoc run`).
 //! 9. [`draw`] — pictures of the machine, its embeddings and a step's link use (`topoc draw`).
 //! 10. [`emit`] — back ends for other tools' formats: [`emit::msccl`] writes MSCCL algorithm XML.
+//! 11. [`import`] — topology files from other tools' descriptions of a machine (NCCL's topology
+//!     dump, `nvidia-smi topo -m`).
 
 pub mod compile;
 pub mod diag;
@@ -29,6 +31,7 @@ pub mod draw;
 pub mod embed;
 pub mod emit;
 pub mod error;
+pub mod import;
 pub mod limits;
 pub mod lower;
 pub mod machine;

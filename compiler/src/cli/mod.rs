@@ -4,6 +4,7 @@
 mod check;
 mod compile;
 mod draw;
+mod import;
 mod run;
 mod simulate;
 mod verify;
@@ -149,6 +150,10 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Write a topology file from NCCL's topology dump or `nvidia-smi topo -m` (docs/import.md).
+    ///
+    /// Example: topoc import nccl-xml examples/import/dgx-a100.xml -o dgx-a100.ron
+    Import(import::ImportArgs),
 }
 
 /// Links and nodes to take out of service for this run, beyond the file's own
@@ -275,6 +280,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             layout,
             output.as_deref(),
         ),
+        Command::Import(args) => import::import(&args),
     }
 }
 

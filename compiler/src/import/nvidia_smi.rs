@@ -1,0 +1,381 @@
+//! The matrix of `nvidia-smi topo -m`.
+//!
+//! The header names the devices (`GPU0 …`, then network cards `NIC0 …` or `mlx5_0 …`), then
+//! `CPU Affinity`, `NUMA Affinity` and more. Each row starts with a device and gives its relation
+//! to every device of the header: `X` (itself), `NV#` (a bond of # NVLinks), or the PCIe path —
+//! `PIX` (at most one PCIe switch), `PXB` (several switches), `PHB` (through the host bridge),
+//! `NODE` (between host bridges of one socket), `SYS` (between sockets; older versions write
+//! `SOC`). A `NIC Legend:` section may name the cards.
+//!
+//! The matrix does not say which NVLink generation it shows (`--nvlink`, default `nvlink3`) or
+//! which PCIe generation (`--pcie`, default `pcie4`). When a GPU's bonds add up to more NVLinks
+//! than a GPU of that generation has (DGX A100 shows `NV12` to each of 7 peers), the bonds go
+//! through NVSwitches: each GPU gets one bond to a switch `nvswitch`, as wide as its widest.
+//! GPUs share a CPU socket when their NUMA (else CPU) affinity is the same; a card joins the
+//! socket of a GPU it is not `SYS` from. Devices of a socket joined by `PIX` or `PXB` share a
+//! PCIe switch; the others hang off the socket.
+
+use super::figures::LinkKind;
+use super::{also, problem, Link, Machine};
+use crate::diag::Problem;
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+/// What the matrix does not say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Generations {
+    /// The NVLink generation of `NV#` bonds.
+    pub nvlink: LinkKind,
+    /// The PCIe generation.
+    pub pcie: LinkKind,
+}
+
+impl Default for Generations {
+    fn default() -> Self {
+        Generations {
+            nvlink: LinkKind::NvLink3,
+            pcie: LinkKind::Pcie4,
+        }
+    }
+}
+
+/// One relation in the matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rel {
+    Own,
+    Nv(u32),
+    Pix,
+    Pxb,
+    Phb,
+    Node,
+    Sys,
+}
+
+fn relation(token: &str) -> Option<Rel> {
+    Some(match token {
+        "X" => Rel::Own,
+        "PIX" => Rel::Pix,
+        "PXB" => Rel::Pxb,
+        "PHB" => Rel::Phb,
+        "NODE" => Rel::Node,
+        "SYS" | "SOC" => Rel::Sys,
+        _ => Rel::Nv(token.strip_prefix("NV")?.parse().ok().filter(|&n| n > 0)?),
+    })
+}
+
+/// The words of a line with their byte ranges in the whole source.
+fn words(line: &str, offset: usize) -> Vec<(&str, Range<usize>)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in line.char_indices().chain(std::iter::once((line.len(), ' '))) {
+        match (c.is_whitespace(), start) {
+            (true, Some(s)) => {
+                out.push((&line[s..i], offset + s..offset + i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A row as read: the device, its relations, and the affinity it names.
+struct Row {
+    rels: Vec<(Rel, Range<usize>)>,
+    affinity: Option<String>,
+}
+
+/// Reads a matrix.
+pub fn read(
+    source: &str,
+    name: &str,
+    source_name: &str,
+    generations: Generations,
+) -> Result<Machine, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut lines = Vec::new();
+    let mut offset = 0;
+    for line in source.split_inclusive('\n') {
+        lines.push((line.trim_end_matches(['\n', '\r']), offset));
+        offset += line.len();
+    }
+    let Some(header_at) = lines.iter().position(|(l, _)| !l.trim().is_empty()) else {
+        return Err(vec![problem(
+            0..0,
+            "the file is empty".to_string(),
+            "expected the matrix of `nvidia-smi topo -m`",
+        )]);
+    };
+    let (header, header_offset) = lines[header_at];
+    let devices: Vec<(&str, Range<usize>)> = words(header, header_offset)
+        .into_iter()
+        .take_while(|(w, _)| !matches!(*w, "CPU" | "NUMA" | "GPU"))
+        .collect();
+    if devices.is_empty() || !devices[0].0.starts_with("GPU") {
+        return Err(vec![problem(
+            header_offset..header_offset + header.len(),
+            "the first line is not the header of `nvidia-smi topo -m`".to_string(),
+            "expected GPU0 GPU1 …",
+        )
+        .hint("save the output of `nvidia-smi topo -m` as it is printed")]);
+    }
+    let n = devices.len();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut legend: BTreeMap<String, String> = BTreeMap::new();
+    let mut in_matrix = true;
+    let mut in_legend = false;
+    for &(line, line_offset) in &lines[header_at + 1..] {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            if rows.len() == n {
+                in_matrix = false;
+            }
+            continue;
+        }
+        if trimmed.starts_with("Legend") {
+            in_matrix = false;
+            continue;
+        }
+        if trimmed.starts_with("NIC Legend") {
+            in_matrix = false;
+            in_legend = true;
+            continue;
+        }
+        if in_legend {
+            if let Some((k, v)) = trimmed.split_once(':') {
+                legend.insert(k.trim().to_string(), v.trim().to_string());
+            }
+            continue;
+        }
+        if !in_matrix {
+            continue;
+        }
+        let ws = words(line, line_offset);
+        let whole = line_offset..line_offset + line.len();
+        let i = rows.len();
+        let Some(expected) = devices.get(i) else {
+            problems.push(
+                problem(
+                    whole,
+                    format!("a row beyond the {n} devices of the header"),
+                    "one row too many",
+                )
+                .hint("each device of the header has exactly one row"),
+            );
+            break;
+        };
+        if ws[0].0 != expected.0 {
+            problems.push(also(
+                problem(
+                    ws[0].1.clone(),
+                    format!("row {} is `{}`, but the header's device {} is `{}`", i + 1, ws[0].0, i + 1, expected.0),
+                    "expected the devices in the header's order",
+                ),
+                expected.1.clone(),
+                "named here in the header",
+            ));
+            rows.push(Row { rels: Vec::new(), affinity: None });
+            continue;
+        }
+        let rest = &ws[1..];
+        let run = rest.iter().take_while(|(w, _)| relation(w).is_some()).count();
+        if run != n {
+            let bad = rest.get(run).filter(|(w, _)| {
+                run < n && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && *w != "N/A"
+            });
+            match bad {
+                Some((w, r)) => problems.push(
+                    problem(r.clone(), format!("unknown relation `{w}` in row `{}`", ws[0].0), "not X, NV#, PIX, PXB, PHB, NODE or SYS")
+                        .hint("the legend of `nvidia-smi topo -m` lists X, NV#, PIX, PXB, PHB, NODE and SYS"),
+                ),
+                None => problems.push(problem(
+                    whole,
+                    format!("row `{}` has {run} entries, but the header names {n} devices", ws[0].0),
+                    "wrong length",
+                )),
+            }
+            rows.push(Row { rels: Vec::new(), affinity: None });
+            continue;
+        }
+        let rels: Vec<(Rel, Range<usize>)> = rest[..n]
+            .iter()
+            .filter_map(|(w, r)| relation(w).map(|x| (x, r.clone())))
+            .collect();
+        let after: Vec<&str> = rest[n..].iter().map(|(w, _)| *w).collect();
+        let affinity = match after.as_slice() {
+            [_, numa, ..] if *numa != "N/A" => Some(format!("numa {numa}")),
+            [cpu, ..] if *cpu != "N/A" => Some(format!("cpus {cpu}")),
+            _ => None,
+        };
+        rows.push(Row { rels, affinity });
+    }
+    if rows.len() < n && problems.is_empty() {
+        problems.push(problem(
+            header_offset..header_offset + header.len(),
+            format!("the header names {n} devices but the matrix has {} rows", rows.len()),
+            "one row per device",
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let names: Vec<String> = devices
+        .iter()
+        .map(|(d, _)| match d.strip_prefix("GPU") {
+            Some(k) if k.chars().all(|c| c.is_ascii_digit()) => format!("gpu{k}"),
+            _ => format!("nic-{}", legend.get(*d).map_or(*d, String::as_str)),
+        })
+        .collect();
+    let is_gpu: Vec<bool> = names.iter().map(|n| n.starts_with("gpu")).collect();
+    for i in 0..n {
+        for j in 0..n {
+            let (a, at) = rows[i].rels[j].clone();
+            let b = rows[j].rels[i].0;
+            if (i == j) != (a == Rel::Own) {
+                problems.push(problem(
+                    at,
+                    format!("`{}` to `{}`: X marks a device's own column only", devices[i].0, devices[j].0),
+                    "misplaced",
+                ));
+            } else if a != b && i < j {
+                problems.push(problem(
+                    at,
+                    format!("`{}` to `{}` differs from `{}` to `{}`", devices[i].0, devices[j].0, devices[j].0, devices[i].0),
+                    "the matrix is not symmetric",
+                ));
+            } else if matches!(a, Rel::Nv(_)) && !(is_gpu[i] && is_gpu[j]) {
+                problems.push(problem(at, "an NVLink bond to a network card".to_string(), "NV# joins two GPUs"));
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(build(name, source_name, &names, &is_gpu, &rows, generations))
+}
+
+/// The machine from a checked matrix.
+fn build(
+    name: &str,
+    source_name: &str,
+    names: &[String],
+    is_gpu: &[bool],
+    rows: &[Row],
+    generations: Generations,
+) -> Machine {
+    let n = names.len();
+    let rel = |i: usize, j: usize| rows[i].rels[j].0;
+    let mut machine = Machine {
+        name: name.to_string(),
+        source: source_name.to_string(),
+        gpus: (0..n).filter(|&i| is_gpu[i]).map(|i| names[i].clone()).collect(),
+        ..Machine::default()
+    };
+    let link = |machine: &mut Machine, a: &str, b: &str, kind, count| {
+        machine.links.push(Link {
+            a: a.to_string(),
+            b: b.to_string(),
+            kind,
+            count,
+            scale: 1.0,
+        })
+    };
+    // NVLink: direct bonds, or bonds with one NVSwitch when they add up to more than a GPU has.
+    let nv = |i: usize, j: usize| match rel(i, j) {
+        Rel::Nv(k) => k,
+        _ => 0,
+    };
+    let most = generations.nvlink.links_per_gpu().unwrap_or(u32::MAX);
+    let switched = (0..n).any(|i| (0..n).map(|j| nv(i, j)).sum::<u32>() > most);
+    if switched {
+        machine.switches.push("nvswitch".to_string());
+        machine.notes.push(format!(
+            "the NV# bonds add up to more than the {most} NVLinks of a {} GPU: they go through NVSwitches",
+            generations.nvlink
+        ));
+        for i in 0..n {
+            let widest = (0..n).map(|j| nv(i, j)).max().unwrap_or(0);
+            if widest > 0 {
+                link(&mut machine, &names[i], "nvswitch", generations.nvlink, widest);
+            }
+        }
+    } else {
+        for i in 0..n {
+            for j in i + 1..n {
+                if nv(i, j) > 0 {
+                    link(&mut machine, &names[i], &names[j], generations.nvlink, nv(i, j));
+                }
+            }
+        }
+    }
+    // Sockets: by affinity; a device without one joins the first device it is not SYS from.
+    let mut socket: Vec<Option<usize>> = vec![None; n];
+    let mut keys: Vec<String> = Vec::new();
+    for i in 0..n {
+        if let Some(a) = &rows[i].affinity {
+            let k = keys.iter().position(|x| x == a).unwrap_or_else(|| {
+                keys.push(a.clone());
+                keys.len() - 1
+            });
+            socket[i] = Some(k);
+        }
+    }
+    for i in 0..n {
+        if socket[i].is_none() {
+            let near = (0..n).find(|&j| {
+                socket[j].is_some() && !matches!(rel(i, j), Rel::Sys | Rel::Own)
+            });
+            socket[i] = Some(near.and_then(|j| socket[j]).unwrap_or_else(|| {
+                keys.push(format!("socket of {}", names[i]));
+                keys.len() - 1
+            }));
+        }
+    }
+    let cpus: Vec<String> = (0..keys.len()).map(|k| format!("cpu{k}")).collect();
+    machine.switches.extend(cpus.iter().cloned());
+    // PCIe switches: devices of a socket joined by PIX or PXB.
+    let mut group: Vec<usize> = (0..n).collect();
+    fn root(group: &mut [usize], mut x: usize) -> usize {
+        while group[x] != x {
+            group[x] = group[group[x]];
+            x = group[x];
+        }
+        x
+    }
+    for i in 0..n {
+        for j in 0..n {
+            if socket[i] == socket[j] && matches!(rel(i, j), Rel::Pix | Rel::Pxb) {
+                let (a, b) = (root(&mut group, i), root(&mut group, j));
+                group[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    let mut pcie_switch: BTreeMap<usize, String> = BTreeMap::new();
+    for i in 0..n {
+        let r = root(&mut group, i);
+        let members = (0..n).filter(|&j| root(&mut group, j) == r).count();
+        let cpu = &cpus[socket[i].unwrap_or(0)];
+        let upstream = if members > 1 {
+            let next = pcie_switch.len();
+            let sw = pcie_switch.entry(r).or_insert_with(|| format!("pcie{next}")).clone();
+            if !machine.switches.contains(&sw) {
+                machine.switches.push(sw.clone());
+                link(&mut machine, cpu, &sw, generations.pcie, 1);
+            }
+            sw
+        } else {
+            cpu.clone()
+        };
+        if !is_gpu[i] {
+            machine.switches.push(names[i].clone());
+        }
+        link(&mut machine, &upstream, &names[i], generations.pcie, 1);
+    }
+    for (i, a) in cpus.iter().enumerate() {
+        for b in &cpus[i + 1..] {
+            link(&mut machine, a, b, LinkKind::Smp, 1);
+        }
+    }
+    machine
+}
