@@ -293,8 +293,14 @@ impl Reader {
             .attribute("rank")
             .and_then(|r| r.parse::<u64>().ok())
             .unwrap_or(dev);
-        let Some(generation) = self.generation(node) else {
-            return;
+        let has_links = node
+            .children()
+            .any(|c| c.has_tag_name("nvlink") || c.has_tag_name("xgmi"));
+        // The generation matters only for a GPU's own links; a GPU without is still a GPU.
+        let generation = if has_links {
+            self.generation(node).unwrap_or(LinkKind::NvLink3)
+        } else {
+            LinkKind::NvLink3
         };
         let busid = pci.attribute("busid").unwrap_or("").to_ascii_lowercase();
         self.gpu_at
