@@ -74,7 +74,10 @@ fn fabric(m: &Machine) -> BTreeMap<String, BTreeMap<String, u32>> {
 #[test]
 fn every_example_imports_compiles_and_verifies() {
     let cases = files(&repo().join("examples/import"));
-    assert!(cases.len() >= 6, "the DGX-1, DGX A100, DGX H100 and MI250X inputs");
+    assert!(
+        cases.len() >= 6,
+        "the DGX-1, DGX A100, DGX H100 and MI250X inputs"
+    );
     for path in cases {
         let case = path.display().to_string();
         let machine = read(&path).unwrap_or_else(|p| panic!("{case}: {p:#?}"));
@@ -117,7 +120,10 @@ fn the_machines_have_the_links_their_vendors_document() {
         assert_eq!(f["gpu0"]["gpu4"], 2, "{file}");
         assert_eq!(f["gpu0"]["gpu1"], 1, "{file}");
         assert!(m.links.iter().all(|l| l.kind != LinkKind::NvLink3));
-        assert_eq!(m.switches.iter().filter(|s| s.starts_with("cpu")).count(), 2);
+        assert_eq!(
+            m.switches.iter().filter(|s| s.starts_with("cpu")).count(),
+            2
+        );
     }
     assert_eq!(
         fabric(&read(&dir.join("dgx1-v100.xml")).unwrap()),
@@ -262,7 +268,11 @@ fn the_documented_commands_work() {
             .collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = topoc(&args, dir.path());
-        assert!(o.status.success(), "{line}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         if args[0] == "import" {
             let out = args.last().unwrap();
             let o = topoc(&["check", out], dir.path());

@@ -235,7 +235,9 @@ fn each_rule_has_a_file_that_breaks_it() {
     for (rule, text, expected) in &cases {
         let got = complaint(text);
         if got.as_deref() != Some(*expected) {
-            failures.push(format!("{rule}:\n  expected {expected:?}\n  got      {got:?}"));
+            failures.push(format!(
+                "{rule}:\n  expected {expected:?}\n  got      {got:?}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -249,8 +251,24 @@ fn receive_first() -> String {
     let mut text = VALID.to_string();
     for (g, hasdep) in [(0u32, 1u32), (1, 0)] {
         let (other, own) = (1 - g, g);
-        let send = |s| line(s, "s", other, &format!("dstbuf=\"i\" dstoff=\"{other}\""), 0);
-        let reduce = |s| line(s, "rrcs", own, &format!("dstbuf=\"o\" dstoff=\"{own}\""), hasdep);
+        let send = |s| {
+            line(
+                s,
+                "s",
+                other,
+                &format!("dstbuf=\"i\" dstoff=\"{other}\""),
+                0,
+            )
+        };
+        let reduce = |s| {
+            line(
+                s,
+                "rrcs",
+                own,
+                &format!("dstbuf=\"o\" dstoff=\"{own}\""),
+                hasdep,
+            )
+        };
         let before = format!("{}\n      {}", send(0), reduce(1));
         assert!(text.contains(&before), "gpu {g}'s first steps");
         text = text.replacen(&before, &format!("{}\n      {}", reduce(0), send(1)), 1);
@@ -289,7 +307,12 @@ fn thread_blocks_per_channel_and_elements_per_rank_are_bounded() {
         .map(|s| format!("<step s=\"{s}\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"s\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>"))
         .collect();
     let local: String = (2..66)
-        .map(|t| format!("    <tb id=\"{t}\" send=\"-1\" recv=\"-1\" chan=\"0\">\n      {}\n    </tb>\n", copies.join("\n      ")))
+        .map(|t| {
+            format!(
+                "    <tb id=\"{t}\" send=\"-1\" recv=\"-1\" chan=\"0\">\n      {}\n    </tb>\n",
+                copies.join("\n      ")
+            )
+        })
         .collect();
     let big = VALID.replacen("  </gpu>\n", &format!("{local}  </gpu>\n"), 1);
     assert_eq!(

@@ -106,8 +106,9 @@ pub fn import(args: &ImportArgs) -> Result<ExitCode, String> {
 }
 
 fn stem(path: &Path) -> String {
-    let name = path
-        .file_name()
-        .map_or_else(|| "imported".to_string(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(
+        || "imported".to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     name.split('.').next().unwrap_or("imported").to_string()
 }

@@ -57,6 +57,8 @@ pub const MAX_TBS_PER_CHANNEL: usize = 32;
 pub const MAX_DEPID: usize = 127;
 /// The largest chunk offset (offsets are 16-bit).
 pub const MAX_OFFSET: u32 = i16::MAX as u32;
+/// The most windows a phase's BSP steps are cut into to keep thread blocks short.
+const MAX_WINDOWS: u32 = 64;
 /// XML elements the runtime's parser keeps for one rank (`algo`, every `gpu`, the rank's
 /// `tb`s and `step`s).
 pub const MAX_ELEMENTS_PER_RANK: usize = 4096;
@@ -174,8 +176,9 @@ pub enum MscclError {
     #[error(
         "phase `{phase}`: thread block {tb} of {node} (rank {rank}, channel {chan}) needs {steps} \
          steps, but the MSCCL runtimes run at most {MAX_STEPS} per thread block \
-         (msccl-executor-nccl and RCCL); a ring of p GPUs needs 2p - 1, and splitting a thread \
-         block across several is not supported"
+         (msccl-executor-nccl and RCCL), even with the phase's steps cut among as many thread \
+         blocks as it allows (one window per step, at most {MAX_WINDOWS}); move fewer chunks per \
+         step"
     )]
     TooManySteps {
         /// The phase.
@@ -484,18 +487,41 @@ pub fn build(schedule: &VerifiedSchedule, options: &Options) -> Result<Algo, Msc
         "topoc {} {} {}",
         schedule.machine.name, phase.name, phase.algorithm
     );
-    let planned = plan::plan(&schedule.machine, phase)?;
-    let nchannels = planned
-        .iter()
-        .flat_map(|g| g.tbs.iter().map(|t| t.chan + 1))
-        .max()
-        .unwrap_or(1);
-    let algo = Algo {
-        name,
-        coll,
-        nchunksperloop: u32::try_from(phase.chunks.len()).unwrap_or(u32::MAX),
-        nchannels,
-        gpus: planned,
+    // First one thread block per connection for the whole phase; while one is longer than
+    // the runtimes run, cut the BSP steps into more windows, each with thread blocks (and
+    // channels) of its own.
+    let mut windows = 1u32;
+    let algo = loop {
+        let bounds: Vec<u32> = (1..windows)
+            .map(|i| (u64::from(i) * u64::from(phase.steps) / u64::from(windows)) as u32)
+            .collect();
+        let planned = plan::plan(&schedule.machine, phase, &bounds)?;
+        let nchannels = planned
+            .iter()
+            .flat_map(|g| g.tbs.iter().map(|t| t.chan + 1))
+            .max()
+            .unwrap_or(1);
+        let algo = Algo {
+            name: name.clone(),
+            coll,
+            nchunksperloop: u32::try_from(phase.chunks.len()).unwrap_or(u32::MAX),
+            nchannels,
+            gpus: planned,
+        };
+        let longest = algo
+            .gpus
+            .iter()
+            .flat_map(|g| g.tbs.iter().map(|t| t.steps.len()))
+            .max()
+            .unwrap_or(0);
+        if longest <= MAX_STEPS || windows >= phase.steps || windows >= MAX_WINDOWS {
+            break algo;
+        }
+        // Aim below the limit, leaving room for the waits a cut adds.
+        let more = longest.div_ceil(MAX_STEPS * 3 / 4) as u32;
+        windows = (windows * more.max(2) / 2)
+            .max(windows + 1)
+            .min(phase.steps);
     };
     check_limits(&algo, &phase.name)?;
     check_progress(&algo, &phase.name)?;

@@ -201,10 +201,10 @@ mod tests {
     #[test]
     fn overrides_replace_one_figure_and_refuse_nonsense() {
         let mut f = Figures::default();
-        f.set("nvlink3=20").unwrap();
+        f.set("nvlink3=20").expect("a valid override");
         assert_eq!(f.get(LinkKind::NvLink3).gbytes, 20.0);
         assert_eq!(f.get(LinkKind::NvLink3).latency_us, 0.7);
-        f.set("pcie4=30,2.5").unwrap();
+        f.set("pcie4=30,2.5").expect("a valid override");
         assert_eq!(
             f.get(LinkKind::Pcie4),
             Figure {
@@ -213,7 +213,10 @@ mod tests {
             }
         );
         assert_eq!(f.get(LinkKind::NvLink2).gbytes, 25.0);
-        assert!(f.set("nvlink9=1").unwrap_err().contains("not a link kind"));
+        assert!(f
+            .set("nvlink9=1")
+            .expect_err("no such kind")
+            .contains("not a link kind"));
         assert!(f.set("nvlink3=-1").is_err());
         assert!(f.set("nvlink3").is_err());
         assert!(f.set("nvlink3=1,x").is_err());

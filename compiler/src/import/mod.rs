@@ -67,7 +67,9 @@ impl Machine {
             .iter()
             .map(|l| (l.kind, figures.get(l.kind)))
             .collect();
-        out.push_str("// Link figures per link and direction (docs/import.md; override with --figure):\n");
+        out.push_str(
+            "// Link figures per link and direction (docs/import.md; override with --figure):\n",
+        );
         for (kind, f) in &used {
             out.push_str(&format!(
                 "//   {kind}: {} GB/s, {} µs\n",

@@ -91,7 +91,9 @@ pub fn read(source: &str, name: &str, source_name: &str) -> Result<Machine, Vec<
         if cpu.tag_name().name() != "cpu" {
             continue;
         }
-        let id = cpu.attribute("numaid").map_or_else(|| i.to_string(), str::to_string);
+        let id = cpu
+            .attribute("numaid")
+            .map_or_else(|| i.to_string(), str::to_string);
         let name = format!("cpu{id}");
         reader.machine.switches.push(name.clone());
         cpus.push(name.clone());
@@ -105,8 +107,12 @@ pub fn read(source: &str, name: &str, source_name: &str) -> Result<Machine, Vec<
     reader.nvlinks_to_links();
     if reader.gpus.is_empty() && reader.problems.is_empty() {
         reader.problems.push(
-            problem(root.range(), "the file lists no <gpu>".to_string(), "no GPU in here")
-                .hint("the dump of a node with GPUs lists each inside the <pci> element of its bus"),
+            problem(
+                root.range(),
+                "the file lists no <gpu>".to_string(),
+                "no GPU in here",
+            )
+            .hint("the dump of a node with GPUs lists each inside the <pci> element of its bus"),
         );
     }
     if !reader.problems.is_empty() {
@@ -168,7 +174,10 @@ impl Reader {
                 .map_or(node.range(), |a| a.range_value());
             self.problems.push(problem(
                 range,
-                format!("`{key}` of <{}> is {value:?}, not a number", node.tag_name().name()),
+                format!(
+                    "`{key}` of <{}> is {value:?}, not a number",
+                    node.tag_name().name()
+                ),
                 "expected a number",
             ));
         }
@@ -346,10 +355,16 @@ impl Reader {
                 None
             };
             if kind.is_none() {
-                let range = node.attribute_node("gcn").map_or(node.range(), |a| a.range_value());
+                let range = node
+                    .attribute_node("gcn")
+                    .map_or(node.range(), |a| a.range_value());
                 self.problems.push(
-                    problem(range, format!("unknown AMD GPU architecture {gcn:?}"), "not gfx908, gfx90a or gfx94x")
-                        .hint("MI100 is gfx908, MI200 gfx90a, MI300 gfx942"),
+                    problem(
+                        range,
+                        format!("unknown AMD GPU architecture {gcn:?}"),
+                        "not gfx908, gfx90a or gfx94x",
+                    )
+                    .hint("MI100 is gfx908, MI200 gfx90a, MI300 gfx942"),
                 );
             }
             return kind;
@@ -364,7 +379,9 @@ impl Reader {
             _ => None,
         };
         if kind.is_none() {
-            let range = node.attribute_node("sm").map_or(node.range(), |a| a.range_value());
+            let range = node
+                .attribute_node("sm")
+                .map_or(node.range(), |a| a.range_value());
             self.problems.push(
                 problem(
                     range,
@@ -428,8 +445,12 @@ impl Reader {
                 }
             } else {
                 self.problems.push(
-                    problem(tclass_at, format!("unknown link target class {tclass}"), "not a GPU, NVSwitch or CPU")
-                        .hint("GPUs are class 0x03…, NVSwitches 0x068000, CPUs 0x0604…"),
+                    problem(
+                        tclass_at,
+                        format!("unknown link target class {tclass}"),
+                        "not a GPU, NVSwitch or CPU",
+                    )
+                    .hint("GPUs are class 0x03…, NVSwitches 0x068000, CPUs 0x0604…"),
                 );
             }
         }

@@ -67,7 +67,10 @@ fn relation(token: &str) -> Option<Rel> {
 fn words(line: &str, offset: usize) -> Vec<(&str, Range<usize>)> {
     let mut out = Vec::new();
     let mut start = None;
-    for (i, c) in line.char_indices().chain(std::iter::once((line.len(), ' '))) {
+    for (i, c) in line
+        .char_indices()
+        .chain(std::iter::once((line.len(), ' ')))
+    {
         match (c.is_whitespace(), start) {
             (true, Some(s)) => {
                 out.push((&line[s..i], offset + s..offset + i));
@@ -169,17 +172,29 @@ pub fn read(
             problems.push(also(
                 problem(
                     ws[0].1.clone(),
-                    format!("row {} is `{}`, but the header's device {} is `{}`", i + 1, ws[0].0, i + 1, expected.0),
+                    format!(
+                        "row {} is `{}`, but the header's device {} is `{}`",
+                        i + 1,
+                        ws[0].0,
+                        i + 1,
+                        expected.0
+                    ),
                     "expected the devices in the header's order",
                 ),
                 expected.1.clone(),
                 "named here in the header",
             ));
-            rows.push(Row { rels: Vec::new(), affinity: None });
+            rows.push(Row {
+                rels: Vec::new(),
+                affinity: None,
+            });
             continue;
         }
         let rest = &ws[1..];
-        let run = rest.iter().take_while(|(w, _)| relation(w).is_some()).count();
+        let run = rest
+            .iter()
+            .take_while(|(w, _)| relation(w).is_some())
+            .count();
         if run != n {
             let bad = rest.get(run).filter(|(w, _)| {
                 run < n && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && *w != "N/A"
@@ -195,7 +210,10 @@ pub fn read(
                     "wrong length",
                 )),
             }
-            rows.push(Row { rels: Vec::new(), affinity: None });
+            rows.push(Row {
+                rels: Vec::new(),
+                affinity: None,
+            });
             continue;
         }
         let rels: Vec<(Rel, Range<usize>)> = rest[..n]
@@ -213,7 +231,10 @@ pub fn read(
     if rows.len() < n && problems.is_empty() {
         problems.push(problem(
             header_offset..header_offset + header.len(),
-            format!("the header names {n} devices but the matrix has {} rows", rows.len()),
+            format!(
+                "the header names {n} devices but the matrix has {} rows",
+                rows.len()
+            ),
             "one row per device",
         ));
     }
@@ -235,24 +256,41 @@ pub fn read(
             if (i == j) != (a == Rel::Own) {
                 problems.push(problem(
                     at,
-                    format!("`{}` to `{}`: X marks a device's own column only", devices[i].0, devices[j].0),
+                    format!(
+                        "`{}` to `{}`: X marks a device's own column only",
+                        devices[i].0, devices[j].0
+                    ),
                     "misplaced",
                 ));
             } else if a != b && i < j {
                 problems.push(problem(
                     at,
-                    format!("`{}` to `{}` differs from `{}` to `{}`", devices[i].0, devices[j].0, devices[j].0, devices[i].0),
+                    format!(
+                        "`{}` to `{}` differs from `{}` to `{}`",
+                        devices[i].0, devices[j].0, devices[j].0, devices[i].0
+                    ),
                     "the matrix is not symmetric",
                 ));
             } else if matches!(a, Rel::Nv(_)) && !(is_gpu[i] && is_gpu[j]) {
-                problems.push(problem(at, "an NVLink bond to a network card".to_string(), "NV# joins two GPUs"));
+                problems.push(problem(
+                    at,
+                    "an NVLink bond to a network card".to_string(),
+                    "NV# joins two GPUs",
+                ));
             }
         }
     }
     if !problems.is_empty() {
         return Err(problems);
     }
-    Ok(build(name, source_name, &names, &is_gpu, &rows, generations))
+    Ok(build(
+        name,
+        source_name,
+        &names,
+        &is_gpu,
+        &rows,
+        generations,
+    ))
 }
 
 /// The machine from a checked matrix.
@@ -269,7 +307,10 @@ fn build(
     let mut machine = Machine {
         name: name.to_string(),
         source: source_name.to_string(),
-        gpus: (0..n).filter(|&i| is_gpu[i]).map(|i| names[i].clone()).collect(),
+        gpus: (0..n)
+            .filter(|&i| is_gpu[i])
+            .map(|i| names[i].clone())
+            .collect(),
         ..Machine::default()
     };
     let link = |machine: &mut Machine, a: &str, b: &str, kind, count| {
@@ -294,17 +335,23 @@ fn build(
             "the NV# bonds add up to more than the {most} NVLinks of a {} GPU: they go through NVSwitches",
             generations.nvlink
         ));
-        for i in 0..n {
+        for (i, gpu) in names.iter().enumerate() {
             let widest = (0..n).map(|j| nv(i, j)).max().unwrap_or(0);
             if widest > 0 {
-                link(&mut machine, &names[i], "nvswitch", generations.nvlink, widest);
+                link(&mut machine, gpu, "nvswitch", generations.nvlink, widest);
             }
         }
     } else {
         for i in 0..n {
             for j in i + 1..n {
                 if nv(i, j) > 0 {
-                    link(&mut machine, &names[i], &names[j], generations.nvlink, nv(i, j));
+                    link(
+                        &mut machine,
+                        &names[i],
+                        &names[j],
+                        generations.nvlink,
+                        nv(i, j),
+                    );
                 }
             }
         }
@@ -323,9 +370,8 @@ fn build(
     }
     for i in 0..n {
         if socket[i].is_none() {
-            let near = (0..n).find(|&j| {
-                socket[j].is_some() && !matches!(rel(i, j), Rel::Sys | Rel::Own)
-            });
+            let near =
+                (0..n).find(|&j| socket[j].is_some() && !matches!(rel(i, j), Rel::Sys | Rel::Own));
             socket[i] = Some(near.and_then(|j| socket[j]).unwrap_or_else(|| {
                 keys.push(format!("socket of {}", names[i]));
                 keys.len() - 1
@@ -358,7 +404,10 @@ fn build(
         let cpu = &cpus[socket[i].unwrap_or(0)];
         let upstream = if members > 1 {
             let next = pcie_switch.len();
-            let sw = pcie_switch.entry(r).or_insert_with(|| format!("pcie{next}")).clone();
+            let sw = pcie_switch
+                .entry(r)
+                .or_insert_with(|| format!("pcie{next}"))
+                .clone();
             if !machine.switches.contains(&sw) {
                 machine.switches.push(sw.clone());
                 link(&mut machine, cpu, &sw, generations.pcie, 1);

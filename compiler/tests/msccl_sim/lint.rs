@@ -26,13 +26,31 @@ pub fn lint(text: &str) -> Result<(), String> {
         }
         match bytes[i] {
             b'<' => {}
-            b'\t' => return Err(at(line, "a tab between elements; the runtime's reader skips only spaces and newlines")),
-            b'\r' => return Err(at(line, "a carriage return between elements; write only spaces and newlines")),
-            _ => return Err(at(line, "text between elements; the runtime's reader expects `<`")),
+            b'\t' => {
+                return Err(at(
+                    line,
+                    "a tab between elements; the runtime's reader skips only spaces and newlines",
+                ))
+            }
+            b'\r' => {
+                return Err(at(
+                    line,
+                    "a carriage return between elements; write only spaces and newlines",
+                ))
+            }
+            _ => {
+                return Err(at(
+                    line,
+                    "text between elements; the runtime's reader expects `<`",
+                ))
+            }
         }
         i += 1;
         if bytes[i..].starts_with(b"?") {
-            return Err(at(line, "an XML prolog `<?…?>`, which the runtime's reader does not read"));
+            return Err(at(
+                line,
+                "an XML prolog `<?…?>`, which the runtime's reader does not read",
+            ));
         }
         if bytes[i..].starts_with(b"!--") {
             return Err(at(line, "a comment; keep algorithm files free of them"));
@@ -50,7 +68,10 @@ pub fn lint(text: &str) -> Result<(), String> {
         }
         if closing {
             if bytes.get(i) != Some(&b'>') {
-                return Err(at(line, "a closing tag must end right after its name with `>`"));
+                return Err(at(
+                    line,
+                    "a closing tag must end right after its name with `>`",
+                ));
             }
             i += 1;
             continue;
@@ -111,7 +132,10 @@ pub fn lint(text: &str) -> Result<(), String> {
             }
         }
         if count > 16 {
-            return Err(at(line, &format!("{count} attributes; the runtime's reader keeps 16")));
+            return Err(at(
+                line,
+                &format!("{count} attributes; the runtime's reader keeps 16"),
+            ));
         }
     }
 }

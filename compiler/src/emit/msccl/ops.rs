@@ -2,7 +2,7 @@
 //! and the waits that keep the BSP order between thread blocks.
 
 use super::layout::DATA;
-use super::plan::{step_instrs, Planner};
+use super::plan::{step_instrs, Channels, Planner};
 use super::{Buf, Dep, Gpu, Loc, MscclError, Step, StepKind, ThreadBlock};
 use schedule_ir::{BufferId, ChunkId, Instr, NodeId, RecvMode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -34,39 +34,51 @@ struct Op {
 
 /// A thread block before its steps are laid out.
 struct TbPlan {
+    window: u32,
     send: Option<usize>,
     recv: Option<usize>,
     chan: u32,
 }
 
 impl Planner<'_> {
-    /// The thread blocks and steps of one GPU.
+    /// The thread blocks and steps of one GPU: per window, one thread block per incoming
+    /// connection (with the outgoing one it is paired with) and per unpaired outgoing one.
     pub(super) fn gpu(
         &self,
         node: NodeId,
         rank: u32,
         forward: &BTreeMap<usize, usize>,
-        chan: &[u32],
+        (chan, active): (&Channels, &[BTreeSet<u32>]),
         fused: &[Option<usize>],
     ) -> Result<Gpu, MscclError> {
         let backward: BTreeMap<usize, usize> = forward.iter().map(|(&x, &y)| (y, x)).collect();
         let mut tbs: Vec<TbPlan> = Vec::new();
         for (c, conn) in self.conns.iter().enumerate() {
             if conn.to == node {
-                tbs.push(TbPlan {
-                    send: forward.get(&c).copied(),
-                    recv: Some(c),
-                    chan: chan[c],
-                });
+                let send = forward.get(&c).copied();
+                let windows = active[c]
+                    .iter()
+                    .chain(send.iter().flat_map(|&s| &active[s]));
+                for &window in windows.collect::<BTreeSet<_>>() {
+                    tbs.push(TbPlan {
+                        window,
+                        send,
+                        recv: Some(c),
+                        chan: self.lookup(chan, (c, window))?,
+                    });
+                }
             } else if conn.from == node && !backward.contains_key(&c) {
-                tbs.push(TbPlan {
-                    send: Some(c),
-                    recv: None,
-                    chan: chan[c],
-                });
+                for &window in &active[c] {
+                    tbs.push(TbPlan {
+                        window,
+                        send: Some(c),
+                        recv: None,
+                        chan: self.lookup(chan, (c, window))?,
+                    });
+                }
             }
         }
-        tbs.sort_by_key(|t| (t.chan, t.recv, t.send));
+        tbs.sort_by_key(|t| (t.window, t.chan, t.recv, t.send));
         let ops = self.ops(node, rank, &mut tbs, fused)?;
         self.lay_out(node, rank, &tbs, ops)
     }
@@ -85,17 +97,20 @@ impl Planner<'_> {
         let mut receiver_tb = HashMap::new();
         for (i, tb) in tbs.iter().enumerate() {
             if let Some(c) = tb.send {
-                sender_tb.insert(c, i);
+                sender_tb.insert((c, tb.window), i);
             }
             if let Some(c) = tb.recv {
-                receiver_tb.insert(c, i);
+                receiver_tb.insert((c, tb.window), i);
             }
         }
         let absorbed: BTreeSet<usize> = fused.iter().flatten().copied().collect();
-        let mut local_tb = None;
-        let mut local = |tbs: &mut Vec<TbPlan>| {
-            *local_tb.get_or_insert_with(|| {
+        // One local thread block per window that has local operations.
+        let mut local_tb: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut local = |tbs: &mut Vec<TbPlan>, k: u32| {
+            let window = self.window(k);
+            *local_tb.entry(window).or_insert_with(|| {
                 tbs.push(TbPlan {
+                    window,
                     send: None,
                     recv: None,
                     chan: 0,
@@ -141,7 +156,7 @@ impl Planner<'_> {
                             continue;
                         }
                         let tr = &self.transfers[t];
-                        let tb = self.lookup(&sender_tb, tr.conn)?;
+                        let tb = self.lookup(&sender_tb, (tr.conn, self.window(k)))?;
                         for (p, &c) in chunks.iter().enumerate() {
                             let src = read(&loc, *buffer, c)?;
                             let time = (k, 0, tr.recv_j, p, 0);
@@ -175,7 +190,7 @@ impl Planner<'_> {
                             return Err(self.internal(format!("{name}: unmatched receive")));
                         };
                         let tr = &self.transfers[t];
-                        let tb = self.lookup(&receiver_tb, tr.conn)?;
+                        let tb = self.lookup(&receiver_tb, (tr.conn, self.window(k)))?;
                         for (p, &c) in chunks.iter().enumerate() {
                             let time = (k, 1, j, p, 0);
                             let store = layout.store(rank, *buffer, c);
@@ -244,7 +259,7 @@ impl Planner<'_> {
                             let store = layout.store(rank, *dst, c);
                             let time = (k, 1, j, p, 0);
                             ops.push(Op {
-                                tb: local(tbs),
+                                tb: local(tbs, k),
                                 anchor: time,
                                 kind: StepKind::Copy,
                                 src,
@@ -262,7 +277,7 @@ impl Planner<'_> {
                             let src = self.lookup(&sources, (j, c))?;
                             let here = read(&loc, *dst, c)?;
                             let store = layout.store(rank, *dst, c);
-                            let tb = local(tbs);
+                            let tb = local(tbs, k);
                             if here != store {
                                 // `re` combines in place: move the value to its store first.
                                 let time = (k, 1, j, p, 0);
@@ -316,7 +331,7 @@ impl Planner<'_> {
             if here != out {
                 let time = (self.phase.steps, 1, c.index(), 0, 0);
                 ops.push(Op {
-                    tb: local(tbs),
+                    tb: local(tbs, self.phase.steps),
                     anchor: time,
                     kind: StepKind::Copy,
                     src: here,

@@ -55,6 +55,8 @@ struct PendingSend<'p> {
 /// What the planning passes know about a phase, built up pass by pass.
 pub(super) struct Planner<'a> {
     pub(super) phase: &'a Phase,
+    /// The first BSP step of every window but the first.
+    pub(super) bounds: Vec<u32>,
     /// Node names, by node id.
     pub(super) names: Vec<String>,
     /// Each node's rank; `None` for switches.
@@ -81,8 +83,17 @@ pub(super) fn step_instrs(phase: &Phase, node: usize, k: u32) -> &[Instr] {
         .map_or(&[], Vec::as_slice)
 }
 
-/// Plans every GPU of `phase`.
-pub(super) fn plan(machine: &Machine, phase: &Phase) -> Result<Vec<Gpu>, MscclError> {
+/// Thread-block channels, by (connection, window).
+pub(super) type Channels = HashMap<(usize, u32), u32>;
+
+/// Plans every GPU of `phase`. `bounds` cuts the BSP steps into windows (a window starts at
+/// each bound): every thread block works in one window, so a long plan becomes several shorter
+/// thread blocks, each on its own channel.
+pub(super) fn plan(
+    machine: &Machine,
+    phase: &Phase,
+    bounds: &[u32],
+) -> Result<Vec<Gpu>, MscclError> {
     let mut next = 0u32;
     let rank: Vec<Option<u32>> = machine
         .nodes
@@ -98,6 +109,7 @@ pub(super) fn plan(machine: &Machine, phase: &Phase) -> Result<Vec<Gpu>, MscclEr
     let layout = Layout::new(phase, &rank, &names)?;
     let mut planner = Planner {
         phase,
+        bounds: bounds.to_vec(),
         names,
         rank,
         layout,
@@ -111,12 +123,13 @@ pub(super) fn plan(machine: &Machine, phase: &Phase) -> Result<Vec<Gpu>, MscclEr
     planner.collect_transfers()?;
     planner.collect_timeline();
     let mut forward = planner.pair_connections();
-    let chan = planner.channels(&mut forward);
+    let active = planner.active_windows();
+    let chan = planner.channels(&mut forward, &active);
     let fused = planner.fuse(&forward);
     let mut gpus = Vec::new();
     for (n, r) in planner.rank.iter().enumerate() {
         let Some(r) = *r else { continue };
-        gpus.push(planner.gpu(NodeId::new(n), r, &forward, &chan, &fused)?);
+        gpus.push(planner.gpu(NodeId::new(n), r, &forward, (&chan, &active), &fused)?);
     }
     for gpu in &mut gpus {
         gpu.s_chunks = gpu
@@ -134,6 +147,20 @@ pub(super) fn plan(machine: &Machine, phase: &Phase) -> Result<Vec<Gpu>, MscclEr
 }
 
 impl Planner<'_> {
+    /// The window of BSP step `k`.
+    pub(super) fn window(&self, k: u32) -> u32 {
+        self.bounds.partition_point(|&b| b <= k) as u32
+    }
+
+    /// Per connection, the windows in which it carries something.
+    pub(super) fn active_windows(&self) -> Vec<BTreeSet<u32>> {
+        let mut active = vec![BTreeSet::new(); self.conns.len()];
+        for t in &self.transfers {
+            active[t.conn].insert(self.window(t.step));
+        }
+        active
+    }
+
     pub(super) fn internal(&self, detail: String) -> MscclError {
         MscclError::Internal {
             phase: self.phase.name.clone(),
@@ -329,7 +356,7 @@ impl Planner<'_> {
     /// and direction, and no GPU gets more than [`MAX_TBS_PER_CHANNEL`] thread blocks sending
     /// (or receiving) on it: the runtimes' rules, and nothing more, so that the file asks for
     /// as few channels as it can.
-    fn channels(&self, forward: &mut BTreeMap<usize, usize>) -> Vec<u32> {
+    fn channels(&self, forward: &mut BTreeMap<usize, usize>, active: &[BTreeSet<u32>]) -> Channels {
         let roots = loop {
             let mut parent: Vec<usize> = (0..self.conns.len()).collect();
             fn find(parent: &mut [usize], mut x: usize) -> usize {
@@ -365,33 +392,40 @@ impl Planner<'_> {
         // (gpu, sends?, peer, channel) taken; (gpu, sends?, channel) → thread blocks.
         let mut taken: BTreeSet<(NodeId, bool, NodeId, u32)> = BTreeSet::new();
         let mut count: HashMap<(NodeId, bool, u32), usize> = HashMap::new();
-        let mut chan = vec![0u32; self.conns.len()];
+        let mut chan: Channels = HashMap::new();
+        let mut fresh = 0u32;
         for conns in chains.values() {
-            let ends = |ch: u32| {
-                conns.iter().flat_map(move |&c| {
-                    let conn = &self.conns[c];
-                    [(conn.from, true, conn.to, ch), (conn.to, false, conn.from, ch)]
-                })
-            };
-            let fits = |ch: u32| {
-                let mut extra: HashMap<(NodeId, bool, u32), usize> = HashMap::new();
-                ends(ch).all(|(gpu, sends, _, ch)| {
-                    let n = extra.entry((gpu, sends, ch)).or_default();
-                    *n += 1;
-                    count.get(&(gpu, sends, ch)).copied().unwrap_or(0) + *n
-                        <= MAX_TBS_PER_CHANNEL
-                }) && ends(ch).all(|key| !taken.contains(&key))
-            };
-            // A fresh channel fits unless the chain alone is too much for a GPU; the limit check
-            // then refuses the file with the reason.
-            let fresh = chan.iter().max().map_or(0, |&m| m + 1);
-            let ch = (0..fresh).find(|&ch| fits(ch)).unwrap_or(fresh);
-            for key in ends(ch).collect::<Vec<_>>() {
-                taken.insert(key);
-                *count.entry((key.0, key.1, ch)).or_default() += 1;
-            }
-            for &c in conns {
-                chan[c] = ch;
+            let windows: BTreeSet<u32> = conns.iter().flat_map(|&c| &active[c]).copied().collect();
+            for w in windows {
+                let ends = |ch: u32| {
+                    conns.iter().flat_map(move |&c| {
+                        let conn = &self.conns[c];
+                        [
+                            (conn.from, true, conn.to, ch),
+                            (conn.to, false, conn.from, ch),
+                        ]
+                    })
+                };
+                let fits = |ch: u32| {
+                    let mut extra: HashMap<(NodeId, bool, u32), usize> = HashMap::new();
+                    ends(ch).all(|(gpu, sends, _, ch)| {
+                        let n = extra.entry((gpu, sends, ch)).or_default();
+                        *n += 1;
+                        count.get(&(gpu, sends, ch)).copied().unwrap_or(0) + *n
+                            <= MAX_TBS_PER_CHANNEL
+                    }) && ends(ch).all(|key| !taken.contains(&key))
+                };
+                // A fresh channel fits unless the chain alone is too much for a GPU; the
+                // limit check then refuses the file with the reason.
+                let ch = (0..fresh).find(|&ch| fits(ch)).unwrap_or(fresh);
+                fresh = fresh.max(ch + 1);
+                for key in ends(ch).collect::<Vec<_>>() {
+                    taken.insert(key);
+                    *count.entry((key.0, key.1, ch)).or_default() += 1;
+                }
+                for &c in conns {
+                    chan.insert((c, w), ch);
+                }
             }
         }
         chan
@@ -405,6 +439,9 @@ impl Planner<'_> {
             let Some(&y) = forward.get(&t.conn) else {
                 continue;
             };
+            if self.window(t.step) != self.window(t.step + 1) {
+                continue;
+            }
             if self.on_conn.get(&(t.conn, t.step)).map_or(0, Vec::len) != 1 {
                 continue;
             }
