@@ -26,14 +26,6 @@ const RING4: &str = r#"Topology(
     ],
 )"#;
 
-const POLICIES: [Policy; 5] = [
-    Policy::RunAhead,
-    Policy::RunAheadReversed,
-    Policy::Random(1),
-    Policy::Random(2),
-    Policy::Random(3),
-];
-
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -55,30 +47,7 @@ fn export(schedule: &VerifiedSchedule) -> String {
 /// Reads the XML back, checks its structure, and runs it in both call modes under every policy,
 /// with FIFOs of a single message; returns the algorithm.
 fn round_trip(case: &str, xml: &str) -> Algo {
-    checked(case, xml).unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// [`round_trip`] without panicking: the algorithm, or the first thing wrong with it.
-fn checked(case: &str, xml: &str) -> Result<Algo, String> {
-    let algo = msccl_sim::parse(xml).map_err(|e| format!("{case}: unreadable: {e}"))?;
-    let problems = msccl_sim::check_structure(&algo);
-    if !problems.is_empty() {
-        return Err(format!("{case}: {problems:#?}"));
-    }
-    if !(algo.inplace && algo.outofplace) {
-        return Err(format!("{case}: not valid for both call modes"));
-    }
-    for mode in [Mode::OutOfPlace, Mode::InPlace] {
-        for policy in POLICIES {
-            let outcome = msccl_sim::simulate(&algo, mode, policy, 1)
-                .map_err(|e| format!("{case} {mode:?} {policy:?}: {e}"))?;
-            let wrong = msccl_sim::check_result(&algo, &outcome);
-            if !wrong.is_empty() {
-                return Err(format!("{case} {mode:?} {policy:?}: {wrong:#?}"));
-            }
-        }
-    }
-    Ok(algo)
+    msccl_sim::check_file(case, xml).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn types(algo: &Algo, gpu: usize, tb: usize) -> Vec<&str> {
@@ -224,7 +193,7 @@ fn every_example_round_trips_for_every_collective() {
                 };
                 let again = msccl::to_xml(&schedule, &options).unwrap();
                 assert_eq!(xml, again, "{case}: output is deterministic");
-                let algo = match checked(&case, &xml) {
+                let algo = match msccl_sim::check_file(&case, &xml) {
                     Ok(algo) => algo,
                     Err(e) => {
                         failed.push(e);
@@ -448,7 +417,7 @@ fn switches_scratch_and_local_reductions_round_trip_with_waits() {
             }
         }
     }
-    let failures = POLICIES
+    let failures = msccl_sim::POLICIES
         .iter()
         .filter(|&&p| {
             msccl_sim::simulate(&unordered, Mode::OutOfPlace, p, 1)
@@ -700,32 +669,6 @@ fn refusals_say_why() {
     );
 }
 
-/// A ring of 34 needs 2·33 + 1 = 67 steps per thread block, more than the runtimes run: the
-/// export cuts the phase's steps into windows, each with its own thread blocks and channels,
-/// and the result passes the strict checker and computes the allreduce.
-#[test]
-fn long_rings_are_cut_into_shorter_thread_blocks() {
-    let long = RING4.replace("Ring(nodes: 4", "Ring(nodes: 34");
-    let xml = export(&compile(&long));
-    let algo = round_trip("ring34", &xml);
-    let longest = algo
-        .gpus
-        .iter()
-        .flat_map(|g| g.tbs.iter().map(|t| t.steps.len()))
-        .max()
-        .unwrap();
-    assert!(longest <= 64, "{longest}");
-    assert!(
-        algo.nchannels >= 2 && algo.nchannels <= 32,
-        "{}",
-        algo.nchannels
-    );
-    assert!(
-        algo.gpus.iter().all(|g| g.tbs.len() >= 4),
-        "two windows per ring direction"
-    );
-}
-
 fn topoc(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_topoc"))
         .args(args)
@@ -835,25 +778,4 @@ fn the_documented_commands_work() {
         help.contains(block.lines().next().unwrap()),
         "the help shows the first documented command"
     );
-}
-
-/// The dimension-rotated halving-doubling on the cube is a valid schedule for our BSP runtime,
-/// but as MSCCL thread blocks (one per connection, steps in a fixed order) its exchanges wait
-/// for each other; the export refuses it instead of writing a file that would hang, and the
-/// independent simulator agrees that forcing the plan through would deadlock.
-#[test]
-fn a_schedule_that_would_deadlock_is_refused() {
-    let text = std::fs::read_to_string(repo().join("examples/cube-rotated-hd.ron")).unwrap();
-    let schedule = compile(&text);
-    assert_eq!(schedule.schedule().phases[0].algorithm, "rotated-hd");
-    let options = Options {
-        phase: Some("grads".to_string()),
-    };
-    match msccl::to_xml(&schedule, &options) {
-        Err(MscclError::Deadlock { phase, stuck }) => {
-            assert_eq!(phase, "grads");
-            assert!(stuck.starts_with("gpu 0 tb 0 at step 1"), "{stuck}");
-        }
-        other => panic!("expected a deadlock refusal, got {other:?}"),
-    }
 }

@@ -18,8 +18,11 @@
 //! - **Thread blocks and channels.** Each directed connection (sender, receiver, route) gets
 //!   one sending and one receiving thread block. At each node, an incoming connection is paired
 //!   with the outgoing one that most often forwards what it received one step later; the pair
-//!   shares a thread block. The chains of paired connections are our logical rings, and each
-//!   chain is its own channel.
+//!   shares a thread block. The chains of paired connections are our logical rings; each takes
+//!   the lowest channel the runtimes' rules allow (one thread block per peer, direction and
+//!   channel), so rings that share no peer share a channel. A phase whose thread blocks would
+//!   run more than [`MAX_STEPS`] steps is cut into windows of BSP steps, each window with
+//!   thread blocks and channels of its own.
 //! - **Steps.** BSP step `k` → steps in BSP order. A receive in step `k` of a chunk that the same
 //!   thread block sends on in step `k + 1` is fused: `rcs` (store and forward), `rrcs` (reduce,
 //!   store, forward), or `rrs` (reduce and forward) when the stored value would never be read.
@@ -34,10 +37,12 @@
 //! allgather whose ranks do not own equal shares; allreduce and reduce-scatter with op mean
 //! (MSCCL takes the op from the call: export the phase compiled with op Sum and call it with
 //! `ncclAvg`); more than one phase without a choice; and
-//! anything beyond the runtimes' limits ([`MAX_STEPS`] steps per thread block, 16-bit offsets,
+//! anything beyond the runtimes' limits ([`MAX_STEPS`] steps per thread block even when cut,
+//! [`MAX_CHANNELS`] channels, 16-bit offsets,
 //! [`MAX_TBS_PER_CHANNEL`], dependency ids up to [`MAX_DEPID`], [`MAX_ELEMENTS_PER_RANK`]).
 
 mod layout;
+mod limits;
 mod ops;
 mod plan;
 
@@ -523,201 +528,14 @@ pub fn build(schedule: &VerifiedSchedule, options: &Options) -> Result<Algo, Msc
             .max(windows + 1)
             .min(phase.steps);
     };
-    check_limits(&algo, &phase.name)?;
-    check_progress(&algo, &phase.name)?;
+    limits::check_limits(&algo, &phase.name)?;
+    limits::check_progress(&algo, &phase.name)?;
     Ok(algo)
-}
-
-/// Runs the thread blocks as MSCCL would, each connection holding at most one message, and
-/// refuses the algorithm if they can get stuck. The blocks are fixed sequences of blocking
-/// sends and receives, so whether they finish does not depend on the order they run in: one
-/// run that finishes proves every run does.
-fn check_progress(algo: &Algo, phase: &str) -> Result<(), MscclError> {
-    use std::collections::BTreeMap;
-    let receives = |k: StepKind| {
-        matches!(
-            k,
-            StepKind::Recv
-                | StepKind::RecvCopySend
-                | StepKind::RecvReduceSend
-                | StepKind::RecvReduceCopy
-                | StepKind::RecvReduceCopySend
-        )
-    };
-    let sends = |k: StepKind| {
-        matches!(
-            k,
-            StepKind::Send
-                | StepKind::RecvCopySend
-                | StepKind::RecvReduceSend
-                | StepKind::RecvReduceCopySend
-        )
-    };
-    // Messages waiting on each (from rank, to rank, channel).
-    let mut queued: BTreeMap<(u32, u32, u32), usize> = BTreeMap::new();
-    let mut done: Vec<Vec<usize>> = algo.gpus.iter().map(|g| vec![0; g.tbs.len()]).collect();
-    // Whether the current step's receive has happened (a step receives before it sends).
-    let mut received: Vec<Vec<bool>> = algo.gpus.iter().map(|g| vec![false; g.tbs.len()]).collect();
-    loop {
-        let mut progress = false;
-        for (g, gpu) in algo.gpus.iter().enumerate() {
-            for (t, tb) in gpu.tbs.iter().enumerate() {
-                while let Some(step) = tb.steps.get(done[g][t]) {
-                    if let Some(dep) = step.dep {
-                        if done[g]
-                            .get(dep.tb as usize)
-                            .is_none_or(|&d| d <= dep.step as usize)
-                        {
-                            break;
-                        }
-                    }
-                    let inbox = tb.recv.map(|from| (from, gpu.rank, tb.chan));
-                    let outbox = tb.send.map(|to| (gpu.rank, to, tb.chan));
-                    if receives(step.kind) && !received[g][t] {
-                        let Some(k) = inbox else { break };
-                        match queued.get_mut(&k) {
-                            Some(n) if *n > 0 => *n -= 1,
-                            _ => break,
-                        }
-                        received[g][t] = true;
-                        progress = true;
-                    }
-                    if sends(step.kind) {
-                        let Some(k) = outbox else { break };
-                        let n = queued.entry(k).or_default();
-                        if *n >= 1 {
-                            break;
-                        }
-                        *n += 1;
-                    }
-                    received[g][t] = false;
-                    done[g][t] += 1;
-                    progress = true;
-                }
-            }
-        }
-        if !progress {
-            break;
-        }
-    }
-    let stuck: Vec<String> = algo
-        .gpus
-        .iter()
-        .enumerate()
-        .flat_map(|(g, gpu)| {
-            let done = &done[g];
-            gpu.tbs
-                .iter()
-                .enumerate()
-                .filter(move |(t, tb)| done[*t] < tb.steps.len())
-                .map(move |(t, _)| format!("gpu {} tb {t} at step {}", gpu.rank, done[t]))
-        })
-        .collect();
-    if stuck.is_empty() {
-        return Ok(());
-    }
-    let shown = stuck.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
-    let more = if stuck.len() > 4 {
-        format!(" and {} more", stuck.len() - 4)
-    } else {
-        String::new()
-    };
-    Err(MscclError::Deadlock {
-        phase: phase.to_string(),
-        stuck: format!("{shown}{more}"),
-    })
 }
 
 /// Exports one phase of a verified schedule as MSCCL algorithm XML.
 pub fn to_xml(schedule: &VerifiedSchedule, options: &Options) -> Result<String, MscclError> {
     Ok(build(schedule, options)?.to_xml())
-}
-
-/// The runtimes' limits, checked on the finished algorithm.
-fn check_limits(algo: &Algo, phase: &str) -> Result<(), MscclError> {
-    if algo.nchannels > MAX_CHANNELS {
-        if let Some(gpu) = algo
-            .gpus
-            .iter()
-            .find(|g| g.tbs.iter().any(|t| t.chan + 1 == algo.nchannels))
-        {
-            return Err(MscclError::TooManyChannels {
-                phase: phase.to_string(),
-                needed: algo.nchannels,
-                node: gpu.node.clone(),
-                rank: gpu.rank,
-            });
-        }
-    }
-    for gpu in &algo.gpus {
-        let node = || gpu.node.clone();
-        for (id, tb) in gpu.tbs.iter().enumerate() {
-            if tb.steps.len() > MAX_STEPS {
-                return Err(MscclError::TooManySteps {
-                    phase: phase.to_string(),
-                    node: node(),
-                    rank: gpu.rank,
-                    tb: id,
-                    chan: tb.chan,
-                    steps: tb.steps.len(),
-                });
-            }
-            for step in &tb.steps {
-                if let Some(dep) = step.dep {
-                    if dep.tb as usize > MAX_DEPID {
-                        return Err(MscclError::DependencyTooFar {
-                            phase: phase.to_string(),
-                            node: node(),
-                            rank: gpu.rank,
-                            tb: dep.tb as usize,
-                        });
-                    }
-                }
-            }
-        }
-        for chan in 0..algo.nchannels {
-            for (direction, count) in [
-                (
-                    "send",
-                    gpu.tbs
-                        .iter()
-                        .filter(|t| t.chan == chan && t.send.is_some())
-                        .count(),
-                ),
-                (
-                    "receive",
-                    gpu.tbs
-                        .iter()
-                        .filter(|t| t.chan == chan && t.recv.is_some())
-                        .count(),
-                ),
-            ] {
-                if count > MAX_TBS_PER_CHANNEL {
-                    return Err(MscclError::TooManyThreadBlocks {
-                        phase: phase.to_string(),
-                        node: node(),
-                        rank: gpu.rank,
-                        chan,
-                        direction,
-                        count,
-                    });
-                }
-            }
-        }
-        let count = 1
-            + algo.gpus.len()
-            + gpu.tbs.len()
-            + gpu.tbs.iter().map(|t| t.steps.len()).sum::<usize>();
-        if count > MAX_ELEMENTS_PER_RANK {
-            return Err(MscclError::TooManyElements {
-                phase: phase.to_string(),
-                node: node(),
-                rank: gpu.rank,
-                count,
-            });
-        }
-    }
-    Ok(())
 }
 
 impl Algo {

@@ -154,10 +154,8 @@ pub fn read(
         if !in_matrix {
             continue;
         }
-        let ws = words(line, line_offset);
         let whole = line_offset..line_offset + line.len();
-        let i = rows.len();
-        let Some(expected) = devices.get(i) else {
+        if rows.len() == n {
             problems.push(
                 problem(
                     whole,
@@ -167,66 +165,16 @@ pub fn read(
                 .hint("each device of the header has exactly one row"),
             );
             break;
-        };
-        if ws[0].0 != expected.0 {
-            problems.push(also(
-                problem(
-                    ws[0].1.clone(),
-                    format!(
-                        "row {} is `{}`, but the header's device {} is `{}`",
-                        i + 1,
-                        ws[0].0,
-                        i + 1,
-                        expected.0
-                    ),
-                    "expected the devices in the header's order",
-                ),
-                expected.1.clone(),
-                "named here in the header",
-            ));
-            rows.push(Row {
-                rels: Vec::new(),
-                affinity: None,
-            });
-            continue;
         }
-        let rest = &ws[1..];
-        let run = rest
-            .iter()
-            .take_while(|(w, _)| relation(w).is_some())
-            .count();
-        if run != n {
-            let bad = rest.get(run).filter(|(w, _)| {
-                run < n && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && *w != "N/A"
+        let row =
+            read_row(words(line, line_offset), whole, &devices, rows.len()).unwrap_or_else(|p| {
+                problems.push(p);
+                Row {
+                    rels: Vec::new(),
+                    affinity: None,
+                }
             });
-            match bad {
-                Some((w, r)) => problems.push(
-                    problem(r.clone(), format!("unknown relation `{w}` in row `{}`", ws[0].0), "not X, NV#, PIX, PXB, PHB, NODE or SYS")
-                        .hint("the legend of `nvidia-smi topo -m` lists X, NV#, PIX, PXB, PHB, NODE and SYS"),
-                ),
-                None => problems.push(problem(
-                    whole,
-                    format!("row `{}` has {run} entries, but the header names {n} devices", ws[0].0),
-                    "wrong length",
-                )),
-            }
-            rows.push(Row {
-                rels: Vec::new(),
-                affinity: None,
-            });
-            continue;
-        }
-        let rels: Vec<(Rel, Range<usize>)> = rest[..n]
-            .iter()
-            .filter_map(|(w, r)| relation(w).map(|x| (x, r.clone())))
-            .collect();
-        let after: Vec<&str> = rest[n..].iter().map(|(w, _)| *w).collect();
-        let affinity = match after.as_slice() {
-            [_, numa, ..] if *numa != "N/A" => Some(format!("numa {numa}")),
-            [cpu, ..] if *cpu != "N/A" => Some(format!("cpus {cpu}")),
-            _ => None,
-        };
-        rows.push(Row { rels, affinity });
+        rows.push(row);
     }
     if rows.len() < n && problems.is_empty() {
         problems.push(problem(
@@ -249,6 +197,90 @@ pub fn read(
         })
         .collect();
     let is_gpu: Vec<bool> = names.iter().map(|n| n.starts_with("gpu")).collect();
+    let problems = check_pairs(&devices, &rows, &is_gpu);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(build(
+        name,
+        source_name,
+        &names,
+        &is_gpu,
+        &rows,
+        generations,
+    ))
+}
+
+/// Row `i` of the matrix: its relations (one per device of the header) and its affinity.
+fn read_row(
+    ws: Vec<(&str, Range<usize>)>,
+    whole: Range<usize>,
+    devices: &[(&str, Range<usize>)],
+    i: usize,
+) -> Result<Row, Problem> {
+    let n = devices.len();
+    let expected = &devices[i];
+    if ws[0].0 != expected.0 {
+        return Err(also(
+            problem(
+                ws[0].1.clone(),
+                format!(
+                    "row {} is `{}`, but the header's device {} is `{}`",
+                    i + 1,
+                    ws[0].0,
+                    i + 1,
+                    expected.0
+                ),
+                "expected the devices in the header's order",
+            ),
+            expected.1.clone(),
+            "named here in the header",
+        ));
+    }
+    let rest = &ws[1..];
+    let run = rest
+        .iter()
+        .take_while(|(w, _)| relation(w).is_some())
+        .count();
+    if run != n {
+        let bad = rest.get(run).filter(|(w, _)| {
+            run < n && w.chars().next().is_some_and(|c| c.is_ascii_alphabetic()) && *w != "N/A"
+        });
+        return Err(match bad {
+            Some((w, r)) => problem(
+                r.clone(),
+                format!("unknown relation `{w}` in row `{}`", ws[0].0),
+                "not X, NV#, PIX, PXB, PHB, NODE or SYS",
+            )
+            .hint("the legend of `nvidia-smi topo -m` lists X, NV#, PIX, PXB, PHB, NODE and SYS"),
+            None => problem(
+                whole,
+                format!(
+                    "row `{}` has {run} entries, but the header names {n} devices",
+                    ws[0].0
+                ),
+                "wrong length",
+            ),
+        });
+    }
+    let rels: Vec<(Rel, Range<usize>)> = rest[..n]
+        .iter()
+        .filter_map(|(w, r)| relation(w).map(|x| (x, r.clone())))
+        .collect();
+    let after: Vec<&str> = rest[n..].iter().map(|(w, _)| *w).collect();
+    let affinity = match after.as_slice() {
+        [_, numa, ..] if *numa != "N/A" => Some(format!("numa {numa}")),
+        [cpu, ..] if *cpu != "N/A" => Some(format!("cpus {cpu}")),
+        _ => None,
+    };
+    Ok(Row { rels, affinity })
+}
+
+/// What a matrix must hold between every two devices: `X` on the diagonal only, the same
+/// relation both ways, and NVLink only between GPUs.
+fn check_pairs(devices: &[(&str, Range<usize>)], rows: &[Row], is_gpu: &[bool]) -> Vec<Problem> {
+    let n = devices.len();
+    let mut problems = Vec::new();
     for i in 0..n {
         for j in 0..n {
             let (a, at) = rows[i].rels[j].clone();
@@ -280,17 +312,7 @@ pub fn read(
             }
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    Ok(build(
-        name,
-        source_name,
-        &names,
-        &is_gpu,
-        &rows,
-        generations,
-    ))
+    problems
 }
 
 /// The machine from a checked matrix.

@@ -24,6 +24,41 @@ mod read;
 
 pub use read::{check_structure, parse, Algo};
 
+/// The interleavings every file is run under.
+pub const POLICIES: [Policy; 5] = [
+    Policy::RunAhead,
+    Policy::RunAheadReversed,
+    Policy::Random(1),
+    Policy::Random(2),
+    Policy::Random(3),
+];
+
+/// Everything the checker knows, on one file: it must read, pass every structural rule, be
+/// allowed in both call modes, and in both modes, under every policy with FIFOs of a single
+/// message, run to the end and leave every rank with the collective's result. Returns the
+/// algorithm, or the first thing wrong with it, prefixed by `case`.
+pub fn check_file(case: &str, xml: &str) -> Result<Algo, String> {
+    let algo = parse(xml).map_err(|e| format!("{case}: unreadable: {e}"))?;
+    let problems = check_structure(&algo);
+    if !problems.is_empty() {
+        return Err(format!("{case}: {problems:#?}"));
+    }
+    if !(algo.inplace && algo.outofplace) {
+        return Err(format!("{case}: not valid for both call modes"));
+    }
+    for mode in [Mode::OutOfPlace, Mode::InPlace] {
+        for policy in POLICIES {
+            let outcome = simulate(&algo, mode, policy, 1)
+                .map_err(|e| format!("{case} {mode:?} {policy:?}: {e}"))?;
+            let wrong = check_result(&algo, &outcome);
+            if !wrong.is_empty() {
+                return Err(format!("{case} {mode:?} {policy:?}: {wrong:#?}"));
+            }
+        }
+    }
+    Ok(algo)
+}
+
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;

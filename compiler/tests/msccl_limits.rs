@@ -1,0 +1,87 @@
+//! MSCCL export at the runtimes' limits: a phase too long for one thread block per connection
+//! is cut into windows, each with thread blocks and channels of its own, and still passes the
+//! strict checker (`msccl_sim`); a phase that would deadlock as thread blocks is refused.
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+mod msccl_sim;
+
+use std::path::{Path, PathBuf};
+use topoc::emit::msccl::{self, MscclError, Options};
+
+const RING4: &str = r#"Topology(
+    name: "ring-4",
+    machine: Ring(nodes: 4, link: (bandwidth_gbps: 100.0, latency_us: 1.0)),
+    phases: [
+        Exchange(name: "grads", collective: AllReduce, op: Sum, dtype: F32, elements: 4096,
+            algorithm: "ring"),
+    ],
+)"#;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+fn compile(source: &str) -> schedule_ir::VerifiedSchedule {
+    match topoc::compile(source, &topoc::Options::default()) {
+        Ok(c) => c.schedule,
+        Err(e) => panic!("does not compile: {e:?}"),
+    }
+}
+
+fn round_trip(case: &str, xml: &str) -> msccl_sim::Algo {
+    msccl_sim::check_file(case, xml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn export(schedule: &schedule_ir::VerifiedSchedule) -> String {
+    msccl::to_xml(schedule, &Options::default()).unwrap_or_else(|e| panic!("exports: {e}"))
+}
+
+/// A ring of 34 needs 2·33 + 1 = 67 steps per thread block, more than the runtimes run: the
+/// export cuts the phase's steps into windows, each with its own thread blocks and channels,
+/// and the result passes the strict checker and computes the allreduce.
+#[test]
+fn long_rings_are_cut_into_shorter_thread_blocks() {
+    let long = RING4.replace("Ring(nodes: 4", "Ring(nodes: 34");
+    let xml = export(&compile(&long));
+    let algo = round_trip("ring34", &xml);
+    let longest = algo
+        .gpus
+        .iter()
+        .flat_map(|g| g.tbs.iter().map(|t| t.steps.len()))
+        .max()
+        .unwrap();
+    assert!(longest <= 64, "{longest}");
+    assert!(
+        algo.nchannels >= 2 && algo.nchannels <= 32,
+        "{}",
+        algo.nchannels
+    );
+    assert!(
+        algo.gpus.iter().all(|g| g.tbs.len() >= 4),
+        "two windows per ring direction"
+    );
+}
+
+/// The dimension-rotated halving-doubling on the cube is a valid schedule for our BSP runtime,
+/// but as MSCCL thread blocks (one per connection, steps in a fixed order) its exchanges wait
+/// for each other; the export refuses it instead of writing a file that would hang, and the
+/// independent simulator agrees that forcing the plan through would deadlock.
+#[test]
+fn a_schedule_that_would_deadlock_is_refused() {
+    let text = std::fs::read_to_string(repo().join("examples/cube-rotated-hd.ron")).unwrap();
+    let schedule = compile(&text);
+    assert_eq!(schedule.schedule().phases[0].algorithm, "rotated-hd");
+    let options = Options {
+        phase: Some("grads".to_string()),
+    };
+    match msccl::to_xml(&schedule, &options) {
+        Err(MscclError::Deadlock { phase, stuck }) => {
+            assert_eq!(phase, "grads");
+            assert!(stuck.starts_with("gpu 0 tb 0 at step 1"), "{stuck}");
+        }
+        other => panic!("expected a deadlock refusal, got {other:?}"),
+    }
+}
