@@ -85,3 +85,45 @@ fn a_schedule_that_would_deadlock_is_refused() {
         other => panic!("expected a deadlock refusal, got {other:?}"),
     }
 }
+
+/// A small dragonfly: `g` groups of `a` routers, fully connected inside a group, every two groups
+/// joined by one global link; every router is a GPU.
+fn dragonfly(g: usize, a: usize) -> String {
+    let mut nodes = Vec::new();
+    let mut links = Vec::new();
+    for i in 0..g {
+        for j in 0..a {
+            nodes.push(format!("\"r{i}.{j}\""));
+            for k in j + 1..a {
+                links.push((format!("r{i}.{j}"), format!("r{i}.{k}")));
+            }
+        }
+    }
+    for i in 0..g {
+        for k in i + 1..g {
+            links.push((format!("r{i}.{}", (k - 1) % a), format!("r{k}.{}", i % a)));
+        }
+    }
+    let links: Vec<String> = links
+        .iter()
+        .enumerate()
+        .map(|(n, (x, y))| format!("(id: \"L{n}\", between: (\"{x}\", \"{y}\"))"))
+        .collect();
+    format!(
+        "Topology(name: \"dragonfly\", machine: Graph(nodes: [{}], links: [{}]), phases: [\
+         Exchange(name: \"grads\", collective: AllReduce, op: Sum, dtype: F32, elements: 65536)])",
+        nodes.join(", "),
+        links.join(", ")
+    )
+}
+
+/// Before channels were packed under the runtimes' rules, every chain of thread blocks had a
+/// channel of its own, and a small dragonfly asked for hundreds; packed, it fits in a channel
+/// or two and passes the strict checker.
+#[test]
+fn a_dragonfly_fits_in_few_channels() {
+    let xml = export(&compile(&dragonfly(5, 4)));
+    let algo = round_trip("dragonfly 5×4", &xml);
+    assert_eq!(algo.ngpus, 20);
+    assert!(algo.nchannels <= 2, "{} channels", algo.nchannels);
+}
