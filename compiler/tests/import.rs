@@ -248,8 +248,9 @@ fn topoc(args: &[&str], dir: &Path) -> std::process::Output {
         .unwrap()
 }
 
-/// The commands of `docs/import.md`'s first `sh` block run as written, and `topoc check` and
-/// `topoc compile` accept what they write; a bad input writes nothing.
+/// The commands of `docs/import.md`'s first `sh` block and of the README's import section run
+/// as written, `topoc check` accepts what they write, and `topoc import --help` shows the first;
+/// a bad input writes nothing.
 #[test]
 fn the_documented_commands_work() {
     let docs = std::fs::read_to_string(repo().join("docs/import.md")).unwrap();
@@ -258,9 +259,20 @@ fn the_documented_commands_work() {
         .nth(1)
         .and_then(|b| b.split("```").next())
         .expect("docs/import.md has a sh block");
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = readme
+        .split("## Importing a real node")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the README's import section has a sh block");
     let dir = tempfile::tempdir().unwrap();
     let mut ran = 0;
-    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+    for line in block
+        .lines()
+        .chain(section.lines())
+        .filter(|l| !l.trim().is_empty())
+    {
         let args: Vec<String> = line
             .split_whitespace()
             .skip(1)
@@ -280,9 +292,13 @@ fn the_documented_commands_work() {
         }
         ran += 1;
     }
-    assert!(ran >= 3, "{ran}");
+    assert!(ran >= 7, "{ran}");
     let help = topoc(&["import", "--help"], dir.path());
-    assert!(String::from_utf8_lossy(&help.stdout).contains("nvidia-smi"));
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains(block.lines().next().unwrap()),
+        "the help shows the first documented command:\n{help}"
+    );
 
     let bad = repo().join("compiler/tests/data/import/bad/smi-short-row.txt");
     let out = dir.path().join("bad.ron");
