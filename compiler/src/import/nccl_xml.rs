@@ -34,7 +34,12 @@ struct Listed {
     tclass_at: Range<usize>,
 }
 
+/// PCIe trees are a few levels deep; deeper nesting is refused before it can exhaust the stack.
+const MAX_DEPTH: usize = 32;
+
 struct Reader {
+    /// `<pci>` levels above the element being read.
+    depth: usize,
     machine: Machine,
     problems: Vec<Problem>,
     /// GPU bus id → (name, NVLink kind, its CPU socket).
@@ -60,6 +65,7 @@ pub fn read(source: &str, name: &str, source_name: &str) -> Result<Machine, Vec<
         }
     };
     let mut reader = Reader {
+        depth: 0,
         machine: Machine {
             name: name.to_string(),
             source: source_name.to_string(),
@@ -199,6 +205,14 @@ impl Reader {
     }
 
     fn pci<'a>(&mut self, node: Node<'a, '_>, parent: &str, cpu: &str, inherited: LinkKind) {
+        if self.depth == MAX_DEPTH {
+            self.problems.push(problem(
+                node.range().start..node.range().start,
+                format!("<pci> elements nested more than {MAX_DEPTH} deep"),
+                "too deep",
+            ));
+            return;
+        }
         let Some(busid) = self.attr(node, "busid") else {
             return;
         };
@@ -213,7 +227,9 @@ impl Reader {
             let name = format!("pcie-{}", busid.to_ascii_lowercase());
             self.machine.switches.push(name.clone());
             self.link(parent, &name, kind, 1, scale);
+            self.depth += 1;
             self.below(node, &name, cpu, kind);
+            self.depth -= 1;
         }
     }
 
