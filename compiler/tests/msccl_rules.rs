@@ -195,6 +195,20 @@ fn each_rule_has_a_file_that_breaks_it() {
             "gpu 0 tb 1 step 0: waits for tb 0 step 1, which has hasdep=0",
         ),
         (
+            "no waiting for a nop, which the runtime never signals",
+            changed(
+                "<step s=\"2\" type=\"r\" srcbuf=\"o\" srcoff=\"1\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>",
+                0,
+                "<step s=\"2\" type=\"r\" srcbuf=\"o\" srcoff=\"1\" dstbuf=\"o\" dstoff=\"1\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n      <step s=\"3\" type=\"nop\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"0\" depid=\"1\" deps=\"0\" hasdep=\"1\"/>",
+            )
+            .replacen(
+                "depid=\"0\" deps=\"1\" hasdep=\"0\"/>",
+                "depid=\"0\" deps=\"1\" hasdep=\"1\"/>\n      <step s=\"1\" type=\"cpy\" srcbuf=\"o\" srcoff=\"0\" dstbuf=\"s\" dstoff=\"0\" cnt=\"1\" depid=\"0\" deps=\"3\" hasdep=\"0\"/>",
+                1,
+            ),
+            "gpu 0 tb 1 step 1: waits for tb 0 step 3, a nop, which never signals",
+        ),
+        (
             "hasdep only where another waits",
             changed("hasdep=\"0\"", 3, "hasdep=\"1\""),
             "gpu 1 tb 0 step 0: hasdep=1 but nobody waits",

@@ -431,6 +431,11 @@ fn check_steps(algo: &Algo, gpu: &Gpu, tb: &Tb, errors: &mut Vec<String>) {
                 )),
                 None => errors.push(format!("{at}: depid {} does not exist", st.depid)),
                 Some(other) => match other.steps.get(st.deps as usize) {
+                    // The runtime sets a thread block's flag only at steps it executes.
+                    Some(target) if st.deps >= 0 && target.ty == "nop" => errors.push(format!(
+                        "{at}: waits for tb {} step {}, a nop, which never signals",
+                        st.depid, st.deps
+                    )),
                     Some(target) if st.deps >= 0 && target.hasdep => {}
                     Some(_) if st.deps >= 0 => errors.push(format!(
                         "{at}: waits for tb {} step {}, which has hasdep=0",
