@@ -26,8 +26,8 @@ use schedule_ir::{Collective, DType, Instr, ReduceOp, Schedule};
 use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use topoc::lower::ring::PhaseSpec;
 use topoc::lower::Knobs;
+use topoc::lower::PhaseSpec;
 
 const ELEMENTS: u64 = 16_777_216;
 

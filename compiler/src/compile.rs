@@ -7,7 +7,7 @@
 
 use crate::diag::Problem;
 use crate::embed::{EmbedError, Ring};
-use crate::lower::{halving_doubling, ring, Knobs, Lowered, Method};
+use crate::lower::{halving_doubling, Knobs, Lowered, Method, PhaseSpec};
 use crate::machine::{self, Machine};
 use crate::path;
 use crate::topology::ast::{CollectiveDecl, DTypeDecl, Exchange, OpDecl, PhaseDecl, TopologyFile};
@@ -178,10 +178,7 @@ fn too_large_to_prove(machine: &Machine, errors: schedule_ir::VerifyErrors) -> E
 
 /// The BSP program: the file's compute and exchange phases in order, or, when it declares no
 /// exchange, its compute phases followed by the default exchange phase.
-fn program(
-    file: &TopologyFile,
-    exchanges: &[(Path, Exchange, ring::PhaseSpec)],
-) -> Vec<ProgramItem> {
+fn program(file: &TopologyFile, exchanges: &[(Path, Exchange, PhaseSpec)]) -> Vec<ProgramItem> {
     let mut items: Vec<ProgramItem> = file
         .phases
         .iter()
@@ -208,7 +205,7 @@ fn program(
 fn exchanges(
     file: &TopologyFile,
     machine: &Machine,
-) -> Result<Vec<(Path, Exchange, ring::PhaseSpec)>, Vec<Problem>> {
+) -> Result<Vec<(Path, Exchange, PhaseSpec)>, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut out = Vec::new();
     let mut names: BTreeMap<String, Path> = BTreeMap::new();
@@ -273,7 +270,7 @@ fn exchanges(
                 continue;
             }
         };
-        let spec = ring::PhaseSpec {
+        let spec = PhaseSpec {
             name: e.name.clone(),
             collective,
             op: match e.op {
@@ -322,7 +319,7 @@ fn example_names(machine: &Machine) -> String {
 fn lower_phase(
     machine: &Machine,
     at: &Path,
-    spec: &ring::PhaseSpec,
+    spec: &PhaseSpec,
     wanted: &str,
     knobs: &Knobs,
 ) -> Result<(schedule_ir::Phase, PhaseNote), Problem> {
@@ -477,7 +474,7 @@ fn lower_phase(
 /// a schedule refused for its size.
 fn cheapest(
     machine: &Machine,
-    spec: &ring::PhaseSpec,
+    spec: &PhaseSpec,
     knobs: &Knobs,
     refusals: &mut Vec<(Method, EmbedError)>,
     too_large: &mut Option<u64>,
@@ -562,7 +559,7 @@ fn cheapest(
 
 /// The phase a method lowered, with its note.
 fn noted(
-    spec: &ring::PhaseSpec,
+    spec: &PhaseSpec,
     method: Method,
     reason: String,
     lowered: Lowered,

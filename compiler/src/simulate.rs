@@ -8,7 +8,7 @@
 //! `trees`, whose pipeline depth is chosen for the phase's vector) is lowered again for every
 //! size, and each of those schedules verified, as compiling a file declaring that size would.
 
-use crate::lower::ring::PhaseSpec;
+use crate::lower::PhaseSpec;
 use crate::lower::{Knobs, Method};
 use crate::{compile, Options};
 use schedule_ir::cost::{self, Bound, Estimate};

@@ -5,7 +5,7 @@
 
 use schedule_ir::{Collective, DType, Schedule, VerifiedSchedule, FORMAT_VERSION};
 use topoc::lower::cube_planes::{self, Variant};
-use topoc::lower::ring::PhaseSpec;
+use topoc::lower::PhaseSpec;
 use topoc::trial;
 
 /// Bytes per second of one direction of a 100 Gbit/s link.

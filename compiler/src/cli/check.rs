@@ -83,8 +83,8 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
 }
 
 /// A small allreduce to see whether a structured method applies.
-fn probe() -> topoc::lower::ring::PhaseSpec {
-    topoc::lower::ring::PhaseSpec {
+fn probe() -> topoc::lower::PhaseSpec {
+    topoc::lower::PhaseSpec {
         name: "probe".to_string(),
         collective: schedule_ir::Collective::AllReduce,
         op: schedule_ir::ReduceOp::Sum,

@@ -71,8 +71,8 @@
 //! Only allreduce is lowered: each phase-2 design ends with all nodes holding the result, so a
 //! reduce-scatter or allgather on its own is refused (use `rotated-hd`).
 
-use super::ring::{even_chunks, PhaseSpec};
-use super::steps::{assemble, link_between, Transfer};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, even_chunks, link_between, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::hypercube::CubeLayout;
 use crate::machine::{Machine, Shape};
@@ -226,19 +226,13 @@ impl<'a> Cube<'a> {
         to: NodeId,
         chunks: Vec<ChunkId>,
         mode: RecvMode,
-    ) -> Result<Transfer, EmbedError> {
+    ) -> Result<Move, EmbedError> {
         let link = self.links[from.index()][to.index()].ok_or_else(|| missing(to))?;
-        Ok(Transfer {
-            from,
-            to,
-            link,
-            chunks,
-            mode,
-        })
+        Ok(Move::data(from, to, vec![link], chunks, mode))
     }
 
     /// Every BSP step's transfers for `choice` and `variant`.
-    fn steps(&self, choice: &Choice, variant: Variant) -> Result<Vec<Vec<Transfer>>, EmbedError> {
+    fn steps(&self, choice: &Choice, variant: Variant) -> Result<Vec<Vec<Move>>, EmbedError> {
         let faces = self.layout.faces.len();
         let rings: Vec<[NodeId; 4]> = (0..faces).map(|f| self.ring(f, choice)).collect();
         let chunk = |f: usize, j: usize| ChunkId::new(4 * (f / 2) + j % 4);
@@ -267,7 +261,7 @@ impl<'a> Cube<'a> {
             steps.push(step);
         }
         // Phase 2 and, for 400, phase 3: per face, per node on it.
-        let per_face = |make: &dyn Fn(usize, NodeId) -> Result<Transfer, EmbedError>| {
+        let per_face = |make: &dyn Fn(usize, NodeId) -> Result<Move, EmbedError>| {
             let mut step = Vec::new();
             for (f, face) in self.layout.faces.iter().enumerate() {
                 for &x in &face.cycle {
@@ -332,16 +326,19 @@ fn missing(x: NodeId) -> EmbedError {
 /// Why `steps` is not a correct allreduce free of conflicts on `machine`, if it is not: a
 /// link direction used twice in a step, a contribution combined twice, or a node missing a
 /// contribution at the end. Contributions are tracked as sets of nodes per (node, chunk).
-pub fn check(machine: &Machine, chunks: usize, steps: &[Vec<Transfer>]) -> Option<String> {
+pub fn check(machine: &Machine, chunks: usize, steps: &[Vec<Move>]) -> Option<String> {
     let n = machine.node_count();
     let full: u64 = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
     let mut held: Vec<Vec<u64>> = (0..n).map(|x| vec![1u64 << (x % 64); chunks]).collect();
     for (k, step) in steps.iter().enumerate() {
         let mut used = std::collections::BTreeSet::new();
         for t in step {
-            let (a, _) = machine.endpoints(t.link);
-            if !used.insert((t.link, a == t.from)) {
-                return Some(format!("step {k}: link {} is used twice one way", t.link));
+            let &[link] = t.route.as_slice() else {
+                return Some(format!("step {k}: a transfer is not between neighbours"));
+            };
+            let (a, _) = machine.endpoints(link);
+            if !used.insert((link, a == t.from)) {
+                return Some(format!("step {k}: link {link} is used twice one way"));
             }
         }
         let before = held.clone();
@@ -469,7 +466,17 @@ pub fn lower_choice(
             owner: None,
         })
         .collect();
-    Ok(assemble(spec, algorithm, machine, chunks, &steps))
+    Ok(plan::assemble(
+        spec,
+        algorithm,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps: steps.into_iter().map(Step::of).collect(),
+            packing: Packing::AsGiven,
+        },
+    ))
 }
 
 /// The choice in words: `method 400; rings counter-clockwise from outside, starting abcd:a …`.

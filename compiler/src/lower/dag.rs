@@ -38,8 +38,9 @@
 //! transfer that reads the old value there, or run in the same step as the read at the latest
 //! (reads see the start-of-step state).
 
+use super::plan::{Move, Step};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, ChunkId, Instr, LinkId, NodeId, Program, RecvMode};
+use schedule_ir::{BufferId, ChunkId, LinkId, NodeId, RecvMode};
 use std::collections::HashMap;
 use std::fmt;
 use thiserror::Error;
@@ -67,23 +68,11 @@ impl fmt::Display for TransferId {
     }
 }
 
-/// One send and its matching receive.
+/// One transfer of the DAG: a move and what it waits for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transfer {
-    /// The sending compute node.
-    pub from: NodeId,
-    /// The receiving compute node.
-    pub to: NodeId,
-    /// The first link of the route; one end is `from`.
-    pub link: LinkId,
-    /// Further links of the route through switches; empty for a direct transfer.
-    pub via: Vec<LinkId>,
-    /// The buffer read on `from` and written on `to`.
-    pub buffer: BufferId,
-    /// The chunks carried.
-    pub chunks: Vec<ChunkId>,
-    /// What the receiver does with them.
-    pub mode: RecvMode,
+    /// What moves: between compute nodes, over a route of at least one link.
+    pub what: Move,
     /// Transfers that must land before this one starts.
     pub after: Vec<TransferId>,
     /// Pipeline position: the step from which the lowering would like the transfer's chain
@@ -136,9 +125,13 @@ pub fn directions(machine: &Machine, id: TransferId, t: &Transfer) -> Result<Vec
         transfer: id,
         detail,
     };
+    let t = &t.what;
+    if t.route.is_empty() {
+        return Err(bad("its route crosses no link".to_string()));
+    }
     let mut at = t.from;
-    let mut out = Vec::with_capacity(1 + t.via.len());
-    for &link in std::iter::once(&t.link).chain(&t.via) {
+    let mut out = Vec::with_capacity(t.route.len());
+    for &link in &t.route {
         if link.index() >= machine.link_count() {
             return Err(bad(format!("{link} does not exist")));
         }
@@ -246,7 +239,7 @@ pub fn schedule(
         let mut sends = 0u32;
         for &t in &ready {
             let key = SendKey::of(&transfers[t]);
-            let chunks = &transfers[t].chunks;
+            let chunks = &transfers[t].what.chunks;
             let joins = open.get_mut(&key).filter(|(_, room, carried)| {
                 *room > 0 && !chunks.iter().any(|c| carried.contains(c))
             });
@@ -307,21 +300,22 @@ pub fn schedule(
 struct SendKey<'a> {
     from: NodeId,
     to: NodeId,
-    link: LinkId,
-    via: &'a [LinkId],
-    buffer: BufferId,
+    route: &'a [LinkId],
+    src: BufferId,
+    dst: BufferId,
     reduce: bool,
 }
 
 impl<'a> SendKey<'a> {
     fn of(t: &'a Transfer) -> Self {
+        let m = &t.what;
         SendKey {
-            from: t.from,
-            to: t.to,
-            link: t.link,
-            via: &t.via,
-            buffer: t.buffer,
-            reduce: t.mode == RecvMode::Reduce,
+            from: m.from,
+            to: m.to,
+            route: &m.route,
+            src: m.src,
+            dst: m.dst,
+            reduce: m.mode == RecvMode::Reduce,
         }
     }
 }
@@ -393,20 +387,12 @@ fn levels(
     Ok((top, level))
 }
 
-/// The programs of `node_count` nodes running `transfers` at the steps of `timetable`. In
-/// every step a node issues its sends, then its receives, in the order of their first
-/// transfer; a merged send lists its chunks in transfer order. So receives that combine into
-/// the same chunk in one step do so in a fixed order.
-pub fn programs(node_count: usize, transfers: &[Transfer], timetable: &Timetable) -> Vec<Program> {
-    let steps = timetable.steps as usize;
-    let mut programs = vec![
-        Program {
-            steps: vec![Vec::new(); steps],
-        };
-        node_count
-    ];
-    // Per step: sends in order of their first transfer, each with its transfers.
-    let mut by_step: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); steps];
+/// The plan steps of `transfers` at the steps of `timetable`, one per BSP step: in each, the
+/// sends in the order of their first transfer, a merged send carrying its transfers' chunks in
+/// transfer order. So receives that combine into the same chunk in one step do so in a fixed
+/// order.
+pub fn steps(transfers: &[Transfer], timetable: &Timetable) -> Vec<Step> {
+    let mut by_step: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); timetable.steps as usize];
     for (t, (&s, &k)) in timetable.step.iter().zip(&timetable.send).enumerate() {
         let Some(list) = by_step.get_mut(s as usize) else {
             continue;
@@ -416,43 +402,24 @@ pub fn programs(node_count: usize, transfers: &[Transfer], timetable: &Timetable
             None => list.push((k, vec![t])),
         }
     }
-    for (s, list) in by_step.iter().enumerate() {
-        let merged: Vec<(&Transfer, Vec<ChunkId>)> = list
-            .iter()
-            .filter_map(|(_, members)| {
-                let first = transfers.get(*members.first()?)?;
-                let chunks = members
-                    .iter()
-                    .filter_map(|&t| transfers.get(t))
-                    .flat_map(|t| t.chunks.iter().copied())
-                    .collect();
-                Some((first, chunks))
-            })
-            .collect();
-        for (x, chunks) in &merged {
-            if let Some(p) = programs.get_mut(x.from.index()) {
-                p.steps[s].push(Instr::Send {
-                    link: x.link,
-                    via: x.via.clone(),
-                    to: x.to,
-                    buffer: x.buffer,
-                    chunks: chunks.clone(),
-                });
-            }
-        }
-        for (x, chunks) in merged {
-            if let Some(p) = programs.get_mut(x.to.index()) {
-                p.steps[s].push(Instr::Recv {
-                    link: x.via.last().copied().unwrap_or(x.link),
-                    from: x.from,
-                    buffer: x.buffer,
-                    chunks,
-                    mode: x.mode,
-                });
-            }
-        }
-    }
-    programs
+    by_step
+        .into_iter()
+        .map(|list| {
+            Step::of(
+                list.into_iter()
+                    .filter_map(|(_, members)| {
+                        let mut merged = transfers.get(*members.first()?)?.what.clone();
+                        merged.chunks = members
+                            .iter()
+                            .filter_map(|&t| transfers.get(t))
+                            .flat_map(|t| t.what.chunks.iter().copied())
+                            .collect();
+                        Some(merged)
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

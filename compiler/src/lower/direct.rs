@@ -13,8 +13,8 @@
 //! schedule can have. Where links differ in speed a step lasts as long as its slowest link, so
 //! on such machines `auto` weighs it against the balanced methods by estimate.
 
-use super::ring::{even_chunks, PhaseSpec};
-use super::steps::{assemble, link_between, Transfer};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, even_chunks, link_between, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::Machine;
 use schedule_ir::{Chunk, ChunkId, Collective, LinkId, Phase, RecvMode};
@@ -67,18 +67,18 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
             owner: Some(owner),
         })
         .collect();
-    let pairs = |mode: RecvMode, chunk_of: fn(usize, usize) -> usize| -> Vec<Transfer> {
+    let pairs = |mode: RecvMode, chunk_of: fn(usize, usize) -> usize| -> Vec<Move> {
         let mut step = Vec::with_capacity(p * p.saturating_sub(1));
         for (i, &from) in nodes.iter().enumerate() {
             for (j, &to) in nodes.iter().enumerate() {
                 if i != j {
-                    step.push(Transfer {
+                    step.push(Move::data(
                         from,
                         to,
-                        link: links[i][j],
-                        chunks: vec![ChunkId::new(chunk_of(i, j))],
+                        vec![links[i][j]],
+                        vec![ChunkId::new(chunk_of(i, j))],
                         mode,
-                    });
+                    ));
                 }
             }
         }
@@ -92,7 +92,17 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
         Collective::AllGather => vec![gather()],
         _ => vec![scatter(), gather()],
     };
-    Ok(assemble(spec, algorithm, machine, chunks, &steps))
+    Ok(plan::assemble(
+        spec,
+        algorithm,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps: steps.into_iter().map(Step::of).collect(),
+            packing: Packing::AsGiven,
+        },
+    ))
 }
 
 #[cfg(test)]

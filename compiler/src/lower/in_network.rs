@@ -25,12 +25,11 @@
 //! the ranks like any other schedule. Reducing in the leaf switches and the spine of a
 //! two-level fabric is not done yet.
 
-use super::ring::{even_chunks, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, even_chunks, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{
-    BufferId, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
-};
+use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
 
 /// A host: its NIC, the NIC's link to its switch, and its ranks with their links to the NIC.
 pub(super) type Host = (NodeId, LinkId, Vec<(NodeId, LinkId)>);
@@ -183,39 +182,13 @@ pub fn lower(
     let batches = segments.div_ceil(batch);
     let steps = (batches - 1) * stride + 4;
 
-    let mut programs: Vec<Program> = (0..machine.node_count())
-        .map(|i| {
-            let id = NodeId::new(i);
-            let runs = machine.node(id).kind == NodeKind::Compute
-                || id == switch
-                || l.hosts.iter().any(|h| h.0 == id);
-            Program {
-                steps: if runs {
-                    vec![Vec::new(); steps]
-                } else {
-                    Vec::new()
-                },
-            }
-        })
-        .collect();
-    let data = BufferId(0);
-    let mut put = |node: NodeId, step: usize, instr: Instr| {
-        programs[node.index()].steps[step].push(instr);
-    };
-    let send = |link, to, chunks: &[ChunkId]| Instr::Send {
-        link,
-        via: Vec::new(),
-        to,
-        buffer: data,
-        chunks: chunks.to_vec(),
-    };
-    let recv = |link, from, chunks: &[ChunkId], mode| Instr::Recv {
-        link,
-        from,
-        buffer: data,
-        chunks: chunks.to_vec(),
-        mode,
-    };
+    let mut plan_steps: Vec<Step> = vec![Step::default(); steps];
+    let mut put =
+        |step: usize, from: NodeId, to: NodeId, link: LinkId, chunks: &[ChunkId], mode| {
+            plan_steps[step]
+                .moves
+                .push(Move::data(from, to, vec![link], chunks.to_vec(), mode));
+        };
     let first_or = |first: bool| {
         if first {
             RecvMode::Store
@@ -230,23 +203,13 @@ pub fn lower(
         let t = g * stride;
         for (h, (nic, up, ranks)) in l.hosts.iter().enumerate() {
             for (r, &(rank, link)) in ranks.iter().enumerate() {
-                put(rank, t, send(link, *nic, &chunks));
-                put(*nic, t, recv(link, rank, &chunks, first_or(r == 0)));
+                put(t, rank, *nic, link, &chunks, first_or(r == 0));
             }
-            put(*nic, t + 1, send(*up, switch, &chunks));
-            put(switch, t + 1, recv(*up, *nic, &chunks, first_or(h == 0)));
-            put(switch, t + 2, send(*up, *nic, &chunks));
-            put(*nic, t + 2, recv(*up, switch, &chunks, RecvMode::Store));
+            put(t + 1, *nic, switch, *up, &chunks, first_or(h == 0));
+            put(t + 2, switch, *nic, *up, &chunks, RecvMode::Store);
             for &(rank, link) in ranks {
-                put(*nic, t + 3, send(link, rank, &chunks));
-                put(rank, t + 3, recv(link, *nic, &chunks, RecvMode::Store));
+                put(t + 3, *nic, rank, link, &chunks, RecvMode::Store);
             }
-        }
-    }
-    // Sends before receives in every program: a fixed, readable order (writes keep theirs).
-    for program in &mut programs {
-        for step in &mut program.steps {
-            step.sort_by_key(|i| !matches!(i, Instr::Send { .. }));
         }
     }
     let chunks = even_chunks(spec.elements, segments)
@@ -262,12 +225,16 @@ pub fn lower(
         l.mtu_bytes,
         machine.node(switch).name
     )];
-    let phase = spec.phase(
+    let phase = plan::assemble(
+        spec,
         "in-network",
-        chunks,
-        super::ring::data_buffer(),
-        steps,
-        programs,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps: plan_steps,
+            packing: Packing::AsGiven,
+        },
     );
     Ok(Some((phase, described)))
 }

@@ -28,15 +28,93 @@ pub mod halving_doubling;
 pub mod in_network;
 pub mod mean;
 pub mod nic_ring;
+pub mod plan;
 pub mod ring;
 pub mod rotated;
-pub mod steps;
 pub mod tree;
 pub mod trees;
 
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::machine::{Machine, Shape};
+use schedule_ir::{
+    Buffer, BufferId, BufferKind, Chunk, Collective, DType, LinkId, NodeId, Phase, Program,
+    ReduceOp,
+};
 use std::fmt;
+
+/// What a lowering is asked to produce, independent of method.
+#[derive(Clone, Debug)]
+pub struct PhaseSpec {
+    /// The phase's name.
+    pub name: String,
+    /// The collective.
+    pub collective: Collective,
+    /// The combining operation.
+    pub op: ReduceOp,
+    /// The element type.
+    pub dtype: DType,
+    /// The vector length.
+    pub elements: u64,
+}
+
+impl PhaseSpec {
+    /// The phase this spec asks for, as a method lowered it: `steps` BSP steps of `programs`
+    /// (one per node) over `chunks` and `buffers`.
+    pub fn phase(
+        &self,
+        algorithm: &str,
+        chunks: Vec<Chunk>,
+        buffers: Vec<Buffer>,
+        steps: usize,
+        programs: Vec<Program>,
+    ) -> Phase {
+        Phase {
+            name: self.name.clone(),
+            collective: self.collective,
+            op: self.op,
+            dtype: self.dtype,
+            elements: self.elements,
+            algorithm: algorithm.to_string(),
+            chunks,
+            buffers,
+            steps: u32::try_from(steps).unwrap_or(u32::MAX),
+            programs,
+            candidates: Vec::new(),
+        }
+    }
+}
+
+/// The user's data: buffer 0 of every method.
+pub const DATA: BufferId = BufferId(0);
+
+/// The one buffer most methods need: the user's data.
+pub fn data_buffer() -> Vec<Buffer> {
+    vec![Buffer {
+        name: "data".to_string(),
+        kind: BufferKind::Data,
+    }]
+}
+
+/// Cuts `elements` into `count` contiguous chunks whose sizes differ by at most one.
+pub fn even_chunks(elements: u64, count: usize) -> Vec<(u64, u64)> {
+    let count = count.max(1) as u128;
+    (0..count)
+        .map(|i| {
+            let at = |k: u128| (k * elements as u128 / count) as u64;
+            (at(i), at(i + 1))
+        })
+        .collect()
+}
+
+/// The link joining `a` and `b`, the lowest id when there are several.
+pub fn link_between(machine: &Machine, a: NodeId, b: NodeId) -> Option<LinkId> {
+    machine
+        .links_at(a)
+        .into_iter()
+        .filter(|&(_, w)| w == b)
+        .map(|(l, _)| l)
+        .min()
+}
 
 /// A lowering method the user can ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -155,7 +233,7 @@ impl Method {
     pub fn lower(
         self,
         machine: &Machine,
-        spec: &ring::PhaseSpec,
+        spec: &PhaseSpec,
         knobs: &Knobs,
     ) -> Result<Lowered, EmbedError> {
         let mut lowered = self.lower_as_sum(machine, spec, knobs)?;
@@ -167,7 +245,7 @@ impl Method {
     fn lower_as_sum(
         self,
         machine: &Machine,
-        spec: &ring::PhaseSpec,
+        spec: &PhaseSpec,
         knobs: &Knobs,
     ) -> Result<Lowered, EmbedError> {
         let structured = |phase, detail| Lowered {

@@ -32,8 +32,8 @@
 //! allreduce again meets the total-traffic bound `(q/d)(1 - 1/n)/b`, in `2d(k - 1)` steps.
 //! Dimensions of different sizes are refused: the parts' phases would not line up.
 
-use super::ring::{even_chunks, PhaseSpec};
-use super::steps::{assemble, link_between, Transfer};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, even_chunks, link_between, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
@@ -192,15 +192,9 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
                 "no link joins {from} and {to} along dimension {dim}"
             ))
         })?;
-        Ok::<_, EmbedError>(Transfer {
-            from,
-            to,
-            link,
-            chunks,
-            mode,
-        })
+        Ok::<_, EmbedError>(Move::data(from, to, vec![link], chunks, mode))
     };
-    let mut steps: Vec<Vec<Transfer>> = Vec::new();
+    let mut steps: Vec<Vec<Move>> = Vec::new();
     if reduce_scatter {
         for s in 0..d {
             for r in 0..k - 1 {
@@ -265,7 +259,17 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
             owner: owners.then(|| grid.nodes[i % n]),
         })
         .collect();
-    Ok(assemble(spec, algorithm, machine, chunks, &steps))
+    Ok(plan::assemble(
+        spec,
+        algorithm,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps: steps.into_iter().map(Step::of).collect(),
+            packing: Packing::AsGiven,
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -43,12 +43,11 @@
 //! holders first to child `i+1`'s owners, then to `i+2`'s, …), as a ring among the siblings
 //! would pair them, so that each step spreads over different links.
 
-use super::ring::{even_chunks, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, even_chunks, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{
-    BufferId, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
-};
+use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
 use std::collections::{BTreeMap, VecDeque};
 
 /// The rooted tree of a `Tree` machine: parents, children, processors.
@@ -63,9 +62,9 @@ struct Rooted {
     procs: Vec<NodeId>,
 }
 
-/// One transfer of a stage, reduce-scatter direction: `from` sends `chunks` to `to`.
+/// One pair of a stage, reduce-scatter direction: `from` sends `chunks` to `to`.
 #[derive(Clone, Debug)]
-struct Transfer {
+struct Pair {
     from: NodeId,
     to: NodeId,
     chunks: Vec<ChunkId>,
@@ -113,73 +112,40 @@ pub fn lower(
         })
         .collect();
 
-    // BSP steps: (transfers, reduce?) in order.
-    let mut steps: Vec<(Vec<&Transfer>, bool)> = Vec::new();
+    // One plan step per height: up for the reduce-scatter, back down for the allgather. The
+    // assembler packs each height first-fit into as many BSP steps as its links need.
+    let level_step = |level: &[Pair], reduce: bool| {
+        Step::of(
+            level
+                .iter()
+                .map(|t| {
+                    let (from, to, mode) = if reduce {
+                        (t.from, t.to, RecvMode::Reduce)
+                    } else {
+                        (t.to, t.from, RecvMode::Store)
+                    };
+                    Move::data(from, to, path(&tree, from, to), t.chunks.clone(), mode)
+                })
+                .collect(),
+        )
+    };
+    let mut steps: Vec<Step> = Vec::new();
     if reduce_scatter {
-        for level in &levels {
-            for group in pack(machine, &tree, level, false) {
-                steps.push((group, true));
-            }
-        }
+        steps.extend(levels.iter().map(|level| level_step(level, true)));
     }
     if allgather {
-        for level in levels.iter().rev() {
-            for group in pack(machine, &tree, level, true) {
-                steps.push((group, false));
-            }
-        }
+        steps.extend(levels.iter().rev().map(|level| level_step(level, false)));
     }
-
-    let mut programs: Vec<Program> = (0..machine.node_count())
-        .map(|i| match machine.node(NodeId::new(i)).kind {
-            NodeKind::Compute => Program {
-                steps: vec![Vec::new(); steps.len()],
-            },
-            NodeKind::Switch => Program::default(),
-        })
-        .collect();
-    let data = BufferId(0);
-    for (s, (group, reduce)) in steps.iter().enumerate() {
-        let mut recvs: Vec<(NodeId, Instr)> = Vec::new();
-        for t in group {
-            let (from, to, mode) = if *reduce {
-                (t.from, t.to, RecvMode::Reduce)
-            } else {
-                (t.to, t.from, RecvMode::Store)
-            };
-            let route = path(&tree, from, to);
-            let (Some(&first), Some(&last)) = (route.first(), route.last()) else {
-                continue;
-            };
-            programs[from.index()].steps[s].push(Instr::Send {
-                link: first,
-                via: route[1..].to_vec(),
-                to,
-                buffer: data,
-                chunks: t.chunks.clone(),
-            });
-            recvs.push((
-                to,
-                Instr::Recv {
-                    link: last,
-                    from,
-                    buffer: data,
-                    chunks: t.chunks.clone(),
-                    mode,
-                },
-            ));
-        }
-        for (node, instr) in recvs {
-            programs[node.index()].steps[s].push(instr);
-        }
-    }
-
-    let phase = spec.phase(
+    let phase = plan::assemble(
+        spec,
         "tree",
-        chunks,
-        super::ring::data_buffer(),
-        steps.len(),
-        programs,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps,
+            packing: Packing::FirstFit,
+        },
     );
     Ok(Some((phase, described)))
 }
@@ -302,11 +268,7 @@ fn subtree_sets(tree: &Rooted, n: usize) -> Vec<Vec<NodeId>> {
 
 /// The transfers of every stage, grouped by height (index 0 is height 1), and a line per
 /// stage for humans.
-fn stages(
-    machine: &Machine,
-    tree: &Rooted,
-    phi: &[Vec<NodeId>],
-) -> (Vec<Vec<Transfer>>, Vec<String>) {
+fn stages(machine: &Machine, tree: &Rooted, phi: &[Vec<NodeId>]) -> (Vec<Vec<Pair>>, Vec<String>) {
     let n = machine.node_count();
     let mut height = vec![0usize; n];
     // Deepest nodes first, so children are done before their parents.
@@ -318,7 +280,7 @@ fn stages(
         }
     }
     let top = height.iter().copied().max().unwrap_or(0);
-    let mut levels: Vec<Vec<Transfer>> = vec![Vec::new(); top];
+    let mut levels: Vec<Vec<Pair>> = vec![Vec::new(); top];
     let mut described = Vec::new();
     for u in 0..n {
         let kids = &tree.children[u];
@@ -362,7 +324,7 @@ fn stages(
             ),
         ));
         levels[height[u] - 1].extend(grouped.into_iter().map(|((from, to), (shift, chunks))| {
-            Transfer {
+            Pair {
                 from,
                 to,
                 chunks,
@@ -404,28 +366,6 @@ fn path(tree: &Rooted, from: NodeId, to: NodeId) -> Vec<LinkId> {
     down.reverse();
     up.extend(down);
     up
-}
-
-/// Packs one height's transfers first-fit into BSP steps so that no link direction carries
-/// more than its lanes in a step. `reversed`: the allgather direction (owner to holder).
-fn pack<'t>(
-    machine: &Machine,
-    tree: &Rooted,
-    level: &'t [Transfer],
-    reversed: bool,
-) -> Vec<Vec<&'t Transfer>> {
-    let routes = level.iter().map(|t| {
-        let (from, to) = if reversed {
-            (t.to, t.from)
-        } else {
-            (t.from, t.to)
-        };
-        super::ring::route_directions(machine, from, path(tree, from, to))
-    });
-    super::ring::first_fit(routes)
-        .into_iter()
-        .map(|group| group.into_iter().map(|i| &level[i]).collect())
-        .collect()
 }
 
 #[cfg(test)]

@@ -38,7 +38,8 @@
 
 use super::balance;
 use super::dag::{self, DagError, Transfer, TransferId};
-use super::ring::PhaseSpec;
+use super::plan::{self, Move, Plan};
+use super::{data_buffer, PhaseSpec};
 use crate::embed::trees::{traffic, Packing, Tree};
 use crate::machine::Machine;
 use schedule_ir::{BufferId, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
@@ -151,7 +152,7 @@ fn lower_counts(
     // Chunks of one size, in vector order: tree, then pipeline chunk, then owner. Tree `i`'s
     // share is its whole number of chunks (its LP share rounded): a BSP step lasts as long as
     // its largest transfer, so unequal chunks would waste the links that carry the smaller.
-    let chunks: Vec<Chunk> = super::ring::even_chunks(spec.elements, total * pieces)
+    let chunks: Vec<Chunk> = super::even_chunks(spec.elements, total * pieces)
         .into_iter()
         .enumerate()
         .map(|(k, (start, end))| Chunk {
@@ -212,13 +213,16 @@ fn lower_counts(
         transfers[first..].iter_mut().for_each(|t| t.rank = rank);
     }
     let timetable = dag::schedule(machine, &transfers, dag::Batching::ByBandwidth)?;
-    let programs = dag::programs(machine.node_count(), &transfers, &timetable);
-    let phase = spec.phase(
+    let phase = plan::assemble(
+        spec,
         algorithm,
-        chunks,
-        super::ring::data_buffer(),
-        timetable.steps as usize,
-        programs,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps: dag::steps(&transfers, &timetable),
+            packing: plan::Packing::AsGiven,
+        },
     );
     Ok(Lowered {
         phase,
@@ -304,17 +308,17 @@ fn transfer(
     mode: RecvMode,
     after: Vec<TransferId>,
 ) -> Transfer {
-    let mut links = route.into_iter();
-    // An empty route names no link, which the scheduler reports as a bad route.
-    let link = links.next().unwrap_or(schedule_ir::LinkId(u32::MAX));
+    // An empty route is reported by the scheduler as a bad route.
     Transfer {
-        from,
-        to,
-        link,
-        via: links.collect(),
-        buffer,
-        chunks: vec![chunk],
-        mode,
+        what: Move {
+            from,
+            to,
+            route,
+            src: buffer,
+            dst: buffer,
+            chunks: vec![chunk],
+            mode,
+        },
         after,
         rank: 0,
     }

@@ -16,13 +16,15 @@ fn line(bandwidth: f64, lanes: u32) -> Machine {
 
 fn t(from: u32, to: u32, link: u32, chunk: u32, after: &[u32]) -> Transfer {
     Transfer {
-        from: NodeId(from),
-        to: NodeId(to),
-        link: LinkId(link),
-        via: Vec::new(),
-        buffer: BufferId(0),
-        chunks: vec![ChunkId(chunk)],
-        mode: RecvMode::Store,
+        what: Move {
+            from: NodeId(from),
+            to: NodeId(to),
+            route: vec![LinkId(link)],
+            src: BufferId(0),
+            dst: BufferId(0),
+            chunks: vec![ChunkId(chunk)],
+            mode: RecvMode::Store,
+        },
         after: after.iter().map(|&i| TransferId(i)).collect(),
         rank: 0,
     }
@@ -90,8 +92,8 @@ fn scheduling_is_deterministic() {
     check(&m, &x, &first);
     assert_eq!(first, schedule(&m, &x, Batching::One).unwrap());
     assert_eq!(
-        programs(3, &x, &first),
-        programs(3, &x, &schedule(&m, &x, Batching::One).unwrap())
+        steps(&x, &first),
+        steps(&x, &schedule(&m, &x, Batching::One).unwrap())
     );
 }
 
@@ -155,29 +157,27 @@ fn a_link_twice_as_fast_carries_two_chunks_per_send() {
     assert_eq!(table.step[0], table.step[2]);
     assert_eq!(table.send[0], table.send[2]);
     assert_eq!(table.steps, 7);
-    let programs = programs(3, &x, &table);
-    let Instr::Send { chunks, .. } = &programs[0].steps[0][0] else {
-        panic!("a sends first");
-    };
-    assert_eq!(chunks, &[ChunkId(0), ChunkId(1)]);
-    let Instr::Recv { chunks, mode, .. } = &programs[1].steps[0][0] else {
-        panic!("b receives");
-    };
-    assert_eq!((chunks.len(), *mode), (2, RecvMode::Store));
+    let first = &steps(&x, &table)[0].moves[0];
+    assert_eq!((first.from, first.to), (NodeId(0), NodeId(1)));
+    assert_eq!(first.chunks, [ChunkId(0), ChunkId(1)]);
+    assert_eq!(first.mode, RecvMode::Store);
 }
 
 #[test]
-fn programs_list_sends_before_receives() {
+fn plan_steps_keep_transfer_order() {
     let m = line(100.0, 1);
     // b sends to a and to c in the same step, and receives from c.
     let x = vec![t(1, 0, 0, 0, &[]), t(1, 2, 1, 1, &[]), t(2, 1, 1, 2, &[])];
     let table = schedule(&m, &x, Batching::One).unwrap();
     assert_eq!(table.steps, 1);
-    let p = programs(3, &x, &table);
-    let kinds: Vec<bool> = p[1].steps[0]
-        .iter()
-        .map(|i| matches!(i, Instr::Send { .. }))
-        .collect();
-    assert_eq!(kinds, [true, true, false]);
-    assert_eq!(p[0].steps[0].len(), 1);
+    let plan = steps(&x, &table);
+    let pairs: Vec<(NodeId, NodeId)> = plan[0].moves.iter().map(|m| (m.from, m.to)).collect();
+    assert_eq!(
+        pairs,
+        [
+            (NodeId(1), NodeId(0)),
+            (NodeId(1), NodeId(2)),
+            (NodeId(2), NodeId(1))
+        ]
+    );
 }
