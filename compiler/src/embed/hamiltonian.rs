@@ -331,7 +331,7 @@ mod tests {
             let searched = find_rings(m, DEFAULT_BUDGET).map(|r| r.len());
             let search_time = t.elapsed();
             let t = std::time::Instant::now();
-            let method = Method::Ring.embed(m).map(|r| r.len());
+            let method = crate::lower::ring::rings(m).map(|r| r.len());
             println!(
                 "{what}: search {searched:?} rings in {search_time:?}; ring method {method:?} rings in {:?}",
                 t.elapsed()

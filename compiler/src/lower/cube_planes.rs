@@ -72,12 +72,44 @@
 //! reduce-scatter or allgather on its own is refused (use `rotated-hd`).
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, link_between, PhaseSpec};
+use super::{data_buffer, even_chunks, link_between, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::hypercube::CubeLayout;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
 use std::fmt;
+
+/// `cube-planes`: allreduce on the cube's six faces, methods 300 and 400.
+pub struct CubePlanes;
+
+impl Lowering for CubePlanes {
+    fn name(&self) -> &'static str {
+        "cube-planes"
+    }
+    fn about(&self) -> &'static str {
+        "allreduce as rings on the cube's six faces at once, then an exchange across the cube"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        collective == Collective::AllReduce
+    }
+    fn variants(&self) -> &'static [u32] {
+        &[300, 400]
+    }
+    fn lower(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Lowered, EmbedError> {
+        let number = knobs.variant.unwrap_or(400);
+        let variant = Variant::from_number(number).ok_or_else(|| {
+            EmbedError::NotApplicable(format!(
+                "`cube-planes` has variants 300 and 400, not {number}"
+            ))
+        })?;
+        lower(spec, self.name(), machine, variant)
+    }
+}
 
 /// Seed 000's two ways to do phases 2 and 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -418,14 +450,6 @@ pub fn search(machine: &Machine, variant: Variant) -> Result<Found, EmbedError> 
     )))
 }
 
-/// What a lowering found, for the compiler's notes.
-pub struct Lowered {
-    /// The phase.
-    pub phase: Phase,
-    /// The choice taken, in words.
-    pub detail: String,
-}
-
 /// Lowers `spec` with seed 000's method `variant` on a `Cube` machine.
 pub fn lower(
     spec: &PhaseSpec,
@@ -443,8 +467,10 @@ pub fn lower(
     let found = search(machine, variant)?;
     let phase = lower_choice(spec, algorithm, machine, variant, &found.choice)?;
     let cube = Cube::new(machine)?;
-    let detail = describe(&cube, &found, variant);
-    Ok(Lowered { phase, detail })
+    Ok(Lowered {
+        detail: Some(describe(&cube, &found, variant)),
+        ..Lowered::phase(phase)
+    })
 }
 
 /// Lowers `spec` with `choice`, valid or not (the verifier rejects an invalid one): what

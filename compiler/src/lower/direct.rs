@@ -14,10 +14,29 @@
 //! on such machines `auto` weighs it against the balanced methods by estimate.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, link_between, PhaseSpec};
+use super::{data_buffer, even_chunks, link_between, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::Machine;
 use schedule_ir::{Chunk, ChunkId, Collective, LinkId, Phase, RecvMode};
+
+/// `direct`: every chunk straight to its owner and back.
+pub struct Direct;
+
+impl Lowering for Direct {
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+    fn about(&self) -> &'static str {
+        "every chunk straight to its owner and back, one step each, where compute nodes are \
+         joined pairwise"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        Ok(Lowered::phase(lower(spec, self.name(), machine)?))
+    }
+}
 
 /// Whether `direct` lowers `collective`.
 pub fn supports(collective: Collective) -> bool {

@@ -44,7 +44,7 @@
 //! within a logical step no transfer reads what another one of that step writes.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{even_chunks, PhaseSpec};
+use super::{even_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::routed::{adjacency, RouteSearch};
 use crate::embed::EmbedError;
 use crate::machine::Machine;
@@ -60,6 +60,34 @@ pub const DEFAULT_SLICES: usize = 2;
 pub const MAX_SLICES: usize = 64;
 
 use super::DATA;
+
+/// `halving-doubling`: pipelined recursive halving and doubling, every transfer routed.
+pub struct HalvingDoubling;
+
+impl Lowering for HalvingDoubling {
+    fn name(&self) -> &'static str {
+        "halving-doubling"
+    }
+    fn about(&self) -> &'static str {
+        "pipelined recursive halving then doubling between partners, every transfer routed"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn lower(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Lowered, EmbedError> {
+        super::check_planned(self.name(), machine)?;
+        let phase = lower(spec, self.name(), machine, &knobs.slices)?;
+        Ok(Lowered {
+            detail: Some(describe(machine, &knobs.slices)),
+            ..Lowered::phase(phase)
+        })
+    }
+}
 const SCRATCH: BufferId = BufferId(1);
 
 /// The plan in words: ranks, rounds, ranks folded in first, slices per round.

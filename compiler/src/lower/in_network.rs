@@ -26,10 +26,39 @@
 //! two-level fabric is not done yet.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, PhaseSpec};
+use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
+
+/// `in-network`: allreduce reduced in the NICs and the switch of a `Fabric`.
+pub struct InNetwork;
+
+impl Lowering for InNetwork {
+    fn name(&self) -> &'static str {
+        "in-network"
+    }
+    fn about(&self) -> &'static str {
+        "allreduce combined in the NICs and the switch, segment by segment (a ring among the \
+         NICs where the switch cannot reduce)"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        collective == Collective::AllReduce
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        applies(machine).map(Embedding::summary)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        let (phase, lines) = lower(spec, machine)?;
+        Ok(Lowered {
+            rings: lines,
+            ..Lowered::phase(phase)
+        })
+    }
+    fn sized(&self) -> bool {
+        true
+    }
+}
 
 /// A host: its NIC, the NIC's link to its switch, and its ranks with their links to the NIC.
 pub(super) type Host = (NodeId, LinkId, Vec<(NodeId, LinkId)>);
@@ -146,12 +175,9 @@ pub fn applies(machine: &Machine) -> Result<String, EmbedError> {
     })
 }
 
-/// Lowers `spec` in the network. `Ok(None)` is never returned for an allreduce; other
-/// collectives are refused with a reason, so that `auto` moves on.
-pub fn lower(
-    spec: &PhaseSpec,
-    machine: &Machine,
-) -> Result<Option<(Phase, Vec<String>)>, EmbedError> {
+/// Lowers `spec` in the network, with a line describing how; collectives other than
+/// allreduce are refused with a reason, so that `auto` moves on.
+pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>), EmbedError> {
     let l = layout(machine)?;
     if spec.collective != Collective::AllReduce {
         return Err(refuse(format!(
@@ -167,9 +193,7 @@ pub fn lower(
         Err(why) => {
             // Under `auto`, the ring among the NICs competes with every other method on its
             // estimate, like any schedule.
-            return Ok(Some(super::nic_ring::lower(
-                spec, machine, &l, segments, why,
-            )));
+            return Ok(super::nic_ring::lower(spec, machine, &l, segments, why));
         }
     };
     let full = (l.nic_units / 4).min(switch_units / 2) as usize;
@@ -236,5 +260,5 @@ pub fn lower(
             packing: Packing::AsGiven,
         },
     );
-    Ok(Some((phase, described)))
+    Ok((phase, described))
 }

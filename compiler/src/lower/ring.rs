@@ -22,10 +22,160 @@
 //! links in every step.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, PhaseSpec};
-use crate::embed::Ring;
-use crate::machine::Machine;
-use schedule_ir::{Chunk, ChunkId, Collective, Phase, RecvMode};
+use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
+use crate::machine::{Machine, Shape};
+use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, Phase, RecvMode};
+
+/// `ladder-rings`: the ladder's two barley-twist rings, each walked both ways.
+pub struct LadderRings;
+
+/// `ring`: the machine's own ring, rings built from its structure, or rings found by search;
+/// through switches, the compute nodes in depth-first order.
+pub struct Rings;
+
+impl Lowering for LadderRings {
+    fn name(&self) -> &'static str {
+        "ladder-rings"
+    }
+    fn about(&self) -> &'static str {
+        "the ladder's two link-disjoint barley-twist rings, each in both directions"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        describe_rings(machine, &barley_twist(machine)?)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        lower_rings(self.name(), machine, spec, barley_twist(machine)?)
+    }
+}
+
+impl Lowering for Rings {
+    fn name(&self) -> &'static str {
+        "ring"
+    }
+    fn about(&self) -> &'static str {
+        "ring collectives over up to two link-disjoint Hamiltonian rings, or one ring routed \
+         through the switches"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        describe_rings(machine, &rings(machine)?)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        lower_rings(self.name(), machine, spec, rings(machine)?)
+    }
+}
+
+/// The ladder's barley-twist rings, proved.
+fn barley_twist(machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
+    let rings = match &machine.shape {
+        Shape::Ladder(layout) => embed::ladder::barley_twist(layout)?,
+        _ if !machine.failed.is_empty() => {
+            let mut failed = machine.failed.links.clone();
+            failed.extend(machine.failed.nodes.iter().cloned());
+            return Err(EmbedError::NotApplicable(format!(
+                "`ladder-rings` runs on intact `Ladder` machines only, and {} failed",
+                failed.join(", ")
+            )));
+        }
+        _ => {
+            return Err(EmbedError::NotApplicable(
+                "`ladder-rings` runs on `Ladder` machines only".to_string(),
+            ))
+        }
+    };
+    embed::prove_rings(machine, &rings)?;
+    Ok(rings)
+}
+
+/// The rings `ring` runs on `machine` (one direction each), proved.
+pub fn rings(machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
+    let rings = match &machine.shape {
+        Shape::Ring => vec![natural_ring(machine)],
+        _ if machine.has_switches() => vec![routed::switched_ring(machine)?],
+        shape => match structured_rings(machine, shape) {
+            Some(rings) => rings,
+            None => hamiltonian::find_rings(machine, hamiltonian::DEFAULT_BUDGET)?,
+        },
+    };
+    embed::prove_rings(machine, &rings)?;
+    Ok(rings)
+}
+
+/// The rings in words, for `topoc check`.
+fn describe_rings(machine: &Machine, rings: &[Ring]) -> Result<Embedding, EmbedError> {
+    let count = rings.len();
+    let plural = if count == 1 { "" } else { "s" };
+    let summary = if rings.iter().any(Ring::is_routed) {
+        format!("{count} ring{plural} through the switches, each hop routed, proved")
+    } else {
+        format!("{count} link-disjoint Hamiltonian ring{plural}, proved")
+    };
+    Ok(Embedding {
+        summary,
+        parts: rings
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("ring {}: {}", i + 1, r.describe(machine)))
+            .collect(),
+    })
+}
+
+/// Orients `rings`, refuses a schedule too large to build, and lowers.
+fn lower_rings(
+    method: &str,
+    machine: &Machine,
+    spec: &PhaseSpec,
+    rings: Vec<Ring>,
+) -> Result<Lowered, EmbedError> {
+    let logical = orient(machine, &rings);
+    // Refuse before building: a ring schedule grows with the square of the nodes.
+    let instructions = crate::limits::ring_instructions(spec.collective, &logical);
+    if instructions > crate::limits::MAX_INSTRUCTIONS {
+        return Err(EmbedError::TooLarge { instructions });
+    }
+    let phase = lower(spec, method, machine, &logical).ok_or_else(|| {
+        EmbedError::NotApplicable(format!("rings do not lower {}", spec.collective))
+    })?;
+    Ok(Lowered {
+        phase,
+        rings: rings.iter().map(|r| r.describe(machine)).collect(),
+        embedding: rings,
+        detail: None,
+    })
+}
+
+/// Two rings built from a torus's, hypercube's or full mesh's structure, where a construction
+/// applies ([`structured`]); `None` leaves the machine to the search.
+fn structured_rings(machine: &Machine, shape: &Shape) -> Option<Vec<Ring>> {
+    match shape {
+        Shape::Torus { dims } => structured::grid_rings(machine, dims, &|c| {
+            NodeId::new(crate::machine::torus::index(dims, c))
+        }),
+        Shape::Hypercube { dims } => {
+            let sizes = vec![2; *dims as usize];
+            structured::grid_rings(machine, &sizes, &|c| {
+                NodeId::new(c.iter().enumerate().map(|(k, &b)| b << k).sum())
+            })
+        }
+        Shape::FullMesh => structured::full_mesh_rings(machine),
+        _ => None,
+    }
+}
+
+/// A `Ring` machine's own cycle: node `i` to node `i+1` over link `i`.
+fn natural_ring(machine: &Machine) -> Ring {
+    let n = machine.node_count();
+    Ring::direct(
+        (0..n).map(NodeId::new).collect(),
+        (0..n).map(LinkId::new).collect(),
+    )
+}
 
 /// Which halves of allreduce a collective needs.
 fn parts(collective: Collective) -> Option<(bool, bool)> {

@@ -33,10 +33,33 @@
 //! Dimensions of different sizes are refused: the parts' phases would not line up.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, link_between, PhaseSpec};
+use super::{data_buffer, even_chunks, link_between, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+
+/// `rotated-hd`: halving-doubling along the dimensions of a hypercube, the cube or an
+/// equal-sided torus, the dimension order rotated per part so every link carries data in
+/// every step.
+pub struct RotatedHd;
+
+impl Lowering for RotatedHd {
+    fn name(&self) -> &'static str {
+        "rotated-hd"
+    }
+    fn about(&self) -> &'static str {
+        "halving-doubling along every dimension at once, the dimension order rotated per part"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        matches!(
+            collective,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+        )
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        Ok(Lowered::phase(lower(spec, self.name(), machine)?))
+    }
+}
 
 /// The machine as a grid: `nodes[c]` is the node at coordinate index `c`, whose digit in
 /// dimension `k` is `(c / k^k') mod k` — dimension 0 the fastest, every dimension of size `k`.

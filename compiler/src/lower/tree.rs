@@ -44,11 +44,41 @@
 //! would pair them, so that each step spreads over different links.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, PhaseSpec};
+use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
 use std::collections::{BTreeMap, VecDeque};
+
+/// `tree`: level-by-level reduce-scatter and gather on a `Tree` machine.
+pub struct Tree;
+
+impl Lowering for Tree {
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+    fn about(&self) -> &'static str {
+        "the holders of each portion in sibling subtrees combine it level by level up a `Tree` \
+         machine, then gather it back down"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        parts(collective).is_some()
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        let stages = stages_of(machine)?;
+        Ok(Embedding {
+            summary: format!("{} stage(s), level by level", stages.len()),
+            parts: stages,
+        })
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        let (phase, lines) = lower(spec, machine)?;
+        Ok(Lowered {
+            rings: lines,
+            ..Lowered::phase(phase)
+        })
+    }
+}
 
 /// The rooted tree of a `Tree` machine: parents, children, processors.
 struct Rooted {
@@ -83,11 +113,8 @@ fn parts(collective: Collective) -> Option<(bool, bool)> {
 }
 
 /// Lowers `spec` on a `Tree` machine. Returns the phase and one line per stage describing it,
-/// or why the method does not apply. `Ok(None)` for a collective it does not lower.
-pub fn lower(
-    spec: &PhaseSpec,
-    machine: &Machine,
-) -> Result<Option<(Phase, Vec<String>)>, EmbedError> {
+/// or why the method does not apply.
+pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>), EmbedError> {
     if machine.shape != Shape::Tree {
         return Err(EmbedError::NotApplicable(
             "`tree` runs on intact `Tree` machines only".to_string(),
@@ -95,7 +122,10 @@ pub fn lower(
     }
     let tree = rooted(machine)?;
     let Some((reduce_scatter, allgather)) = parts(spec.collective) else {
-        return Ok(None);
+        return Err(EmbedError::NotApplicable(format!(
+            "`tree` does not lower {}",
+            spec.collective
+        )));
     };
     let p = tree.procs.len();
     let phi = holders(machine, &tree);
@@ -147,7 +177,7 @@ pub fn lower(
             packing: Packing::FirstFit,
         },
     );
-    Ok(Some((phase, described)))
+    Ok((phase, described))
 }
 
 /// Whether `tree` applies to `machine`: the stages it would run, one line each, or why not.
@@ -410,7 +440,7 @@ mod tests {
         assert_eq!(name(&phi[s0.index()]), ["a", "b", "a", "b"]);
         assert_eq!(name(&phi[s1.index()]), ["c", "d", "c", "d"]);
         let (phase, stages) = match lower(&spec(), &m) {
-            Ok(Some(x)) => x,
+            Ok(x) => x,
             _ => panic!("lowers"),
         };
         assert_eq!(stages.len(), 3);

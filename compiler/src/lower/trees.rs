@@ -39,10 +39,71 @@
 use super::balance;
 use super::dag::{self, DagError, Transfer, TransferId};
 use super::plan::{self, Move, Plan};
-use super::{data_buffer, PhaseSpec};
+use super::{data_buffer, Embedding, Knobs, Lowered as Planned, Lowering, PhaseSpec};
 use crate::embed::trees::{traffic, Packing, Tree};
 use crate::machine::Machine;
 use schedule_ir::{BufferId, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+
+/// `trees`: collectives over spanning trees packed by an LP, pipelined.
+pub struct Trees;
+
+impl Lowering for Trees {
+    fn name(&self) -> &'static str {
+        "trees"
+    }
+    fn about(&self) -> &'static str {
+        "spanning trees packed by a linear program, each carrying its share, pipelined to a \
+         depth chosen for the size"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, crate::embed::EmbedError> {
+        let packing = crate::embed::trees::pack(machine, Collective::AllReduce)?;
+        Ok(Embedding {
+            summary: format!(
+                "{} spanning tree(s) for allreduce, proved",
+                packing.trees.len()
+            ),
+            parts: packing
+                .trees
+                .iter()
+                .zip(&packing.shares)
+                .enumerate()
+                .map(|(i, (t, x))| {
+                    format!("tree {}: {:.1}% {}", i + 1, 100.0 * x, t.describe(machine))
+                })
+                .collect(),
+        })
+    }
+    fn lower(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Planned, crate::embed::EmbedError> {
+        super::check_planned(self.name(), machine)?;
+        let packing = crate::embed::trees::pack(machine, spec.collective)?;
+        let lowered = lower(spec, self.name(), machine, &packing).map_err(|e| {
+            crate::embed::EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"))
+        })?;
+        let total: usize = lowered.chunks_per_tree.iter().sum();
+        let described = packing
+            .trees
+            .iter()
+            .zip(&lowered.chunks_per_tree)
+            .filter(|(_, &c)| c > 0)
+            .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
+            .collect();
+        Ok(Planned {
+            rings: described,
+            ..Planned::phase(lowered.phase)
+        })
+    }
+    fn sized(&self) -> bool {
+        true
+    }
+}
 
 /// How tightly the scheduler keeps pipeline chunks in order (see [`lower`]): chunk `q` is
 /// ranked `⌊q · r · RANK_RATE⌋`, `r` the busiest direction's chunks per pipeline chunk. Chosen
