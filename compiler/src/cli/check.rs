@@ -8,12 +8,13 @@ use topoc::machine::summary;
 
 pub fn check(path: &Path) -> Result<ExitCode, String> {
     let text = read(path)?;
-    let (_, machine) = topoc::compile::load(&text).map_err(|e| report_error(path, &text, &e))?;
+    let loaded = topoc::load(&text).map_err(|e| report_error(path, &text, &e))?;
+    let machine = &loaded.machine;
     println!("machine `{}`", machine.name);
-    print!("{}", summary::summarize(&machine));
-    print!("{}", summary::extras(&machine));
+    print!("{}", summary::summarize(machine));
+    print!("{}", summary::extras(machine));
     for method in Method::ALL {
-        match method.applies(&machine) {
+        match method.applies(machine) {
             Ok(embedding) => {
                 println!("  {method}: {}", embedding.summary);
                 for part in &embedding.parts {
@@ -24,7 +25,8 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
         }
     }
     // Compile every phase too, so that `check` reports problems `compile` would.
-    topoc::compile(&text, &topoc::Options::default()).map_err(|e| report_error(path, &text, &e))?;
+    topoc::compile(&loaded, &topoc::Options::default())
+        .map_err(|e| report_error(path, &text, &e))?;
     println!("{}: ok", path.display());
     Ok(ExitCode::SUCCESS)
 }

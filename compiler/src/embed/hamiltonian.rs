@@ -286,7 +286,6 @@ fn two_node_rings(machine: &Machine) -> Vec<Ring> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lower::Method;
     use crate::topology::ast::LinkParams;
 
     /// How long finding rings takes on the machines the issue names, by search alone and by

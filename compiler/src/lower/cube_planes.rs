@@ -71,12 +71,12 @@
 //! Only allreduce is lowered: each phase-2 design ends with all nodes holding the result, so a
 //! reduce-scatter or allgather on its own is refused (use `rotated-hd`).
 
-use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, link_between, Knobs, Lowered, Lowering, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan};
+use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::hypercube::CubeLayout;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+use schedule_ir::{ChunkId, Collective, NodeId, Phase, RecvMode};
 use std::fmt;
 
 /// `cube-planes`: allreduce on the cube's six faces, methods 300 and 400.
@@ -484,25 +484,9 @@ pub fn lower_choice(
 ) -> Result<Phase, EmbedError> {
     let cube = Cube::new(machine)?;
     let steps = cube.steps(choice, variant)?;
-    let chunks = even_chunks(spec.elements, 12)
-        .into_iter()
-        .map(|(start, end)| Chunk {
-            start,
-            end,
-            owner: None,
-        })
-        .collect();
-    Ok(plan::assemble(
-        spec,
-        algorithm,
-        machine,
-        Plan {
-            chunks,
-            buffers: data_buffer(),
-            steps: steps.into_iter().map(Step::of).collect(),
-            packing: Packing::AsGiven,
-        },
-    ))
+    let chunks = vector_chunks(spec.elements, 12, |_| None);
+    let plan = Plan::data(chunks, steps, Packing::AsGiven);
+    Ok(plan::assemble(spec, algorithm, machine, plan))
 }
 
 /// The choice in words: `method 400; rings counter-clockwise from outside, starting abcd:a …`.

@@ -40,7 +40,7 @@
 
 use super::plan::{Move, Step};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, ChunkId, LinkId, NodeId, RecvMode};
+use schedule_ir::{BufferId, ChunkId, DirectionId, LinkId, NodeId, RecvMode};
 use std::collections::HashMap;
 use std::fmt;
 use thiserror::Error;
@@ -120,7 +120,11 @@ pub enum DagError {
 }
 
 /// The link directions of a transfer's route (a direction appears once per crossing).
-pub fn directions(machine: &Machine, id: TransferId, t: &Transfer) -> Result<Vec<usize>, DagError> {
+pub fn directions(
+    machine: &Machine,
+    id: TransferId,
+    t: &Transfer,
+) -> Result<Vec<DirectionId>, DagError> {
     let bad = |detail: String| DagError::BadRoute {
         transfer: id,
         detail,
@@ -137,9 +141,9 @@ pub fn directions(machine: &Machine, id: TransferId, t: &Transfer) -> Result<Vec
         }
         let (a, b) = machine.endpoints(link);
         let (d, next) = if at == a {
-            (2 * link.index(), b)
+            (DirectionId::new(link, false), b)
         } else if at == b {
-            (2 * link.index() + 1, a)
+            (DirectionId::new(link, true), a)
         } else {
             return Err(bad(format!(
                 "link {} does not touch {}",
@@ -180,22 +184,22 @@ pub fn schedule(
 ) -> Result<Timetable, DagError> {
     let n = transfers.len();
     let ids = (0..n).map(TransferId::new);
-    let routes: Vec<Vec<usize>> = ids
+    let routes: Vec<Vec<DirectionId>> = ids
         .clone()
         .zip(transfers)
         .map(|(id, t)| directions(machine, id, t))
         .collect::<Result<_, _>>()?;
-    let lanes: Vec<u32> = (0..2 * machine.link_count())
-        .map(|d| machine.link(LinkId::new(d / 2)).lanes.max(1))
+    let lanes: Vec<u32> = (0..machine.link_count())
+        .flat_map(|l| [machine.link(LinkId::new(l)).lanes.max(1); 2])
         .collect();
     for (id, route) in ids.clone().zip(&routes) {
         for &d in route {
-            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d]) {
+            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d.index()]) {
                 return Err(DagError::BadRoute {
                     transfer: id,
                     detail: format!(
                         "its route crosses link {} the same way more often than it has lanes",
-                        machine.link(LinkId::new(d / 2)).name
+                        machine.link(d.link()).name
                     ),
                 });
             }
@@ -247,14 +251,18 @@ pub fn schedule(
                 *room -= 1;
                 carried.extend(chunks);
                 send[t] = *s;
-            } else if routes[t].iter().all(|&d| used[d] < lanes[d]) {
-                for &d in &routes[t] {
-                    if used[d] == 0 {
-                        touched.push(d);
+            } else if routes[t].iter().all(|d| used[d.index()] < lanes[d.index()]) {
+                for d in &routes[t] {
+                    if used[d.index()] == 0 {
+                        touched.push(d.index());
                     }
-                    used[d] += 1;
+                    used[d.index()] += 1;
                 }
-                let room = routes[t].iter().map(|&d| batch[d]).min().unwrap_or(1);
+                let room = routes[t]
+                    .iter()
+                    .map(|d| batch[d.index()])
+                    .min()
+                    .unwrap_or(1);
                 open.insert(key, (sends, room.saturating_sub(1), chunks.clone()));
                 send[t] = sends;
                 sends += 1;
@@ -321,9 +329,9 @@ impl<'a> SendKey<'a> {
 }
 
 /// How many transfers each direction may merge into one send (see [`Batching`]).
-fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<usize>]) -> Vec<u32> {
-    let directions = 2 * machine.link_count();
-    let bandwidth = |d: usize| machine.link(LinkId::new(d / 2)).bandwidth_gbps;
+fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<DirectionId>]) -> Vec<u32> {
+    let directions = DirectionId::count(machine.link_count());
+    let bandwidth = |d: DirectionId| machine.link(d.link()).bandwidth_gbps;
     match batching {
         Batching::One => vec![1; directions],
         Batching::ByBandwidth => {
@@ -333,6 +341,7 @@ fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<usize>]) -> 
                 .map(|&d| bandwidth(d))
                 .fold(f64::INFINITY, f64::min);
             (0..directions)
+                .filter_map(DirectionId::from_index)
                 .map(|d| {
                     let ratio = (bandwidth(d) / slowest * (1.0 + 1e-9)).floor();
                     if ratio.is_finite() && ratio >= 1.0 {

@@ -13,11 +13,11 @@
 //! schedule can have. Where links differ in speed a step lasts as long as its slowest link, so
 //! on such machines `auto` weighs it against the balanced methods by estimate.
 
-use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, link_between, Knobs, Lowered, Lowering, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan};
+use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::Machine;
-use schedule_ir::{Chunk, ChunkId, Collective, LinkId, Phase, RecvMode};
+use schedule_ir::{ChunkId, Collective, LinkId, Phase, RecvMode};
 
 /// `direct`: every chunk straight to its owner and back.
 pub struct Direct;
@@ -77,15 +77,7 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
         }
         links.push(row);
     }
-    let chunks: Vec<Chunk> = even_chunks(spec.elements, p)
-        .into_iter()
-        .zip(&nodes)
-        .map(|((start, end), &owner)| Chunk {
-            start,
-            end,
-            owner: Some(owner),
-        })
-        .collect();
+    let chunks = vector_chunks(spec.elements, p, |i| nodes.get(i).copied());
     let pairs = |mode: RecvMode, chunk_of: fn(usize, usize) -> usize| -> Vec<Move> {
         let mut step = Vec::with_capacity(p * p.saturating_sub(1));
         for (i, &from) in nodes.iter().enumerate() {
@@ -111,17 +103,8 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
         Collective::AllGather => vec![gather()],
         _ => vec![scatter(), gather()],
     };
-    Ok(plan::assemble(
-        spec,
-        algorithm,
-        machine,
-        Plan {
-            chunks,
-            buffers: data_buffer(),
-            steps: steps.into_iter().map(Step::of).collect(),
-            packing: Packing::AsGiven,
-        },
-    ))
+    let plan = Plan::data(chunks, steps, Packing::AsGiven);
+    Ok(plan::assemble(spec, algorithm, machine, plan))
 }
 
 #[cfg(test)]
@@ -130,7 +113,7 @@ mod tests {
     use schedule_ir::{Instr, ReduceOp};
 
     fn machine(text: &str) -> Machine {
-        crate::compile::load(text).expect("valid topology").1
+        crate::compile::load(text).expect("valid topology").machine
     }
 
     fn spec(collective: Collective, elements: u64) -> PhaseSpec {

@@ -220,168 +220,51 @@ pub fn lower(
     let ranks = Ranks::new(&compute, root)
         .ok_or_else(|| not("the root is not a compute node".to_string()))?;
     let ks = round_slices(slices, ranks.rounds);
-    let per_block = ks.iter().copied().max().unwrap_or(1);
-    let block = |b: usize| (b * per_block..(b + 1) * per_block).map(ChunkId::new);
-    let run = |(lo, hi): (usize, usize)| -> Vec<ChunkId> { (lo..hi).flat_map(block).collect() };
-
+    let blocks = Blocks {
+        per_block: ks.iter().copied().max().unwrap_or(1),
+    };
+    let all = blocks.run((0, ranks.pow));
     let mut steps: Vec<Step> = Vec::new();
-    let all: Vec<ChunkId> = run((0, ranks.pow));
     // Fold: odd ranks among the first 2r hand their vector to their even neighbour.
     if ranks.extra > 0 {
-        steps.push(Step {
-            moves: (0..ranks.extra)
+        steps.push(Step::of(
+            (0..ranks.extra)
                 .map(|j| {
-                    transfer(
-                        ranks.node[2 * j + 1],
-                        ranks.node[2 * j],
-                        all.clone(),
-                        DATA,
-                        RecvMode::Reduce,
-                    )
+                    let (odd, even) = (ranks.node[2 * j + 1], ranks.node[2 * j]);
+                    transfer(odd, even, all.clone(), DATA, RecvMode::Reduce)
                 })
                 .collect(),
-            locals: Vec::new(),
-        });
+        ));
     }
-
-    // Distribution. `held[i][v]` is the block run v holds after round i - 1.
-    let mut held: Vec<Vec<(usize, usize)>> = vec![vec![(0, ranks.pow); ranks.pow]];
-    let mut pending: Vec<Option<Vec<ChunkId>>> = vec![None; ranks.pow];
-    for (i, &k) in ks.iter().enumerate() {
-        let before = &held[i];
-        let halves: Vec<((usize, usize), (usize, usize))> = (0..ranks.pow)
-            .map(|v| {
-                let (lo, hi) = before[v];
-                let mid = (lo + hi) / 2;
-                if v & (1 << i) == 0 {
-                    ((lo, mid), (mid, hi))
-                } else {
-                    ((mid, hi), (lo, mid))
-                }
-            })
-            .collect();
-        // The slices each rank receives, in the order it receives them.
-        let incoming: Vec<Vec<Vec<ChunkId>>> = (0..ranks.pow)
-            .map(|v| {
-                let keep = run(halves[v].0);
-                let descending = i + 1 < ranks.rounds && v & (1 << (i + 1)) == 0;
-                let mut parts: Vec<Vec<ChunkId>> = even_chunks(keep.len() as u64, k)
-                    .into_iter()
-                    .map(|(a, b)| keep[a as usize..b as usize].to_vec())
-                    .collect();
-                if descending {
-                    parts.reverse();
-                }
-                parts
-            })
-            .collect();
-        for t in 0..k {
-            let mut step = Step::default();
-            for v in 0..ranks.pow {
-                let partner = v ^ (1 << i);
-                let direct = k == 1 || (i + 1 == ranks.rounds && t + 1 == k);
-                step.moves.push(transfer(
-                    ranks.virtual_node(partner),
-                    ranks.virtual_node(v),
-                    incoming[v][t].clone(),
-                    if direct { DATA } else { SCRATCH },
-                    if direct {
-                        RecvMode::Reduce
-                    } else {
-                        RecvMode::Store
-                    },
-                ));
-                let previous = if t == 0 {
-                    pending[v].take()
-                } else {
-                    Some(incoming[v][t - 1].clone())
-                };
-                if let Some(chunks) = previous {
-                    step.locals.push(reduce(ranks.virtual_node(v), chunks));
-                }
-            }
-            steps.push(step);
-        }
-        for (v, slot) in pending.iter_mut().enumerate() {
-            let last_in_scratch = k > 1 && i + 1 < ranks.rounds;
-            *slot = last_in_scratch.then(|| incoming[v][k - 1].clone());
-        }
-        held.push(halves.iter().map(|h| h.0).collect());
-    }
-
+    let held = distribute(&ranks, &blocks, &ks, &mut steps);
     let finals = held.last().cloned().unwrap_or_default();
     match spec.collective {
         Collective::AllReduce => {
-            for i in (0..ranks.rounds).rev() {
-                let after = &held[i + 1];
-                steps.push(Step {
-                    moves: (0..ranks.pow)
-                        .map(|v| {
-                            transfer(
-                                ranks.virtual_node(v),
-                                ranks.virtual_node(v ^ (1 << i)),
-                                run(after[v]),
-                                DATA,
-                                RecvMode::Store,
-                            )
-                        })
-                        .collect(),
-                    locals: Vec::new(),
-                });
-            }
+            double(&ranks, &blocks, &held, &mut steps);
             if ranks.extra > 0 {
-                steps.push(Step {
-                    moves: (0..ranks.extra)
+                steps.push(Step::of(
+                    (0..ranks.extra)
                         .map(|j| {
-                            transfer(
-                                ranks.node[2 * j],
-                                ranks.node[2 * j + 1],
-                                all.clone(),
-                                DATA,
-                                RecvMode::Store,
-                            )
+                            let (even, odd) = (ranks.node[2 * j], ranks.node[2 * j + 1]);
+                            transfer(even, odd, all.clone(), DATA, RecvMode::Store)
                         })
                         .collect(),
-                    locals: Vec::new(),
-                });
+                ));
             }
         }
-        Collective::Reduce { .. } => {
-            for j in 0..ranks.rounds {
-                let span = 1 << j;
-                steps.push(Step {
-                    moves: (0..ranks.pow)
-                        .step_by(2 * span)
-                        .map(|v| {
-                            let mut chunks: Vec<ChunkId> = (v + span..v + 2 * span)
-                                .flat_map(|u| run(finals[u]))
-                                .collect();
-                            chunks.sort();
-                            transfer(
-                                ranks.virtual_node(v + span),
-                                ranks.virtual_node(v),
-                                chunks,
-                                DATA,
-                                RecvMode::Store,
-                            )
-                        })
-                        .collect(),
-                    locals: Vec::new(),
-                });
-            }
-        }
+        Collective::Reduce { .. } => gather_to_root(&ranks, &blocks, &finals, &mut steps),
         _ => {}
     }
 
-    let mut owner: Vec<Option<NodeId>> = vec![None; ranks.pow * per_block];
+    let mut owner: Vec<Option<NodeId>> = vec![None; ranks.pow * blocks.per_block];
     if spec.collective == Collective::ReduceScatter {
         for (v, &range) in finals.iter().enumerate() {
-            for c in run(range) {
+            for c in blocks.run(range) {
                 owner[c.index()] = Some(ranks.virtual_node(v));
             }
         }
     }
-    let chunks: Vec<Chunk> = even_chunks(spec.elements, ranks.pow * per_block)
+    let chunks: Vec<Chunk> = even_chunks(spec.elements, ranks.pow * blocks.per_block)
         .into_iter()
         .zip(owner)
         .map(|((start, end), owner)| Chunk { start, end, owner })
@@ -408,6 +291,146 @@ pub fn lower(
             packing: Packing::FirstFit,
         },
     ))
+}
+
+/// The vector as `2^k` blocks of `per_block` chunks each.
+struct Blocks {
+    per_block: usize,
+}
+
+impl Blocks {
+    /// The chunks of blocks `lo .. hi`.
+    fn run(&self, (lo, hi): (usize, usize)) -> Vec<ChunkId> {
+        (lo * self.per_block..hi * self.per_block)
+            .map(ChunkId::new)
+            .collect()
+    }
+}
+
+/// The distribution rounds (see the module doc), one plan step per slice. Returns `held[i][v]`:
+/// the block run virtual rank `v` holds after round `i - 1`.
+fn distribute(
+    ranks: &Ranks,
+    blocks: &Blocks,
+    ks: &[usize],
+    steps: &mut Vec<Step>,
+) -> Vec<Vec<(usize, usize)>> {
+    let mut held: Vec<Vec<(usize, usize)>> = vec![vec![(0, ranks.pow); ranks.pow]];
+    let mut pending: Vec<Option<Vec<ChunkId>>> = vec![None; ranks.pow];
+    for (i, &k) in ks.iter().enumerate() {
+        let before = &held[i];
+        let halves: Vec<((usize, usize), (usize, usize))> = (0..ranks.pow)
+            .map(|v| {
+                let (lo, hi) = before[v];
+                let mid = (lo + hi) / 2;
+                if v & (1 << i) == 0 {
+                    ((lo, mid), (mid, hi))
+                } else {
+                    ((mid, hi), (lo, mid))
+                }
+            })
+            .collect();
+        // The slices each rank receives, in the order it receives them.
+        let incoming: Vec<Vec<Vec<ChunkId>>> = (0..ranks.pow)
+            .map(|v| {
+                let keep = blocks.run(halves[v].0);
+                let descending = i + 1 < ranks.rounds && v & (1 << (i + 1)) == 0;
+                let mut parts: Vec<Vec<ChunkId>> = even_chunks(keep.len() as u64, k)
+                    .into_iter()
+                    .map(|(a, b)| keep[a as usize..b as usize].to_vec())
+                    .collect();
+                if descending {
+                    parts.reverse();
+                }
+                parts
+            })
+            .collect();
+        for t in 0..k {
+            let mut step = Step::default();
+            for v in 0..ranks.pow {
+                let partner = v ^ (1 << i);
+                let direct = k == 1 || (i + 1 == ranks.rounds && t + 1 == k);
+                let (dst, mode) = if direct {
+                    (DATA, RecvMode::Reduce)
+                } else {
+                    (SCRATCH, RecvMode::Store)
+                };
+                step.moves.push(transfer(
+                    ranks.virtual_node(partner),
+                    ranks.virtual_node(v),
+                    incoming[v][t].clone(),
+                    dst,
+                    mode,
+                ));
+                let previous = if t == 0 {
+                    pending[v].take()
+                } else {
+                    Some(incoming[v][t - 1].clone())
+                };
+                if let Some(chunks) = previous {
+                    step.locals.push(reduce(ranks.virtual_node(v), chunks));
+                }
+            }
+            steps.push(step);
+        }
+        for (v, slot) in pending.iter_mut().enumerate() {
+            let last_in_scratch = k > 1 && i + 1 < ranks.rounds;
+            *slot = last_in_scratch.then(|| incoming[v][k - 1].clone());
+        }
+        held.push(halves.iter().map(|h| h.0).collect());
+    }
+    held
+}
+
+/// The allreduce's collection: the rounds backwards, partners swapping all they hold.
+fn double(ranks: &Ranks, blocks: &Blocks, held: &[Vec<(usize, usize)>], steps: &mut Vec<Step>) {
+    for i in (0..ranks.rounds).rev() {
+        let after = &held[i + 1];
+        steps.push(Step::of(
+            (0..ranks.pow)
+                .map(|v| {
+                    transfer(
+                        ranks.virtual_node(v),
+                        ranks.virtual_node(v ^ (1 << i)),
+                        blocks.run(after[v]),
+                        DATA,
+                        RecvMode::Store,
+                    )
+                })
+                .collect(),
+        ));
+    }
+}
+
+/// The reduce's collection to virtual rank 0: in round `j`, rank `v + 2^j` hands everything it
+/// has gathered to `v`, for `v` a multiple of `2^(j+1)`.
+fn gather_to_root(
+    ranks: &Ranks,
+    blocks: &Blocks,
+    finals: &[(usize, usize)],
+    steps: &mut Vec<Step>,
+) {
+    for j in 0..ranks.rounds {
+        let span = 1 << j;
+        steps.push(Step::of(
+            (0..ranks.pow)
+                .step_by(2 * span)
+                .map(|v| {
+                    let mut chunks: Vec<ChunkId> = (v + span..v + 2 * span)
+                        .flat_map(|u| blocks.run(finals[u]))
+                        .collect();
+                    chunks.sort();
+                    transfer(
+                        ranks.virtual_node(v + span),
+                        ranks.virtual_node(v),
+                        chunks,
+                        DATA,
+                        RecvMode::Store,
+                    )
+                })
+                .collect(),
+        ));
+    }
 }
 
 /// Gives every transfer a shortest route (compute nodes forward), one search per pair.

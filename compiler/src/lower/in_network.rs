@@ -26,10 +26,10 @@
 //! two-level fabric is not done yet.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{data_buffer, vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
+use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
 
 /// `in-network`: allreduce reduced in the NICs and the switch of a `Fabric`.
 pub struct InNetwork;
@@ -236,14 +236,7 @@ pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>)
             }
         }
     }
-    let chunks = even_chunks(spec.elements, segments)
-        .into_iter()
-        .map(|(start, end)| Chunk {
-            start,
-            end,
-            owner: None,
-        })
-        .collect();
+    let chunks = vector_chunks(spec.elements, segments, |_| None);
     let described = vec![format!(
         "{segments} segment(s) of at most {} B, {batch} per batch every {stride} step(s): ranks → NIC → `{}` → NICs → ranks",
         l.mtu_bytes,

@@ -90,7 +90,6 @@ impl PhaseSpec {
             buffers,
             steps: u32::try_from(steps).unwrap_or(u32::MAX),
             programs,
-            candidates: Vec::new(),
         }
     }
 }
@@ -113,6 +112,24 @@ pub fn even_chunks(elements: u64, count: usize) -> Vec<(u64, u64)> {
         .map(|i| {
             let at = |k: u128| (k * elements as u128 / count) as u64;
             (at(i), at(i + 1))
+        })
+        .collect()
+}
+
+/// The vector of `elements` cut into `count` chunks as [`even_chunks`] does, chunk `i` owned
+/// by `owner(i)`.
+pub fn vector_chunks(
+    elements: u64,
+    count: usize,
+    owner: impl Fn(usize) -> Option<NodeId>,
+) -> Vec<Chunk> {
+    even_chunks(elements, count)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (start, end))| Chunk {
+            start,
+            end,
+            owner: owner(i),
         })
         .collect()
 }
@@ -325,10 +342,93 @@ impl Method {
     }
 }
 
+/// What the user asks a phase to be lowered with: `auto`, or one method by name. Parsed where
+/// names enter (the command line, a topology file), so that the compiler sees only this.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Choice {
+    /// Every method that applies, priced by the cost model; the cheapest wins.
+    #[default]
+    Auto,
+    /// This method only.
+    Method(Method),
+}
+
+impl Choice {
+    /// Every name a choice may be written as: `auto`, then the methods in registry order.
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        std::iter::once("auto").chain(Method::ALL.into_iter().map(Method::name))
+    }
+
+    /// The method names, comma-separated (for hints).
+    pub fn method_names() -> String {
+        Method::ALL.map(Method::name).join(", ")
+    }
+
+    /// The method chosen, if it passes `keep`.
+    pub fn filter(self, keep: impl Fn(Method) -> bool) -> Choice {
+        match self {
+            Choice::Method(m) if keep(m) => self,
+            _ => Choice::Auto,
+        }
+    }
+}
+
+impl std::str::FromStr for Choice {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Choice, String> {
+        if name == "auto" {
+            return Ok(Choice::Auto);
+        }
+        Method::from_name(name).map(Choice::Method).ok_or_else(|| {
+            format!(
+                "unknown algorithm `{name}`; write `auto` or one of: {}",
+                Choice::method_names()
+            )
+        })
+    }
+}
+
+impl fmt::Display for Choice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Choice::Auto => f.write_str("auto"),
+            Choice::Method(m) => f.write_str(m.name()),
+        }
+    }
+}
+
 impl fmt::Display for Method {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The method table of `docs/methods.md`, generated from the registry (a test keeps the page
+/// in step): every method with what it does and the collectives it lowers.
+pub fn method_table() -> String {
+    let collectives = [
+        ("allreduce", Collective::AllReduce),
+        ("reduce-scatter", Collective::ReduceScatter),
+        ("allgather", Collective::AllGather),
+        ("broadcast", Collective::Broadcast { root: NodeId(0) }),
+        ("reduce", Collective::Reduce { root: NodeId(0) }),
+    ];
+    let mut table = String::from("| method | what it does | collectives |\n|---|---|---|\n");
+    for method in Method::ALL {
+        let lowers: Vec<&str> = collectives
+            .iter()
+            .filter(|(_, c)| method.supports(*c))
+            .map(|(name, _)| *name)
+            .collect();
+        table.push_str(&format!(
+            "| `{}` | {} | {} |\n",
+            method.name(),
+            method.about(),
+            lowers.join(", ")
+        ));
+    }
+    table
 }
 
 /// Refuses machines with more compute nodes than the planning methods handle (their planning

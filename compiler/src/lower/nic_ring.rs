@@ -11,9 +11,9 @@
 
 use super::in_network::Layout;
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, PhaseSpec};
+use super::{data_buffer, even_chunks, vector_chunks, PhaseSpec};
 use crate::machine::Machine;
-use schedule_ir::{Chunk, ChunkId, LinkId, NodeId, NodeKind, Phase, RecvMode};
+use schedule_ir::{ChunkId, LinkId, NodeId, NodeKind, Phase, RecvMode};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The shortest route from `from` to `to` whose inner nodes are switches other than NICs
@@ -130,14 +130,7 @@ pub(super) fn lower(
             }
         }
     }
-    let chunks = even_chunks(spec.elements, segments)
-        .into_iter()
-        .map(|(start, end)| Chunk {
-            start,
-            end,
-            owner: None,
-        })
-        .collect();
+    let chunks = vector_chunks(spec.elements, segments, |_| None);
     let described = vec![format!(
         "{why}: a ring among the {h} NICs through the switches, {waves} wave(s) of up to {wave} segment(s) of at most {} B",
         l.mtu_bytes

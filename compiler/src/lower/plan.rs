@@ -27,7 +27,8 @@
 use super::PhaseSpec;
 use crate::machine::Machine;
 use schedule_ir::{
-    Buffer, BufferId, Chunk, ChunkId, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
+    Buffer, BufferId, Chunk, ChunkId, DirectionId, Instr, LinkId, NodeId, NodeKind, Phase, Program,
+    RecvMode,
 };
 use std::collections::BTreeMap;
 
@@ -113,6 +114,18 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// How steps become BSP steps.
     pub packing: Packing,
+}
+
+impl Plan {
+    /// A plan over the data buffer alone, with one step per list of moves.
+    pub fn data(chunks: Vec<Chunk>, steps: Vec<Vec<Move>>, packing: Packing) -> Plan {
+        Plan {
+            chunks,
+            buffers: super::data_buffer(),
+            steps: steps.into_iter().map(Step::of).collect(),
+            packing,
+        }
+    }
 }
 
 /// Turns `plan` into the phase `spec` asks for, as method `algorithm` (see the
@@ -244,11 +257,11 @@ fn write_step(programs: &mut [Program], base: usize, step: Step, groups: &[Vec<u
 /// by the link directions of its route with their lane counts, as [`route_directions`] returns
 /// them) that move in sub-step `g`. Each goes, in order, into the first sub-step where every
 /// direction of its route still has a free lane, so that no sub-step overbooks a direction.
-pub fn first_fit(routes: impl IntoIterator<Item = Vec<(usize, u32)>>) -> Vec<Vec<usize>> {
+pub fn first_fit(routes: impl IntoIterator<Item = Vec<(DirectionId, u32)>>) -> Vec<Vec<usize>> {
     let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut load: Vec<BTreeMap<usize, u32>> = Vec::new();
+    let mut load: Vec<BTreeMap<DirectionId, u32>> = Vec::new();
     for (t, dirs) in routes.into_iter().enumerate() {
-        let fits = |l: &BTreeMap<usize, u32>| {
+        let fits = |l: &BTreeMap<DirectionId, u32>| {
             dirs.iter()
                 .all(|&(d, lanes)| l.get(&d).copied().unwrap_or(0) < lanes)
         };
@@ -269,13 +282,12 @@ pub fn first_fit(routes: impl IntoIterator<Item = Vec<(usize, u32)>>) -> Vec<Vec
 }
 
 /// The link directions a route leaving `from` over `links` crosses, each with its link's lane
-/// count (the input of [`first_fit`]). Directions are numbered as in the IR
-/// ([`schedule_ir::cost`]): `2·link`, `+1` when crossed from the link's second end to its first.
+/// count (the input of [`first_fit`]).
 pub fn route_directions(
     machine: &Machine,
     from: NodeId,
     links: impl IntoIterator<Item = LinkId>,
-) -> Vec<(usize, u32)> {
+) -> Vec<(DirectionId, u32)> {
     let mut at = from;
     links
         .into_iter()
@@ -283,10 +295,7 @@ pub fn route_directions(
             let (a, b) = machine.endpoints(link);
             let backward = at != a;
             at = if backward { a } else { b };
-            (
-                2 * link.index() + usize::from(backward),
-                machine.link(link).lanes,
-            )
+            (DirectionId::new(link, backward), machine.link(link).lanes)
         })
         .collect()
 }

@@ -212,7 +212,7 @@ pub fn sub_steps(machine: &Machine, rings: &[Ring]) -> Vec<Vec<(usize, usize)>> 
 
 /// The link directions hop `i` of `ring` crosses (numbered as in the IR: `2·link`, `+1` when
 /// crossed from `b` to `a`), each with its link's lane count.
-fn directions(machine: &Machine, ring: &Ring, i: usize) -> Vec<(usize, u32)> {
+fn directions(machine: &Machine, ring: &Ring, i: usize) -> Vec<(schedule_ir::DirectionId, u32)> {
     plan::route_directions(machine, ring.nodes[i], ring.route(i))
 }
 
@@ -330,7 +330,7 @@ mod tests {
             ]))"#
         );
         match crate::compile::load(&text) {
-            Ok((_, m)) => m,
+            Ok(loaded) => loaded.machine,
             Err(e) => panic!("{e}"),
         }
     }

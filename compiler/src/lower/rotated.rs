@@ -32,11 +32,11 @@
 //! allreduce again meets the total-traffic bound `(q/d)(1 - 1/n)/b`, in `2d(k - 1)` steps.
 //! Dimensions of different sizes are refused: the parts' phases would not line up.
 
-use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, link_between, Knobs, Lowered, Lowering, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan};
+use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+use schedule_ir::{ChunkId, Collective, NodeId, Phase, RecvMode};
 
 /// `rotated-hd`: halving-doubling along the dimensions of a hypercube, the cube or an
 /// equal-sided torus, the dimension order rotated per part so every link carries data in
@@ -273,26 +273,11 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
         }
     }
     let owners = !matches!(spec.collective, Collective::AllReduce);
-    let chunks = even_chunks(spec.elements, d * h_count * n)
-        .into_iter()
-        .enumerate()
-        .map(|(i, (start, end))| Chunk {
-            start,
-            end,
-            owner: owners.then(|| grid.nodes[i % n]),
-        })
-        .collect();
-    Ok(plan::assemble(
-        spec,
-        algorithm,
-        machine,
-        Plan {
-            chunks,
-            buffers: data_buffer(),
-            steps: steps.into_iter().map(Step::of).collect(),
-            packing: Packing::AsGiven,
-        },
-    ))
+    let chunks = vector_chunks(spec.elements, d * h_count * n, |i| {
+        owners.then(|| grid.nodes[i % n])
+    });
+    let plan = Plan::data(chunks, steps, Packing::AsGiven);
+    Ok(plan::assemble(spec, algorithm, machine, plan))
 }
 
 #[cfg(test)]

@@ -405,7 +405,7 @@ mod tests {
 
     fn machine(text: &str) -> Machine {
         match crate::compile::load(text) {
-            Ok((_, m)) => m,
+            Ok(loaded) => loaded.machine,
             Err(e) => panic!("{e}"),
         }
     }

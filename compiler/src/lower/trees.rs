@@ -420,7 +420,8 @@ fn busiest_count(
                 .seconds
                 .into_iter()
                 .map(|(d, s)| {
-                    let bw = machine.link(schedule_ir::LinkId::new(d / 2)).bandwidth_gbps;
+                    let link = schedule_ir::DirectionId::from_index(d).map(|d| d.link());
+                    let bw = link.map_or(1.0, |l| machine.link(l).bandwidth_gbps);
                     (d, s * bw / 8.0 * pieces as f64)
                 })
                 .collect()
@@ -457,8 +458,9 @@ mod tests {
 
     #[test]
     fn longer_vectors_get_longer_pipelines() {
-        let (_, m) =
-            crate::compile::load(r#"Topology(name: "r", machine: Ring(nodes: 6))"#).unwrap();
+        let m = crate::compile::load(r#"Topology(name: "r", machine: Ring(nodes: 6))"#)
+            .unwrap()
+            .machine;
         let packing = pack(&m, Collective::AllReduce).unwrap();
         let chunks = |elements| {
             let spec = PhaseSpec {

@@ -11,7 +11,7 @@ fn line(bandwidth: f64, lanes: u32) -> Machine {
             (id: "L2", between: ("b", "c")),
         ]))"#
     );
-    crate::compile::load(&text).unwrap().1
+    crate::compile::load(&text).unwrap().machine
 }
 
 fn t(from: u32, to: u32, link: u32, chunk: u32, after: &[u32]) -> Transfer {
@@ -39,7 +39,7 @@ fn relay() -> Vec<Transfer> {
 
 /// Transfers per direction and step never exceed the lanes, and dependencies land first.
 fn check(machine: &Machine, transfers: &[Transfer], table: &Timetable) {
-    let mut sends = std::collections::BTreeSet::<(u32, usize, u32)>::new();
+    let mut sends = std::collections::BTreeSet::<(u32, DirectionId, u32)>::new();
     for (i, x) in transfers.iter().enumerate() {
         let s = table.step[i];
         assert!(s < table.steps);
@@ -55,8 +55,8 @@ fn check(machine: &Machine, transfers: &[Transfer], table: &Timetable) {
             .iter()
             .filter(|&&(s2, d2, _)| s2 == s && d2 == d)
             .count();
-        let lanes = machine.link(LinkId::new(d / 2)).lanes as usize;
-        assert!(count <= lanes, "step {s}, direction {d}: {count} sends");
+        let lanes = machine.link(d.link()).lanes as usize;
+        assert!(count <= lanes, "step {s}, direction {d:?}: {count} sends");
     }
 }
 
