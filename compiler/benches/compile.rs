@@ -17,7 +17,8 @@ fn ladder_source(pairs: usize) -> String {
 
 fn instructions(pairs: usize) -> u64 {
     let source = ladder_source(pairs);
-    let compiled = topoc::compile(&source, &topoc::Options::default()).expect("ladder compiles");
+    let compiled =
+        topoc::compile_source(&source, &topoc::Options::default()).expect("ladder compiles");
     compiled.schedule.schedule().phases[0]
         .programs
         .iter()
@@ -33,8 +34,8 @@ fn compile_and_verify(c: &mut Criterion) {
         group.throughput(Throughput::Elements(instructions(pairs)));
         group.bench_with_input(BenchmarkId::from_parameter(pairs), &source, |b, s| {
             b.iter(|| {
-                let compiled =
-                    topoc::compile(black_box(s), &topoc::Options::default()).expect("compiles");
+                let compiled = topoc::compile_source(black_box(s), &topoc::Options::default())
+                    .expect("compiles");
                 black_box(compiled.schedule.report().phases.len())
             })
         });
@@ -44,7 +45,7 @@ fn compile_and_verify(c: &mut Criterion) {
     let mut baseline = c.benchmark_group("ladder_allreduce_write_ron");
     baseline.sample_size(10);
     for pairs in [4usize, 8, 16, 32, 64, 128] {
-        let compiled = topoc::compile(&ladder_source(pairs), &topoc::Options::default())
+        let compiled = topoc::compile_source(&ladder_source(pairs), &topoc::Options::default())
             .expect("ladder compiles");
         baseline.throughput(Throughput::Elements(instructions(pairs)));
         baseline.bench_with_input(

@@ -26,8 +26,8 @@ use schedule_ir::{Collective, DType, Instr, ReduceOp, Schedule};
 use std::hint::black_box;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use topoc::lower::ring::PhaseSpec;
 use topoc::lower::Knobs;
+use topoc::lower::PhaseSpec;
 
 const ELEMENTS: u64 = 16_777_216;
 
@@ -180,7 +180,7 @@ fn cases() -> Vec<Case> {
 
 fn options(method: &str) -> topoc::Options {
     topoc::Options {
-        algorithm: Some(method.to_string()),
+        algorithm: method.parse().ok(),
         ..topoc::Options::default()
     }
 }
@@ -271,7 +271,7 @@ fn run_case(case: &Case, method: &str) {
     let before_kb = status_kb("VmHWM");
     let load = load_average();
     let t = Instant::now();
-    let first = topoc::compile(&case.source, &options(method));
+    let first = topoc::compile_source(&case.source, &options(method));
     let first_time = t.elapsed();
     let compiled = match first {
         Ok(c) => c,
@@ -310,10 +310,10 @@ fn run_case(case: &Case, method: &str) {
     let nodes = schedule.machine.nodes.len();
     drop(compiled);
     let (total, compiled) =
-        fastest(|| topoc::compile(&case.source, &options(method)).expect("compiled once"));
+        fastest(|| topoc::compile_source(&case.source, &options(method)).expect("compiled once"));
     // The lowering alone, with the method the compile took.
     let method_used = compiled.notes[0].method;
-    let (_, machine) = topoc::compile::load(&case.source).expect("loads");
+    let machine = topoc::compile::load(&case.source).expect("loads").machine;
     let spec = PhaseSpec {
         name: "grads".to_string(),
         collective: Collective::AllReduce,
@@ -574,7 +574,7 @@ fn main() {
         // Smoke run (`cargo test --benches`): the smallest case of each family, in process.
         for name in ["ladder-4", "torus-4x4", "tree-16", "lopsided-100"] {
             let case = all.iter().find(|c| c.name == name).expect("known case");
-            let compiled = topoc::compile(&case.source, &options("auto")).expect("compiles");
+            let compiled = topoc::compile_source(&case.source, &options("auto")).expect("compiles");
             println!(
                 "{name}: {} instructions",
                 instructions(compiled.schedule.schedule())

@@ -39,5 +39,5 @@ pub mod simulate;
 pub mod topology;
 pub mod trial;
 
-pub use compile::{compile, Compiled, Options};
+pub use compile::{compile, compile_source, load, Compiled, Loaded, Options};
 pub use error::Error;

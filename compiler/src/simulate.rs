@@ -1,18 +1,21 @@
 //! Cost tables: estimated time, lower bound and efficiency of a schedule's phases over a range
 //! of message sizes, for every method that applies (`topoc simulate`).
 //!
-//! The schedules of most methods are independent of the vector's length except through their
-//! chunk sizes, so one compiled (and verified) schedule per method is re-chunked for each size
-//! ([`schedule_ir::Phase::with_elements`]) and costed with the α-β model of
-//! [`schedule_ir::cost`]. A method whose structure depends on the size ([`Method::sized`]:
-//! `trees`, whose pipeline depth is chosen for the phase's vector) is lowered again for every
-//! size, and each of those schedules verified, as compiling a file declaring that size would.
+//! The file is read once. Every exchange phase is lowered on its own by every method that
+//! supports its collective, and each schedule verified. The schedules of most methods are
+//! independent of the vector's length except through their chunk sizes, so one schedule per
+//! phase and method is re-chunked for each size ([`schedule_ir::Phase::with_elements`]) and
+//! costed with the α-β model of [`schedule_ir::cost`]. A method whose structure depends on the
+//! size ([`Method::sized`]: `trees`, whose pipeline depth is chosen for the vector, and
+//! `in-network`, whose segments follow the MTU) is lowered again for every size, and each of
+//! those schedules verified, as compiling a file declaring that size would. At every size the
+//! cheapest row is the one `auto` takes ([`Row::auto`]).
 
-use crate::lower::ring::PhaseSpec;
-use crate::lower::{Knobs, Method};
-use crate::{compile, Options};
+use crate::compile::PhaseRequest;
+use crate::lower::{Knobs, Method, PhaseSpec};
+use crate::{Error, Loaded, Options};
 use schedule_ir::cost::{self, Bound, Estimate};
-use schedule_ir::{Machine, Phase, Schedule};
+use schedule_ir::{Machine, Phase, Schedule, FORMAT_VERSION};
 use serde::Serialize;
 
 /// One row of the table: one phase, one method, one size.
@@ -36,6 +39,9 @@ pub struct Row {
     pub efficiency: f64,
     /// The link direction that carries the most bytes over the phase.
     pub busiest: Option<Busiest>,
+    /// Whether `auto` takes this method at this size: the lowest estimate of the phase's rows
+    /// at the size (of equal estimates, the method first in the registry).
+    pub auto: bool,
 }
 
 /// The busiest link direction of a phase.
@@ -51,9 +57,11 @@ pub struct Busiest {
     pub bytes: u64,
 }
 
-/// A method that does not apply to the machine, and why.
+/// A method that does not apply to a phase on the machine, and why.
 #[derive(Clone, Debug, Serialize)]
 pub struct Skipped {
+    /// The phase.
+    pub phase: String,
     /// The method.
     pub algorithm: String,
     /// Why it does not apply.
@@ -69,43 +77,45 @@ pub struct Table {
     pub skipped: Vec<Skipped>,
 }
 
-/// Costs every applicable method for a topology text at each size in bytes.
+/// Costs every method that applies to each phase of a loaded topology at each size in bytes
+/// (`only`: one phase). `base` gives the failures and knobs; its algorithm is ignored.
 pub fn simulate_topology(
-    source: &str,
+    loaded: &Loaded,
     sizes: &[u64],
-    phase: Option<&str>,
+    only: Option<&str>,
     base: &Options,
-) -> Table {
+) -> Result<Table, Error> {
+    let loaded = loaded.failing(&base.fail_links, &base.fail_nodes)?;
+    let machine = &loaded.machine;
+    let ir = machine.to_ir();
     let mut table = Table::default();
-    for method in Method::ALL {
-        let options = Options {
-            algorithm: Some(method.name().to_string()),
-            ..base.clone()
-        };
-        match compile(source, &options) {
-            Ok(compiled) if method.sized() => {
-                table
-                    .rows
-                    .extend(sized_rows(&compiled, method, sizes, phase));
-            }
-            Ok(compiled) => table
-                .rows
-                .extend(rows(compiled.schedule.schedule(), sizes, phase)),
-            Err(crate::Error::Topology(problems)) => table.skipped.push(Skipped {
-                algorithm: method.name().to_string(),
-                reason: problems
-                    .iter()
-                    .flat_map(|p| p.notes.iter().chain(std::iter::once(&p.message)))
-                    .find(|n| n.starts_with(method.name()))
-                    .or_else(|| problems.first().map(|p| &p.message))
-                    .cloned()
-                    .unwrap_or_default(),
-            }),
-            Err(other) => table.skipped.push(Skipped {
-                algorithm: method.name().to_string(),
-                reason: other.to_string(),
-            }),
+    for request in loaded.phases()? {
+        if only.is_some_and(|name| name != request.spec.name) {
+            continue;
         }
+        let knobs = request.knobs(base).map_err(|p| Error::Topology(vec![p]))?;
+        let first = table.rows.len();
+        for method in Method::ALL {
+            let skip = |reason: String| Skipped {
+                phase: request.spec.name.clone(),
+                algorithm: method.name().to_string(),
+                reason,
+            };
+            if !method.supports(request.spec.collective) {
+                table.skipped.push(skip(format!(
+                    "does not lower {}",
+                    crate::compile::describe(request.spec.collective)
+                )));
+                continue;
+            }
+            match verified(machine, &ir, method, &request.spec, &knobs) {
+                Ok(phase) => table.rows.extend(sizes.iter().map(|&bytes| {
+                    sized_row(machine, &ir, method, &request, &knobs, &phase, bytes)
+                })),
+                Err(reason) => table.skipped.push(skip(reason)),
+            }
+        }
+        mark_auto(&mut table.rows[first..]);
     }
     table.rows.sort_by(|a, b| {
         (a.phase.as_str(), a.bytes, a.algorithm.as_str()).cmp(&(
@@ -114,7 +124,74 @@ pub fn simulate_topology(
             b.algorithm.as_str(),
         ))
     });
-    table
+    Ok(table)
+}
+
+/// `spec` lowered by `method` and verified on its own, or why not.
+fn verified(
+    machine: &crate::machine::Machine,
+    ir: &Machine,
+    method: Method,
+    spec: &PhaseSpec,
+    knobs: &Knobs,
+) -> Result<Phase, String> {
+    let lowered = method
+        .lower(machine, spec, knobs)
+        .map_err(|e| e.to_string())?;
+    let schedule = Schedule {
+        format_version: FORMAT_VERSION,
+        machine: ir.clone(),
+        program: Vec::new(),
+        phases: vec![lowered.phase],
+    };
+    let verified = schedule_ir::verify(schedule).map_err(|e| e.to_string())?;
+    verified
+        .schedule()
+        .phases
+        .first()
+        .cloned()
+        .ok_or_else(|| "no phase".to_string())
+}
+
+/// The row of `phase` at `bytes`: re-chunked, or for a [`Method::sized`] method lowered again
+/// for the size (re-chunked when that fails, which it does not for a method that lowered the
+/// phase's own size).
+fn sized_row(
+    machine: &crate::machine::Machine,
+    ir: &Machine,
+    method: Method,
+    request: &PhaseRequest,
+    knobs: &Knobs,
+    phase: &Phase,
+    bytes: u64,
+) -> Row {
+    let elements = bytes / phase.dtype.size_bytes();
+    if method.sized() {
+        let spec = PhaseSpec {
+            elements,
+            ..request.spec.clone()
+        };
+        if let Ok(sized) = verified(machine, ir, method, &spec, knobs) {
+            return row(ir, &sized);
+        }
+    }
+    row(ir, &phase.with_elements(elements))
+}
+
+/// Marks, per phase and size, the row `auto` takes. `rows` are one phase's, in registry
+/// order, so the first of equal estimates wins as under `auto`.
+fn mark_auto(rows: &mut [Row]) {
+    let mut best: Vec<(u64, usize)> = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        match best.iter_mut().find(|(bytes, _)| *bytes == r.bytes) {
+            Some((_, at)) if r.estimate.seconds < rows[*at].estimate.seconds => *at = i,
+            Some(_) => {}
+            None => best.push((r.bytes, i)),
+        }
+    }
+    for (_, i) in best {
+        rows[i].auto = true;
+    }
 }
 
 /// Costs the phases of one schedule at each size in bytes.
@@ -133,57 +210,11 @@ pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Vec<Row> 
     out
 }
 
-/// Costs the phases of a schedule compiled by `method` at each size, lowering and verifying
-/// each phase again for the size. Where that fails (it does not for a method that compiled the
-/// file), the compiled phase is re-chunked instead.
-fn sized_rows(
-    compiled: &crate::Compiled,
-    method: Method,
-    sizes: &[u64],
-    only: Option<&str>,
-) -> Vec<Row> {
-    let schedule = compiled.schedule.schedule();
-    let mut out = Vec::new();
-    for (i, phase) in schedule.phases.iter().enumerate() {
-        if only.is_some_and(|name| name != phase.name) {
-            continue;
-        }
-        for &bytes in sizes {
-            let elements = bytes / phase.dtype.size_bytes();
-            let spec = PhaseSpec {
-                name: phase.name.clone(),
-                collective: phase.collective,
-                op: phase.op,
-                dtype: phase.dtype,
-                elements,
-            };
-            let relowered = method
-                .lower(&compiled.machine, &spec, &Knobs::default())
-                .ok()
-                .and_then(|lowered| {
-                    let mut sized = schedule.clone();
-                    *sized.phases.get_mut(i)? = lowered.phase;
-                    schedule_ir::verify(sized).ok()
-                });
-            out.push(
-                match relowered.as_ref().and_then(|v| {
-                    let s = v.schedule();
-                    Some((&s.machine, s.phases.get(i)?))
-                }) {
-                    Some((machine, sized)) => row(machine, sized),
-                    None => row(&schedule.machine, &phase.with_elements(elements)),
-                },
-            );
-        }
-    }
-    out
-}
-
 fn row(machine: &Machine, phase: &Phase) -> Row {
     let loads = cost::step_loads(machine, phase);
     let estimate = cost::estimate_loads(machine, &loads);
     let bound = cost::lower_bound(machine, phase);
-    let mut totals = vec![0u64; machine.links.len() * 2];
+    let mut totals = vec![0u64; schedule_ir::DirectionId::count(machine.links.len())];
     for step in &loads {
         for load in &step.loads {
             if let Some(t) = totals.get_mut(load.direction) {
@@ -201,12 +232,9 @@ fn row(machine: &Machine, phase: &Phase) -> Row {
             _ => Some((d, b)),
         })
         .and_then(|(d, bytes)| {
-            let link = machine.links.get(d / 2)?;
-            let (from, to) = if d % 2 == 0 {
-                (link.a, link.b)
-            } else {
-                (link.b, link.a)
-            };
+            let d = schedule_ir::DirectionId::from_index(d)?;
+            let link = machine.links.get(d.link().index())?;
+            let (from, to) = d.ends(machine)?;
             Some(Busiest {
                 link: link.name.clone(),
                 from: machine.node_name(from),
@@ -224,6 +252,7 @@ fn row(machine: &Machine, phase: &Phase) -> Row {
         estimate,
         bound,
         busiest,
+        auto: false,
     }
 }
 

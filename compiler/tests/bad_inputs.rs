@@ -26,7 +26,7 @@ fn every_bad_file_is_refused_with_a_pinned_diagnostic() {
             .and_then(|s| s.to_str())
             .expect("utf-8 name");
         let source = std::fs::read_to_string(&path).expect("readable case");
-        let problems = match topoc::compile(&source, &Options::default()) {
+        let problems = match topoc::compile_source(&source, &Options::default()) {
             Err(Error::Topology(problems)) => problems,
             Err(other) => panic!("{name}: expected a topology diagnostic, got {other}"),
             Ok(_) => panic!("{name}: a bad file compiled"),

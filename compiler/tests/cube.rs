@@ -5,7 +5,7 @@
 
 use schedule_ir::{Collective, DType, Schedule, VerifiedSchedule, FORMAT_VERSION};
 use topoc::lower::cube_planes::{self, Variant};
-use topoc::lower::ring::PhaseSpec;
+use topoc::lower::PhaseSpec;
 use topoc::trial;
 
 /// Bytes per second of one direction of a 100 Gbit/s link.
@@ -21,7 +21,7 @@ fn cube_text(collective: &str, algorithm: &str, variant: Option<u32>, elements: 
 }
 
 fn compile(text: &str) -> VerifiedSchedule {
-    match topoc::compile(text, &topoc::Options::default()) {
+    match topoc::compile_source(text, &topoc::Options::default()) {
         Ok(c) => c.schedule,
         Err(e) => panic!("does not compile: {e:?}"),
     }
@@ -116,7 +116,7 @@ fn cube_planes_refuses_other_collectives_and_other_variants() {
             "variant 300",
         ),
     ] {
-        let e = topoc::compile(&text, &topoc::Options::default()).unwrap_err();
+        let e = topoc::compile_source(&text, &topoc::Options::default()).unwrap_err();
         assert!(format!("{e:?}").contains(want), "{e:?}");
     }
 }
@@ -172,7 +172,7 @@ fn rotated_hd_reduce_scatter_and_allgather_on_cube_and_hypercube() {
 #[test]
 fn auto_prefers_rotated_hd_on_the_cube() {
     let text = cube_text("AllReduce", "auto", None, 1200);
-    let c = topoc::compile(&text, &topoc::Options::default()).unwrap();
+    let c = topoc::compile_source(&text, &topoc::Options::default()).unwrap();
     assert_eq!(c.notes[0].method.name(), "rotated-hd");
 }
 
@@ -201,7 +201,9 @@ fn verify(machine: &topoc::machine::Machine, phase: schedule_ir::Phase) -> Resul
 /// The search rejects candidates the verifier rejects too, and takes one it proves.
 #[test]
 fn start_search_rejects_what_the_verifier_rejects() {
-    let (_, machine) = topoc::compile::load(&cube_text("AllReduce", "auto", None, 1200)).unwrap();
+    let machine = topoc::compile::load(&cube_text("AllReduce", "auto", None, 1200))
+        .unwrap()
+        .machine;
     for variant in [Variant::V300, Variant::V400] {
         let found = cube_planes::search(&machine, variant).unwrap();
         assert!(found.rejected > 0, "some choices fail");
@@ -241,7 +243,9 @@ fn start_search_rejects_what_the_verifier_rejects() {
 /// 2 · 2 · 4³ = 256.
 #[test]
 fn the_valid_start_choices_are_counted() {
-    let (_, machine) = topoc::compile::load(&cube_text("AllReduce", "auto", None, 1200)).unwrap();
+    let machine = topoc::compile::load(&cube_text("AllReduce", "auto", None, 1200))
+        .unwrap()
+        .machine;
     // All candidates for 400; the counter-clockwise half (128 valid) for 300, to save time.
     for (variant, clockwise_too, want) in [(Variant::V400, true, 256), (Variant::V300, false, 128)]
     {
@@ -286,6 +290,6 @@ fn rotated_hd_on_equal_sided_tori() {
     }
     let text = r#"Topology(name: "t", machine: Torus(dims: [4, 2]), phases: [
         Exchange(name: "x", collective: AllReduce, elements: 64, algorithm: "rotated-hd")])"#;
-    let e = topoc::compile(text, &topoc::Options::default()).unwrap_err();
+    let e = topoc::compile_source(text, &topoc::Options::default()).unwrap_err();
     assert!(format!("{e:?}").contains("one size"), "{e:?}");
 }

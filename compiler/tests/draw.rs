@@ -33,7 +33,7 @@ fn examples() -> Vec<PathBuf> {
 
 fn compiled(path: &Path) -> topoc::Compiled {
     let source = std::fs::read_to_string(path).expect("readable example");
-    topoc::compile(&source, &topoc::Options::default())
+    topoc::compile_source(&source, &topoc::Options::default())
         .unwrap_or_else(|e| panic!("{} does not compile: {e:?}", path.display()))
 }
 
@@ -329,7 +329,6 @@ fn switch_schedule() -> Schedule {
             }],
             steps: 2,
             programs,
-            candidates: Vec::new(),
         }],
     }
 }

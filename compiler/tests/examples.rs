@@ -23,7 +23,7 @@ fn examples() -> Vec<PathBuf> {
 
 fn compile(path: &Path) -> VerifiedSchedule {
     let source = std::fs::read_to_string(path).expect("readable example");
-    match topoc::compile(&source, &topoc::Options::default()) {
+    match topoc::compile_source(&source, &topoc::Options::default()) {
         Ok(c) => c.schedule,
         Err(e) => panic!("{} does not compile: {e:?}", path.display()),
     }
@@ -111,4 +111,79 @@ fn allreduce_results_agree_bitwise_across_nodes() {
             }
         }
     }
+}
+
+/// FNV-1a over a text: a stable fingerprint for the every-method digest.
+fn fingerprint(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Every example under every method of the registry that applies to each of its phases, not
+/// only the one `auto` takes: each phase lowered alone, verified, run against the reference
+/// for a float and an integer type, and pinned by a digest line (steps, chunks,
+/// instructions, fingerprint of the phase's RON) in `snapshots/examples/every-method.snap`, so
+/// a change to any method's schedule on any example shows up. A method added to the registry
+/// is picked up here without a new test.
+#[test]
+fn every_example_under_every_method_that_applies() {
+    let mut digest = String::new();
+    for path in examples() {
+        let source = std::fs::read_to_string(&path).expect("readable example");
+        let loaded = topoc::load(&source).expect("example loads");
+        let ir = loaded.machine.to_ir();
+        let requests = loaded.phases().expect("example phases");
+        for request in &requests {
+            let knobs = request.knobs(&topoc::Options::default()).expect("knobs");
+            for method in topoc::lower::Method::ALL {
+                if !method.supports(request.spec.collective) {
+                    continue;
+                }
+                let case = format!("{} `{}` {method}", name(&path), request.spec.name);
+                let Ok(lowered) = method.lower(&loaded.machine, &request.spec, &knobs) else {
+                    digest.push_str(&format!("{case}: does not apply\n"));
+                    continue;
+                };
+                let schedule = schedule_ir::Schedule {
+                    format_version: schedule_ir::FORMAT_VERSION,
+                    machine: ir.clone(),
+                    program: Vec::new(),
+                    phases: vec![lowered.phase],
+                };
+                let verified = schedule_ir::verify(schedule)
+                    .unwrap_or_else(|e| panic!("{case}: the verifier refuses it: {e}"));
+                let phase = &verified.schedule().phases[0];
+                let instructions: usize = phase
+                    .programs
+                    .iter()
+                    .flat_map(|p| &p.steps)
+                    .map(Vec::len)
+                    .sum();
+                let text = serial::to_string(verified.schedule(), Format::Ron);
+                digest.push_str(&format!(
+                    "{case}: {} steps, {} chunks, {instructions} instructions, {:016x}\n",
+                    phase.steps,
+                    phase.chunks.len(),
+                    fingerprint(&text)
+                ));
+                for dtype in [DType::F32, DType::I64] {
+                    let adjusted = trial::adjust(verified.clone(), Some(dtype), Some(1_001))
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    let phase = &adjusted.schedule().phases[0];
+                    let run = trial::run_phase(&adjusted, phase, 7)
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    assert_eq!(run.mismatch, None, "{case} {dtype}: matches the reference");
+                    assert!(run.reproducible, "{case} {dtype}: bit-identical twice");
+                }
+            }
+        }
+    }
+    insta::with_settings!({
+        snapshot_path => "../../snapshots/examples",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+    }, {
+        insta::assert_snapshot!("every-method", digest);
+    });
 }

@@ -27,11 +27,11 @@ const TREE: &str = r#"Tree(root: Switch(name: "root", children: [
 
 fn compile(source: &str, slices: Option<usize>) -> VerifiedSchedule {
     let options = topoc::Options {
-        algorithm: Some("halving-doubling".to_string()),
+        algorithm: "halving-doubling".parse().ok(),
         slices,
         ..topoc::Options::default()
     };
-    match topoc::compile(source, &options) {
+    match topoc::compile_source(source, &options) {
         Ok(c) => c.schedule,
         Err(e) => panic!("does not compile: {e:?}\n{source}"),
     }
@@ -138,7 +138,7 @@ fn more_slices_spread_the_local_reductions_over_more_steps() {
 fn slices_out_of_range_are_refused() {
     let source =
         topology(&ring(6), "AllReduce").replace("elements: 4099", "elements: 9, slices: 0");
-    let Err(e) = topoc::compile(&source, &topoc::Options::default()) else {
+    let Err(e) = topoc::compile_source(&source, &topoc::Options::default()) else {
         panic!("0 slices compiles");
     };
     assert!(format!("{e:?}").contains("out of range"), "{e:?}");

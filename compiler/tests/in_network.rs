@@ -12,10 +12,10 @@ fn read(name: &str) -> String {
 
 fn compile(source: &str, method: &str) -> topoc::compile::Compiled {
     let options = topoc::Options {
-        algorithm: Some(method.to_string()),
+        algorithm: method.parse().ok(),
         ..topoc::Options::default()
     };
-    topoc::compile(source, &options).unwrap_or_else(|e| panic!("{method}: {e:?}"))
+    topoc::compile_source(source, &options).unwrap_or_else(|e| panic!("{method}: {e:?}"))
 }
 
 /// A fabric of 3 hosts × 2 ranks with the given units on NICs and the switch.
@@ -130,13 +130,16 @@ fn without_a_reducing_switch_the_nics_run_a_ring() {
         }
         assert_eq!(phase.algorithm, "in-network");
         // `auto` prices the NIC ring and takes `ring` through the ranks, which is cheaper;
-        // the phase records both estimates, cheapest first.
+        // the note records both estimates, cheapest first.
         let auto = compile(source, "auto");
         assert_eq!(auto.notes[0].method.name(), "ring");
-        let weighed: Vec<(&str, f64)> = auto.schedule.schedule().phases[0]
-            .candidates
+        let weighed: Vec<(&str, f64)> = auto.notes[0]
+            .weighed
             .iter()
-            .filter_map(|c| c.estimate_seconds.map(|s| (c.method.as_str(), s)))
+            .filter_map(|w| match w.verdict {
+                topoc::compile::Verdict::Estimate(s) => Some((w.method.name(), s)),
+                _ => None,
+            })
             .collect();
         let at = |name: &str| weighed.iter().position(|(m, _)| *m == name);
         let (ring, nics) = (at("ring").unwrap(), at("in-network").unwrap());

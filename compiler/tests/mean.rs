@@ -33,10 +33,10 @@ fn with_mean_phase(text: &str, collective: &str) -> String {
 
 fn compile(text: &str, method: Method) -> Option<schedule_ir::VerifiedSchedule> {
     let options = Options {
-        algorithm: Some(method.name().to_string()),
+        algorithm: Some(topoc::lower::Choice::Method(method)),
         ..Options::default()
     };
-    match topoc::compile(text, &options) {
+    match topoc::compile_source(text, &options) {
         Ok(c) => Some(c.schedule),
         Err(Error::Topology(_)) => None,
         Err(e) => panic!("{method}: {e}"),
@@ -142,7 +142,7 @@ fn ring4(collective: &str) -> String {
 fn msccl_export_refuses_a_mean_reduction() {
     use topoc::emit::msccl::{self, MscclError};
     for collective in ["AllReduce", "ReduceScatter"] {
-        let verified = topoc::compile(&ring4(collective), &Options::default())
+        let verified = topoc::compile_source(&ring4(collective), &Options::default())
             .unwrap()
             .schedule;
         let e = msccl::to_xml(&verified, &msccl::Options::default()).unwrap_err();
@@ -160,7 +160,7 @@ fn msccl_export_refuses_a_mean_reduction() {
         );
     }
     // An allgather moves inputs unchanged: under mean it exports like any allgather.
-    let verified = topoc::compile(&ring4("AllGather"), &Options::default())
+    let verified = topoc::compile_source(&ring4("AllGather"), &Options::default())
         .unwrap()
         .schedule;
     let xml = msccl::to_xml(&verified, &msccl::Options::default()).unwrap();
@@ -169,7 +169,7 @@ fn msccl_export_refuses_a_mean_reduction() {
 
 #[test]
 fn the_verify_report_counts_scales() {
-    let verified = topoc::compile(&ring4("AllReduce"), &Options::default())
+    let verified = topoc::compile_source(&ring4("AllReduce"), &Options::default())
         .unwrap()
         .schedule;
     let text = verified.report().to_string();

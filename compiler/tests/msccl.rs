@@ -34,7 +34,7 @@ fn repo() -> PathBuf {
 }
 
 fn compile(source: &str) -> VerifiedSchedule {
-    match topoc::compile(source, &topoc::Options::default()) {
+    match topoc::compile_source(source, &topoc::Options::default()) {
         Ok(c) => c.schedule,
         Err(e) => panic!("does not compile: {e:?}"),
     }
@@ -158,7 +158,7 @@ fn every_example_round_trips_for_every_collective() {
                 "collective: AllReduce",
                 &format!("collective: {collective}"),
             );
-            let schedule = match topoc::compile(&variant, &topoc::Options::default()) {
+            let schedule = match topoc::compile_source(&variant, &topoc::Options::default()) {
                 Ok(c) => c.schedule,
                 Err(e) if !required && collective != "AllReduce" => {
                     eprintln!("{case}: not compiled ({e}); skipped");
@@ -377,7 +377,6 @@ fn star_schedule() -> Schedule {
                 },
                 Program { steps: vec![] },
             ],
-            candidates: Vec::new(),
         }],
     }
 }
@@ -492,7 +491,6 @@ fn two_node_phase(collective: Collective, chunks: Vec<Chunk>, programs: Vec<Prog
             }],
             steps: 1,
             programs,
-            candidates: Vec::new(),
         }],
     }
 }

@@ -49,10 +49,10 @@ fn compile_and_check(
     seed: u64,
 ) -> Result<bool, TestCaseError> {
     let options = Options {
-        algorithm: algorithm.map(str::to_string),
+        algorithm: algorithm.and_then(|name| name.parse().ok()),
         ..Options::default()
     };
-    let compiled = match topoc::compile(text, &options) {
+    let compiled = match topoc::compile_source(text, &options) {
         Ok(c) => c,
         Err(Error::Topology(problems)) => {
             prop_assert!(!problems.is_empty());
@@ -276,7 +276,7 @@ fn check_mutant(
     not_applicable: &AtomicUsize,
 ) -> Result<(), TestCaseError> {
     let text = gen::topology(machine, phase);
-    let compiled = topoc::compile(&text, &Options::default())
+    let compiled = topoc::compile_source(&text, &Options::default())
         .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
     let original = compiled.schedule.into_schedule();
     let mut mutant: Schedule = original.clone();

@@ -22,7 +22,7 @@ fn files() -> Vec<PathBuf> {
 
 /// Compiles `text`; a refusal must carry problems that render with a location.
 fn handled(text: &str) -> bool {
-    match topoc::compile(text, &Options::default()) {
+    match topoc::compile_source(text, &Options::default()) {
         Ok(_) => true,
         Err(Error::Topology(problems)) => {
             assert!(!problems.is_empty());

@@ -18,10 +18,10 @@ fn example() -> String {
 
 fn compile(source: &str, method: &str) -> VerifiedSchedule {
     let options = topoc::Options {
-        algorithm: Some(method.to_string()),
+        algorithm: method.parse().ok(),
         ..topoc::Options::default()
     };
-    match topoc::compile(source, &options) {
+    match topoc::compile_source(source, &options) {
         Ok(c) => c.schedule,
         Err(e) => panic!("does not compile with {method}: {e:?}"),
     }

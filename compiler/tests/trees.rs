@@ -37,7 +37,7 @@ fn every_collective(file: &str, root: &str) -> String {
 
 fn trees() -> Options {
     Options {
-        algorithm: Some("trees".into()),
+        algorithm: "trees".parse().ok(),
         ..Options::default()
     }
 }
@@ -51,7 +51,7 @@ fn every_collective_verifies_and_matches_the_reference_on_trees() {
         ("graph-petersen.ron", "i2"),
     ] {
         let source = every_collective(file, root);
-        let compiled = topoc::compile(&source, &trees())
+        let compiled = topoc::compile_source(&source, &trees())
             .unwrap_or_else(|e| panic!("{file} does not compile with trees: {e:?}"));
         assert!(compiled.notes.iter().all(|n| n.method.name() == "trees"));
         for dtype in [DType::F32, DType::F64, DType::I32, DType::I64] {
@@ -74,7 +74,7 @@ fn every_collective_verifies_and_matches_the_reference_on_trees() {
 fn auto_uses_trees_where_rings_do_not_apply() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/graph-petersen.ron");
     let source = std::fs::read_to_string(path).unwrap();
-    let compiled = topoc::compile(&source, &Options::default()).unwrap();
+    let compiled = topoc::compile_source(&source, &Options::default()).unwrap();
     for note in &compiled.notes {
         assert_eq!(note.method.name(), "trees");
         assert!(
@@ -89,7 +89,7 @@ fn auto_uses_trees_where_rings_do_not_apply() {
     }
     // Rings lower no broadcast, so `auto` takes trees for one even on a ring.
     let ring = every_collective("ring8.ron", "N1");
-    let compiled = topoc::compile(&ring, &Options::default()).unwrap();
+    let compiled = topoc::compile_source(&ring, &Options::default()).unwrap();
     let methods: Vec<&str> = compiled.notes.iter().map(|n| n.method.name()).collect();
     assert_eq!(&methods[..12], ["ring"; 12]);
     assert_eq!(&methods[12..], ["trees"; 8]);
@@ -102,11 +102,12 @@ fn petersen_allreduce_is_near_the_bound() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/graph-petersen.ron");
     let source = std::fs::read_to_string(path).unwrap();
     let table = topoc::simulate::simulate_topology(
-        &source,
+        &topoc::load(&source).unwrap(),
         &[256 << 20],
         Some("grads"),
         &Options::default(),
-    );
+    )
+    .unwrap();
     let row = table.rows.iter().find(|r| r.algorithm == "trees").unwrap();
     assert!(row.efficiency > 0.95, "{}", row.efficiency);
 }

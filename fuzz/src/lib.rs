@@ -39,7 +39,7 @@ pub fn topology(text: &str) {
     );
     let mut checked: Vec<Schedule> = Vec::new();
     for algorithm in algorithms {
-        match topoc::compile(text, &Options { algorithm }) {
+        match topoc::compile_source(text, &Options { algorithm }) {
             // `auto` gives the same schedule as one of the forced methods: check it once.
             Ok(compiled) if checked.contains(compiled.schedule.schedule()) => {}
             Ok(compiled) => {

@@ -265,12 +265,6 @@ pub struct Phase {
     pub elements: u64,
     /// Which method produced the schedule (`ring`, `ladder-rings`, …), for humans.
     pub algorithm: String,
-    /// Why the compiler took [`Phase::algorithm`] when it chose the method itself (`auto`):
-    /// every method it weighed, cheapest estimate first, then those that do not apply. Empty
-    /// when the method was requested. Metadata for people and tools: neither the verifier
-    /// nor the runtime reads it.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub candidates: Vec<Candidate>,
     /// The chunking of the vector: chunk `i` is elements `start..end`. Chunks are in order,
     /// contiguous, start at 0 and end at `elements`; a chunk may be empty.
     pub chunks: Vec<Chunk>,
@@ -284,20 +278,6 @@ pub struct Phase {
     /// before it is written again (the write's own step when nothing reads it), and in no step
     /// are more than `capacity` chunks of a device live.
     pub programs: Vec<Program>,
-}
-
-/// One method the compiler weighed for a phase (see [`Phase::candidates`]).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Candidate {
-    /// The method's name.
-    pub method: String,
-    /// The [cost model](cost)'s estimate of the method's schedule for the phase's vector, in
-    /// seconds; `None` when the method does not apply.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimate_seconds: Option<f64>,
-    /// Why the method does not apply; empty when it does.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub note: String,
 }
 
 /// A contiguous range of the vector.
@@ -568,6 +548,64 @@ impl Machine {
     }
 }
 
+/// A link crossed one way: index `2·link` for `a → b`, `2·link + 1` for `b → a`. Every table
+/// kept per link direction (the verifier's conflicts, the cost model's loads, the compiler's
+/// packing, the MPI runtime's tags) is indexed by it, so the encoding lives here only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DirectionId(u32);
+
+impl DirectionId {
+    /// `link` crossed from its `b` end to its `a` end when `backward`, else from `a` to `b`.
+    /// Saturates for a link id past `u32::MAX / 2` (such a direction is then out of range of
+    /// every table, and refused like any id out of range).
+    pub fn new(link: LinkId, backward: bool) -> DirectionId {
+        DirectionId(link.0.saturating_mul(2).saturating_add(u32::from(backward)))
+    }
+
+    /// The direction of table index `index`, if it is one.
+    pub fn from_index(index: usize) -> Option<DirectionId> {
+        u32::try_from(index).ok().map(DirectionId)
+    }
+
+    /// The number of directions of `links` links: the length of a table indexed by direction.
+    pub fn count(links: usize) -> usize {
+        links.saturating_mul(2)
+    }
+
+    /// The index into a table of directions.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The link crossed.
+    pub fn link(self) -> LinkId {
+        LinkId(self.0 / 2)
+    }
+
+    /// Whether the link is crossed from its `b` end to its `a` end.
+    pub fn backward(self) -> bool {
+        self.0 % 2 == 1
+    }
+
+    /// The direction of `link` leaving `from`, or `None` when the link does not exist or does
+    /// not touch `from`.
+    pub fn leaving(machine: &Machine, link: LinkId, from: NodeId) -> Option<DirectionId> {
+        let l = machine.links.get(link.index())?;
+        l.other(from)?;
+        Some(DirectionId::new(link, from != l.a))
+    }
+
+    /// The sending and receiving ends, or `None` when the link does not exist.
+    pub fn ends(self, machine: &Machine) -> Option<(NodeId, NodeId)> {
+        let l = machine.links.get(self.link().index())?;
+        Some(if self.backward() {
+            (l.b, l.a)
+        } else {
+            (l.a, l.b)
+        })
+    }
+}
+
 /// One hop of a route: a link crossed in one direction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hop {
@@ -585,7 +623,12 @@ impl Hop {
     /// The machine-wide index of the link direction crossed: `2·link` for `a → b`,
     /// `2·link + 1` for `b → a`.
     pub fn direction(&self) -> usize {
-        2 * self.link.index() + usize::from(self.backward)
+        self.direction_id().index()
+    }
+
+    /// The link direction crossed.
+    pub fn direction_id(&self) -> DirectionId {
+        DirectionId::new(self.link, self.backward)
     }
 }
 

@@ -99,7 +99,6 @@ fn in_switch(capacity: Option<u32>) -> Schedule {
             }],
             steps: 2,
             programs: vec![compute(0), compute(1), switch],
-            candidates: Vec::new(),
         }],
     }
 }

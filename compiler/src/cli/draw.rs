@@ -52,7 +52,7 @@ pub fn draw(
     let text = read(path)?;
     let fail = |e: draw::DrawError| format!("error: {}: {e}", path.display());
     let scene = if is_topology(&text) {
-        let compiled = topoc::compile(&text, &topoc::Options::default())
+        let compiled = topoc::compile_source(&text, &topoc::Options::default())
             .map_err(|e| report_error(path, &text, &e))?;
         Scene::from_compiled(&compiled, request).map_err(fail)?
     } else {

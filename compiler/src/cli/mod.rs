@@ -14,7 +14,24 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use topoc::diag;
+use topoc::lower::{Choice, Method};
 use topoc::Error;
+
+/// `--algorithm`'s values, generated from the registry: `auto` and every method, each with
+/// what it does (shown by `--help`).
+fn algorithm_parser() -> impl clap::builder::TypedValueParser<Value = Choice> {
+    let values = std::iter::once(
+        clap::builder::PossibleValue::new("auto")
+            .help("every method that applies, priced by the cost model; the cheapest wins"),
+    )
+    .chain(
+        Method::ALL
+            .into_iter()
+            .map(|m| clap::builder::PossibleValue::new(m.name()).help(m.about())),
+    );
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(values).try_map(|name| name.parse::<Choice>())
+}
 
 /// topoc — compile collectives for a declared machine into verified, per-node schedules.
 #[derive(Debug, Parser)]
@@ -43,15 +60,15 @@ enum Command {
     Compile {
         /// The topology file (RON).
         file: PathBuf,
-        /// Lowering method for every exchange phase: auto, ladder-rings, rotated-hd,
-        /// cube-planes, in-network, ring, tree, trees or halving-doubling.
-        #[arg(long, default_value = "auto")]
-        algorithm: String,
+        /// Lowering method for every exchange phase (`auto`: each phase's own, or the cheapest
+        /// by the cost model).
+        #[arg(long, default_value = "auto", value_parser = algorithm_parser())]
+        algorithm: Choice,
         /// Slices per round for halving-doubling, in every phase (1 to 64; default: each
         /// phase's `slices`, else 2).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
         slices: Option<u32>,
-        /// The method's variant: seed 000's method 300 or 400 for cube-planes (default 400).
+        /// The method's variant: the cube-plane method's 300 or 400 (default 400).
         #[arg(long)]
         variant: Option<u32>,
         /// Output format of the schedule.
@@ -65,6 +82,10 @@ enum Command {
         /// algorithm; needed when the topology declares several).
         #[arg(long)]
         phase: Option<String>,
+        /// How to report each phase's method on standard error: a line each, or JSON with
+        /// every method `auto` weighed and its estimate or refusal.
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        report: ReportFormat,
         #[command(flatten)]
         failures: Failures,
     },
@@ -232,16 +253,25 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             emit,
             output,
             phase,
+            report,
             failures,
         } => {
             let options = topoc::Options {
-                algorithm: (algorithm != "auto").then_some(algorithm),
+                // `auto` on the command line leaves each phase its own choice.
+                algorithm: (algorithm != Choice::Auto).then_some(algorithm),
                 slices: slices.map(|k| k as usize),
                 variant,
                 fail_links: failures.links,
                 fail_nodes: failures.nodes,
             };
-            compile::compile(&file, &options, emit, output.as_deref(), phase.as_deref())
+            compile::compile(
+                &file,
+                &options,
+                emit,
+                output.as_deref(),
+                phase.as_deref(),
+                report,
+            )
         }
         Command::Verify { input, format } => verify::verify(&input, format),
         Command::Run {
@@ -355,7 +385,7 @@ pub fn report_error(path: &Path, source: &str, error: &Error) -> String {
 pub fn load_verified(path: &Path) -> Result<schedule_ir::VerifiedSchedule, String> {
     let text = read(path)?;
     if is_topology(&text) {
-        let compiled = topoc::compile(&text, &topoc::Options::default())
+        let compiled = topoc::compile_source(&text, &topoc::Options::default())
             .map_err(|e| report_error(path, &text, &e))?;
         return Ok(compiled.schedule);
     }

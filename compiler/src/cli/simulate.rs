@@ -29,9 +29,10 @@ pub fn simulate(
         return degraded(path, &text, &sizes, phase, format, failures);
     }
     let table = if is_topology(&text) {
-        // Report problems with the file itself before costing anything.
-        topoc::compile::load(&text).map_err(|e| super::report_error(path, &text, &e))?;
-        simulate::simulate_topology(&text, &sizes, phase, &topoc::Options::default())
+        let report = |e: topoc::Error| super::report_error(path, &text, &e);
+        let loaded = topoc::load(&text).map_err(report)?;
+        simulate::simulate_topology(&loaded, &sizes, phase, &topoc::Options::default())
+            .map_err(report)?
     } else {
         let verified = super::load_verified(path)?;
         Table {
@@ -43,7 +44,7 @@ pub fn simulate(
         let why: Vec<String> = table
             .skipped
             .iter()
-            .map(|s| format!("  {}: {}", s.algorithm, s.reason))
+            .map(|s| format!("  phase `{}`, {}: {}", s.phase, s.algorithm, s.reason))
             .collect();
         return Err(format!(
             "error: nothing to simulate in {}{}{}",
@@ -90,15 +91,15 @@ fn degraded(
         slowdown: Vec<Slowdown>,
     }
     let report = |e: topoc::Error| super::report_error(path, text, &e);
-    topoc::compile::load(text).map_err(report)?;
-    topoc::compile::load_failing(text, &failures.links, &failures.nodes).map_err(report)?;
-    let healthy = simulate::simulate_topology(text, sizes, phase, &topoc::Options::default());
+    let loaded = topoc::load(text).map_err(report)?;
+    let healthy = simulate::simulate_topology(&loaded, sizes, phase, &topoc::Options::default())
+        .map_err(report)?;
     let options = topoc::Options {
         fail_links: failures.links.clone(),
         fail_nodes: failures.nodes.clone(),
         ..topoc::Options::default()
     };
-    let degraded = simulate::simulate_topology(text, sizes, phase, &options);
+    let degraded = simulate::simulate_topology(&loaded, sizes, phase, &options).map_err(report)?;
     let best = |table: &Table, name: &str, bytes: u64| {
         table
             .rows
@@ -172,6 +173,7 @@ fn print_table(table: &Table) {
     let header = [
         "phase",
         "algorithm",
+        "auto",
         "size",
         "steps",
         "estimate",
@@ -185,6 +187,7 @@ fn print_table(table: &Table) {
         lines.push(vec![
             r.phase.clone(),
             r.algorithm.clone(),
+            if r.auto { "*" } else { "" }.to_string(),
             format_bytes(r.bytes),
             r.steps.to_string(),
             format_seconds(r.estimate.seconds),
@@ -214,6 +217,9 @@ fn print_table(table: &Table) {
         println!("{}", cells.join("  ").trim_end());
     }
     for s in &table.skipped {
-        println!("{} does not apply: {}", s.algorithm, s.reason);
+        println!(
+            "phase `{}`: {} does not apply: {}",
+            s.phase, s.algorithm, s.reason
+        );
     }
 }

@@ -286,7 +286,6 @@ fn two_node_rings(machine: &Machine) -> Vec<Ring> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lower::Method;
     use crate::topology::ast::LinkParams;
 
     /// How long finding rings takes on the machines the issue names, by search alone and by
@@ -331,7 +330,7 @@ mod tests {
             let searched = find_rings(m, DEFAULT_BUDGET).map(|r| r.len());
             let search_time = t.elapsed();
             let t = std::time::Instant::now();
-            let method = Method::Ring.embed(m).map(|r| r.len());
+            let method = crate::lower::ring::rings(m).map(|r| r.len());
             println!(
                 "{what}: search {searched:?} rings in {search_time:?}; ring method {method:?} rings in {:?}",
                 t.elapsed()

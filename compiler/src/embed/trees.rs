@@ -318,8 +318,8 @@ pub fn traffic(machine: &Machine, tree: &Tree, collective: Collective) -> Load {
         let mut at = child;
         for link in tree.route_up(child) {
             let (a, b) = machine.endpoints(link);
-            let up = 2 * link.index() + usize::from(at != a);
-            let down = up ^ 1;
+            let up = schedule_ir::DirectionId::new(link, at != a).index();
+            let down = schedule_ir::DirectionId::new(link, at == a).index();
             at = if at == a { b } else { a };
             let seconds = 8.0 / machine.link(link).bandwidth_gbps;
             for (d, share) in [(up, up_share), (down, down_share)] {

@@ -71,13 +71,45 @@
 //! Only allreduce is lowered: each phase-2 design ends with all nodes holding the result, so a
 //! reduce-scatter or allgather on its own is refused (use `rotated-hd`).
 
-use super::ring::{even_chunks, PhaseSpec};
-use super::steps::{assemble, link_between, Transfer};
+use super::plan::{self, Move, Packing, Plan};
+use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::hypercube::CubeLayout;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+use schedule_ir::{ChunkId, Collective, NodeId, Phase, RecvMode};
 use std::fmt;
+
+/// `cube-planes`: allreduce on the cube's six faces, methods 300 and 400.
+pub struct CubePlanes;
+
+impl Lowering for CubePlanes {
+    fn name(&self) -> &'static str {
+        "cube-planes"
+    }
+    fn about(&self) -> &'static str {
+        "allreduce as rings on the cube's six faces at once, then an exchange across the cube"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        collective == Collective::AllReduce
+    }
+    fn variants(&self) -> &'static [u32] {
+        &[300, 400]
+    }
+    fn lower(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Lowered, EmbedError> {
+        let number = knobs.variant.unwrap_or(400);
+        let variant = Variant::from_number(number).ok_or_else(|| {
+            EmbedError::NotApplicable(format!(
+                "`cube-planes` has variants 300 and 400, not {number}"
+            ))
+        })?;
+        lower(spec, self.name(), machine, variant)
+    }
+}
 
 /// Seed 000's two ways to do phases 2 and 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,19 +258,13 @@ impl<'a> Cube<'a> {
         to: NodeId,
         chunks: Vec<ChunkId>,
         mode: RecvMode,
-    ) -> Result<Transfer, EmbedError> {
+    ) -> Result<Move, EmbedError> {
         let link = self.links[from.index()][to.index()].ok_or_else(|| missing(to))?;
-        Ok(Transfer {
-            from,
-            to,
-            link,
-            chunks,
-            mode,
-        })
+        Ok(Move::data(from, to, vec![link], chunks, mode))
     }
 
     /// Every BSP step's transfers for `choice` and `variant`.
-    fn steps(&self, choice: &Choice, variant: Variant) -> Result<Vec<Vec<Transfer>>, EmbedError> {
+    fn steps(&self, choice: &Choice, variant: Variant) -> Result<Vec<Vec<Move>>, EmbedError> {
         let faces = self.layout.faces.len();
         let rings: Vec<[NodeId; 4]> = (0..faces).map(|f| self.ring(f, choice)).collect();
         let chunk = |f: usize, j: usize| ChunkId::new(4 * (f / 2) + j % 4);
@@ -267,7 +293,7 @@ impl<'a> Cube<'a> {
             steps.push(step);
         }
         // Phase 2 and, for 400, phase 3: per face, per node on it.
-        let per_face = |make: &dyn Fn(usize, NodeId) -> Result<Transfer, EmbedError>| {
+        let per_face = |make: &dyn Fn(usize, NodeId) -> Result<Move, EmbedError>| {
             let mut step = Vec::new();
             for (f, face) in self.layout.faces.iter().enumerate() {
                 for &x in &face.cycle {
@@ -332,16 +358,19 @@ fn missing(x: NodeId) -> EmbedError {
 /// Why `steps` is not a correct allreduce free of conflicts on `machine`, if it is not: a
 /// link direction used twice in a step, a contribution combined twice, or a node missing a
 /// contribution at the end. Contributions are tracked as sets of nodes per (node, chunk).
-pub fn check(machine: &Machine, chunks: usize, steps: &[Vec<Transfer>]) -> Option<String> {
+pub fn check(machine: &Machine, chunks: usize, steps: &[Vec<Move>]) -> Option<String> {
     let n = machine.node_count();
     let full: u64 = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
     let mut held: Vec<Vec<u64>> = (0..n).map(|x| vec![1u64 << (x % 64); chunks]).collect();
     for (k, step) in steps.iter().enumerate() {
         let mut used = std::collections::BTreeSet::new();
         for t in step {
-            let (a, _) = machine.endpoints(t.link);
-            if !used.insert((t.link, a == t.from)) {
-                return Some(format!("step {k}: link {} is used twice one way", t.link));
+            let &[link] = t.route.as_slice() else {
+                return Some(format!("step {k}: a transfer is not between neighbours"));
+            };
+            let (a, _) = machine.endpoints(link);
+            if !used.insert((link, a == t.from)) {
+                return Some(format!("step {k}: link {link} is used twice one way"));
             }
         }
         let before = held.clone();
@@ -421,14 +450,6 @@ pub fn search(machine: &Machine, variant: Variant) -> Result<Found, EmbedError> 
     )))
 }
 
-/// What a lowering found, for the compiler's notes.
-pub struct Lowered {
-    /// The phase.
-    pub phase: Phase,
-    /// The choice taken, in words.
-    pub detail: String,
-}
-
 /// Lowers `spec` with seed 000's method `variant` on a `Cube` machine.
 pub fn lower(
     spec: &PhaseSpec,
@@ -446,8 +467,10 @@ pub fn lower(
     let found = search(machine, variant)?;
     let phase = lower_choice(spec, algorithm, machine, variant, &found.choice)?;
     let cube = Cube::new(machine)?;
-    let detail = describe(&cube, &found, variant);
-    Ok(Lowered { phase, detail })
+    Ok(Lowered {
+        detail: Some(describe(&cube, &found, variant)),
+        ..Lowered::phase(phase)
+    })
 }
 
 /// Lowers `spec` with `choice`, valid or not (the verifier rejects an invalid one): what
@@ -461,15 +484,9 @@ pub fn lower_choice(
 ) -> Result<Phase, EmbedError> {
     let cube = Cube::new(machine)?;
     let steps = cube.steps(choice, variant)?;
-    let chunks = even_chunks(spec.elements, 12)
-        .into_iter()
-        .map(|(start, end)| Chunk {
-            start,
-            end,
-            owner: None,
-        })
-        .collect();
-    Ok(assemble(spec, algorithm, machine, chunks, &steps))
+    let chunks = vector_chunks(spec.elements, 12, |_| None);
+    let plan = Plan::data(chunks, steps, Packing::AsGiven);
+    Ok(plan::assemble(spec, algorithm, machine, plan))
 }
 
 /// The choice in words: `method 400; rings counter-clockwise from outside, starting abcd:a …`.

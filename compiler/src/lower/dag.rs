@@ -38,8 +38,9 @@
 //! transfer that reads the old value there, or run in the same step as the read at the latest
 //! (reads see the start-of-step state).
 
+use super::plan::{Move, Step};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, ChunkId, Instr, LinkId, NodeId, Program, RecvMode};
+use schedule_ir::{BufferId, ChunkId, DirectionId, LinkId, NodeId, RecvMode};
 use std::collections::HashMap;
 use std::fmt;
 use thiserror::Error;
@@ -67,23 +68,11 @@ impl fmt::Display for TransferId {
     }
 }
 
-/// One send and its matching receive.
+/// One transfer of the DAG: a move and what it waits for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transfer {
-    /// The sending compute node.
-    pub from: NodeId,
-    /// The receiving compute node.
-    pub to: NodeId,
-    /// The first link of the route; one end is `from`.
-    pub link: LinkId,
-    /// Further links of the route through switches; empty for a direct transfer.
-    pub via: Vec<LinkId>,
-    /// The buffer read on `from` and written on `to`.
-    pub buffer: BufferId,
-    /// The chunks carried.
-    pub chunks: Vec<ChunkId>,
-    /// What the receiver does with them.
-    pub mode: RecvMode,
+    /// What moves: between compute nodes, over a route of at least one link.
+    pub what: Move,
     /// Transfers that must land before this one starts.
     pub after: Vec<TransferId>,
     /// Pipeline position: the step from which the lowering would like the transfer's chain
@@ -131,22 +120,30 @@ pub enum DagError {
 }
 
 /// The link directions of a transfer's route (a direction appears once per crossing).
-pub fn directions(machine: &Machine, id: TransferId, t: &Transfer) -> Result<Vec<usize>, DagError> {
+pub fn directions(
+    machine: &Machine,
+    id: TransferId,
+    t: &Transfer,
+) -> Result<Vec<DirectionId>, DagError> {
     let bad = |detail: String| DagError::BadRoute {
         transfer: id,
         detail,
     };
+    let t = &t.what;
+    if t.route.is_empty() {
+        return Err(bad("its route crosses no link".to_string()));
+    }
     let mut at = t.from;
-    let mut out = Vec::with_capacity(1 + t.via.len());
-    for &link in std::iter::once(&t.link).chain(&t.via) {
+    let mut out = Vec::with_capacity(t.route.len());
+    for &link in &t.route {
         if link.index() >= machine.link_count() {
             return Err(bad(format!("{link} does not exist")));
         }
         let (a, b) = machine.endpoints(link);
         let (d, next) = if at == a {
-            (2 * link.index(), b)
+            (DirectionId::new(link, false), b)
         } else if at == b {
-            (2 * link.index() + 1, a)
+            (DirectionId::new(link, true), a)
         } else {
             return Err(bad(format!(
                 "link {} does not touch {}",
@@ -187,22 +184,22 @@ pub fn schedule(
 ) -> Result<Timetable, DagError> {
     let n = transfers.len();
     let ids = (0..n).map(TransferId::new);
-    let routes: Vec<Vec<usize>> = ids
+    let routes: Vec<Vec<DirectionId>> = ids
         .clone()
         .zip(transfers)
         .map(|(id, t)| directions(machine, id, t))
         .collect::<Result<_, _>>()?;
-    let lanes: Vec<u32> = (0..2 * machine.link_count())
-        .map(|d| machine.link(LinkId::new(d / 2)).lanes.max(1))
+    let lanes: Vec<u32> = (0..machine.link_count())
+        .flat_map(|l| [machine.link(LinkId::new(l)).lanes.max(1); 2])
         .collect();
     for (id, route) in ids.clone().zip(&routes) {
         for &d in route {
-            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d]) {
+            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d.index()]) {
                 return Err(DagError::BadRoute {
                     transfer: id,
                     detail: format!(
                         "its route crosses link {} the same way more often than it has lanes",
-                        machine.link(LinkId::new(d / 2)).name
+                        machine.link(d.link()).name
                     ),
                 });
             }
@@ -246,7 +243,7 @@ pub fn schedule(
         let mut sends = 0u32;
         for &t in &ready {
             let key = SendKey::of(&transfers[t]);
-            let chunks = &transfers[t].chunks;
+            let chunks = &transfers[t].what.chunks;
             let joins = open.get_mut(&key).filter(|(_, room, carried)| {
                 *room > 0 && !chunks.iter().any(|c| carried.contains(c))
             });
@@ -254,14 +251,18 @@ pub fn schedule(
                 *room -= 1;
                 carried.extend(chunks);
                 send[t] = *s;
-            } else if routes[t].iter().all(|&d| used[d] < lanes[d]) {
-                for &d in &routes[t] {
-                    if used[d] == 0 {
-                        touched.push(d);
+            } else if routes[t].iter().all(|d| used[d.index()] < lanes[d.index()]) {
+                for d in &routes[t] {
+                    if used[d.index()] == 0 {
+                        touched.push(d.index());
                     }
-                    used[d] += 1;
+                    used[d.index()] += 1;
                 }
-                let room = routes[t].iter().map(|&d| batch[d]).min().unwrap_or(1);
+                let room = routes[t]
+                    .iter()
+                    .map(|d| batch[d.index()])
+                    .min()
+                    .unwrap_or(1);
                 open.insert(key, (sends, room.saturating_sub(1), chunks.clone()));
                 send[t] = sends;
                 sends += 1;
@@ -307,29 +308,30 @@ pub fn schedule(
 struct SendKey<'a> {
     from: NodeId,
     to: NodeId,
-    link: LinkId,
-    via: &'a [LinkId],
-    buffer: BufferId,
+    route: &'a [LinkId],
+    src: BufferId,
+    dst: BufferId,
     reduce: bool,
 }
 
 impl<'a> SendKey<'a> {
     fn of(t: &'a Transfer) -> Self {
+        let m = &t.what;
         SendKey {
-            from: t.from,
-            to: t.to,
-            link: t.link,
-            via: &t.via,
-            buffer: t.buffer,
-            reduce: t.mode == RecvMode::Reduce,
+            from: m.from,
+            to: m.to,
+            route: &m.route,
+            src: m.src,
+            dst: m.dst,
+            reduce: m.mode == RecvMode::Reduce,
         }
     }
 }
 
 /// How many transfers each direction may merge into one send (see [`Batching`]).
-fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<usize>]) -> Vec<u32> {
-    let directions = 2 * machine.link_count();
-    let bandwidth = |d: usize| machine.link(LinkId::new(d / 2)).bandwidth_gbps;
+fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<DirectionId>]) -> Vec<u32> {
+    let directions = DirectionId::count(machine.link_count());
+    let bandwidth = |d: DirectionId| machine.link(d.link()).bandwidth_gbps;
     match batching {
         Batching::One => vec![1; directions],
         Batching::ByBandwidth => {
@@ -339,6 +341,7 @@ fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<usize>]) -> 
                 .map(|&d| bandwidth(d))
                 .fold(f64::INFINITY, f64::min);
             (0..directions)
+                .filter_map(DirectionId::from_index)
                 .map(|d| {
                     let ratio = (bandwidth(d) / slowest * (1.0 + 1e-9)).floor();
                     if ratio.is_finite() && ratio >= 1.0 {
@@ -393,20 +396,12 @@ fn levels(
     Ok((top, level))
 }
 
-/// The programs of `node_count` nodes running `transfers` at the steps of `timetable`. In
-/// every step a node issues its sends, then its receives, in the order of their first
-/// transfer; a merged send lists its chunks in transfer order. So receives that combine into
-/// the same chunk in one step do so in a fixed order.
-pub fn programs(node_count: usize, transfers: &[Transfer], timetable: &Timetable) -> Vec<Program> {
-    let steps = timetable.steps as usize;
-    let mut programs = vec![
-        Program {
-            steps: vec![Vec::new(); steps],
-        };
-        node_count
-    ];
-    // Per step: sends in order of their first transfer, each with its transfers.
-    let mut by_step: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); steps];
+/// The plan steps of `transfers` at the steps of `timetable`, one per BSP step: in each, the
+/// sends in the order of their first transfer, a merged send carrying its transfers' chunks in
+/// transfer order. So receives that combine into the same chunk in one step do so in a fixed
+/// order.
+pub fn steps(transfers: &[Transfer], timetable: &Timetable) -> Vec<Step> {
+    let mut by_step: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); timetable.steps as usize];
     for (t, (&s, &k)) in timetable.step.iter().zip(&timetable.send).enumerate() {
         let Some(list) = by_step.get_mut(s as usize) else {
             continue;
@@ -416,43 +411,24 @@ pub fn programs(node_count: usize, transfers: &[Transfer], timetable: &Timetable
             None => list.push((k, vec![t])),
         }
     }
-    for (s, list) in by_step.iter().enumerate() {
-        let merged: Vec<(&Transfer, Vec<ChunkId>)> = list
-            .iter()
-            .filter_map(|(_, members)| {
-                let first = transfers.get(*members.first()?)?;
-                let chunks = members
-                    .iter()
-                    .filter_map(|&t| transfers.get(t))
-                    .flat_map(|t| t.chunks.iter().copied())
-                    .collect();
-                Some((first, chunks))
-            })
-            .collect();
-        for (x, chunks) in &merged {
-            if let Some(p) = programs.get_mut(x.from.index()) {
-                p.steps[s].push(Instr::Send {
-                    link: x.link,
-                    via: x.via.clone(),
-                    to: x.to,
-                    buffer: x.buffer,
-                    chunks: chunks.clone(),
-                });
-            }
-        }
-        for (x, chunks) in merged {
-            if let Some(p) = programs.get_mut(x.to.index()) {
-                p.steps[s].push(Instr::Recv {
-                    link: x.via.last().copied().unwrap_or(x.link),
-                    from: x.from,
-                    buffer: x.buffer,
-                    chunks,
-                    mode: x.mode,
-                });
-            }
-        }
-    }
-    programs
+    by_step
+        .into_iter()
+        .map(|list| {
+            Step::of(
+                list.into_iter()
+                    .filter_map(|(_, members)| {
+                        let mut merged = transfers.get(*members.first()?)?.what.clone();
+                        merged.chunks = members
+                            .iter()
+                            .filter_map(|&t| transfers.get(t))
+                            .flat_map(|t| t.what.chunks.iter().copied())
+                            .collect();
+                        Some(merged)
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -13,11 +13,30 @@
 //! schedule can have. Where links differ in speed a step lasts as long as its slowest link, so
 //! on such machines `auto` weighs it against the balanced methods by estimate.
 
-use super::ring::{even_chunks, PhaseSpec};
-use super::steps::{assemble, link_between, Transfer};
+use super::plan::{self, Move, Packing, Plan};
+use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::Machine;
-use schedule_ir::{Chunk, ChunkId, Collective, LinkId, Phase, RecvMode};
+use schedule_ir::{ChunkId, Collective, LinkId, Phase, RecvMode};
+
+/// `direct`: every chunk straight to its owner and back.
+pub struct Direct;
+
+impl Lowering for Direct {
+    fn name(&self) -> &'static str {
+        "direct"
+    }
+    fn about(&self) -> &'static str {
+        "every chunk straight to its owner and back, one step each, where compute nodes are \
+         joined pairwise"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        Ok(Lowered::phase(lower(spec, self.name(), machine)?))
+    }
+}
 
 /// Whether `direct` lowers `collective`.
 pub fn supports(collective: Collective) -> bool {
@@ -58,27 +77,19 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
         }
         links.push(row);
     }
-    let chunks: Vec<Chunk> = even_chunks(spec.elements, p)
-        .into_iter()
-        .zip(&nodes)
-        .map(|((start, end), &owner)| Chunk {
-            start,
-            end,
-            owner: Some(owner),
-        })
-        .collect();
-    let pairs = |mode: RecvMode, chunk_of: fn(usize, usize) -> usize| -> Vec<Transfer> {
+    let chunks = vector_chunks(spec.elements, p, |i| nodes.get(i).copied());
+    let pairs = |mode: RecvMode, chunk_of: fn(usize, usize) -> usize| -> Vec<Move> {
         let mut step = Vec::with_capacity(p * p.saturating_sub(1));
         for (i, &from) in nodes.iter().enumerate() {
             for (j, &to) in nodes.iter().enumerate() {
                 if i != j {
-                    step.push(Transfer {
+                    step.push(Move::data(
                         from,
                         to,
-                        link: links[i][j],
-                        chunks: vec![ChunkId::new(chunk_of(i, j))],
+                        vec![links[i][j]],
+                        vec![ChunkId::new(chunk_of(i, j))],
                         mode,
-                    });
+                    ));
                 }
             }
         }
@@ -92,7 +103,8 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
         Collective::AllGather => vec![gather()],
         _ => vec![scatter(), gather()],
     };
-    Ok(assemble(spec, algorithm, machine, chunks, &steps))
+    let plan = Plan::data(chunks, steps, Packing::AsGiven);
+    Ok(plan::assemble(spec, algorithm, machine, plan))
 }
 
 #[cfg(test)]
@@ -101,7 +113,7 @@ mod tests {
     use schedule_ir::{Instr, ReduceOp};
 
     fn machine(text: &str) -> Machine {
-        crate::compile::load(text).expect("valid topology").1
+        crate::compile::load(text).expect("valid topology").machine
     }
 
     fn spec(collective: Collective, elements: u64) -> PhaseSpec {

@@ -38,18 +38,19 @@
 //!
 //! **Routes.** Partners are rarely neighbours: every transfer takes a shortest route through
 //! the machine (compute nodes forward), and the transfers of one logical step are packed into
-//! as many BSP sub-steps as their shared link directions need ([`ring::first_fit`]). A
-//! node's local reduce goes in the first sub-step where it sends or receives, so it reads the
-//! scratch slice before the node's own receive of that step can store over it. Splitting is
-//! safe because within a logical step no transfer reads what another one of that step writes.
+//! as many BSP sub-steps as their shared link directions need ([`plan`]). A node's local
+//! reduce goes in the first sub-step where it sends or receives, so it reads the scratch slice
+//! before the node's own receive of that step can store over it. Splitting is safe because
+//! within a logical step no transfer reads what another one of that step writes.
 
-use super::ring::{self, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{even_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::routed::{adjacency, RouteSearch};
 use crate::embed::EmbedError;
 use crate::machine::Machine;
 use schedule_ir::{
-    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind,
-    Phase, Program, RecvMode,
+    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, Phase,
+    RecvMode,
 };
 use std::collections::BTreeMap;
 
@@ -58,7 +59,35 @@ pub const DEFAULT_SLICES: usize = 2;
 /// The most slices a round may be cut into.
 pub const MAX_SLICES: usize = 64;
 
-const DATA: BufferId = BufferId(0);
+use super::DATA;
+
+/// `halving-doubling`: pipelined recursive halving and doubling, every transfer routed.
+pub struct HalvingDoubling;
+
+impl Lowering for HalvingDoubling {
+    fn name(&self) -> &'static str {
+        "halving-doubling"
+    }
+    fn about(&self) -> &'static str {
+        "pipelined recursive halving then doubling between partners, every transfer routed"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn lower(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Lowered, EmbedError> {
+        super::check_planned(self.name(), machine)?;
+        let phase = lower(spec, self.name(), machine, &knobs.slices)?;
+        Ok(Lowered {
+            detail: Some(describe(machine, &knobs.slices)),
+            ..Lowered::phase(phase)
+        })
+    }
+}
 const SCRATCH: BufferId = BufferId(1);
 
 /// The plan in words: ranks, rounds, ranks folded in first, slices per round.
@@ -83,24 +112,29 @@ pub fn supports(collective: Collective) -> bool {
     )
 }
 
-/// One transfer of a logical step.
-struct Transfer {
-    from: NodeId,
-    to: NodeId,
-    chunks: Vec<ChunkId>,
-    /// Buffer read on the sender.
-    src: BufferId,
-    /// Buffer written on the receiver, and how.
-    dst: BufferId,
-    mode: RecvMode,
+/// A transfer of a logical step, routed later by [`route_all`].
+fn transfer(from: NodeId, to: NodeId, chunks: Vec<ChunkId>, dst: BufferId, mode: RecvMode) -> Move {
+    Move {
+        from,
+        to,
+        route: Vec::new(),
+        src: DATA,
+        dst,
+        chunks,
+        mode,
+    }
 }
 
-/// What every node does in one step of the algorithm, before packing into sub-steps.
-#[derive(Default)]
-struct Logical {
-    transfers: Vec<Transfer>,
-    /// Local `Reduce { src: scratch, dst: data }` per node.
-    reduces: Vec<(NodeId, Vec<ChunkId>)>,
+/// The local `Reduce { src: scratch, dst: data }` of `chunks` on `node`.
+fn reduce(node: NodeId, chunks: Vec<ChunkId>) -> (NodeId, Instr) {
+    (
+        node,
+        Instr::Reduce {
+            src: SCRATCH,
+            dst: DATA,
+            chunks,
+        },
+    )
 }
 
 /// How ranks and virtual ranks map onto compute nodes.
@@ -186,30 +220,101 @@ pub fn lower(
     let ranks = Ranks::new(&compute, root)
         .ok_or_else(|| not("the root is not a compute node".to_string()))?;
     let ks = round_slices(slices, ranks.rounds);
-    let per_block = ks.iter().copied().max().unwrap_or(1);
-    let block = |b: usize| (b * per_block..(b + 1) * per_block).map(ChunkId::new);
-    let run = |(lo, hi): (usize, usize)| -> Vec<ChunkId> { (lo..hi).flat_map(block).collect() };
-
-    let mut steps: Vec<Logical> = Vec::new();
-    let all: Vec<ChunkId> = run((0, ranks.pow));
+    let blocks = Blocks {
+        per_block: ks.iter().copied().max().unwrap_or(1),
+    };
+    let all = blocks.run((0, ranks.pow));
+    let mut steps: Vec<Step> = Vec::new();
     // Fold: odd ranks among the first 2r hand their vector to their even neighbour.
     if ranks.extra > 0 {
-        steps.push(Logical {
-            transfers: (0..ranks.extra)
-                .map(|j| Transfer {
-                    from: ranks.node[2 * j + 1],
-                    to: ranks.node[2 * j],
-                    chunks: all.clone(),
-                    src: DATA,
-                    dst: DATA,
-                    mode: RecvMode::Reduce,
+        steps.push(Step::of(
+            (0..ranks.extra)
+                .map(|j| {
+                    let (odd, even) = (ranks.node[2 * j + 1], ranks.node[2 * j]);
+                    transfer(odd, even, all.clone(), DATA, RecvMode::Reduce)
                 })
                 .collect(),
-            reduces: Vec::new(),
-        });
+        ));
+    }
+    let held = distribute(&ranks, &blocks, &ks, &mut steps);
+    let finals = held.last().cloned().unwrap_or_default();
+    match spec.collective {
+        Collective::AllReduce => {
+            double(&ranks, &blocks, &held, &mut steps);
+            if ranks.extra > 0 {
+                steps.push(Step::of(
+                    (0..ranks.extra)
+                        .map(|j| {
+                            let (even, odd) = (ranks.node[2 * j], ranks.node[2 * j + 1]);
+                            transfer(even, odd, all.clone(), DATA, RecvMode::Store)
+                        })
+                        .collect(),
+                ));
+            }
+        }
+        Collective::Reduce { .. } => gather_to_root(&ranks, &blocks, &finals, &mut steps),
+        _ => {}
     }
 
-    // Distribution. `held[i][v]` is the block run v holds after round i - 1.
+    let mut owner: Vec<Option<NodeId>> = vec![None; ranks.pow * blocks.per_block];
+    if spec.collective == Collective::ReduceScatter {
+        for (v, &range) in finals.iter().enumerate() {
+            for c in blocks.run(range) {
+                owner[c.index()] = Some(ranks.virtual_node(v));
+            }
+        }
+    }
+    let chunks: Vec<Chunk> = even_chunks(spec.elements, ranks.pow * blocks.per_block)
+        .into_iter()
+        .zip(owner)
+        .map(|((start, end), owner)| Chunk { start, end, owner })
+        .collect();
+    let mut buffers = vec![Buffer {
+        name: "data".to_string(),
+        kind: BufferKind::Data,
+    }];
+    if ks.iter().any(|&k| k > 1) {
+        buffers.push(Buffer {
+            name: "scratch".to_string(),
+            kind: BufferKind::Scratch,
+        });
+    }
+    route_all(machine, &mut steps)?;
+    Ok(plan::assemble(
+        spec,
+        algorithm,
+        machine,
+        Plan {
+            chunks,
+            buffers,
+            steps,
+            packing: Packing::FirstFit,
+        },
+    ))
+}
+
+/// The vector as `2^k` blocks of `per_block` chunks each.
+struct Blocks {
+    per_block: usize,
+}
+
+impl Blocks {
+    /// The chunks of blocks `lo .. hi`.
+    fn run(&self, (lo, hi): (usize, usize)) -> Vec<ChunkId> {
+        (lo * self.per_block..hi * self.per_block)
+            .map(ChunkId::new)
+            .collect()
+    }
+}
+
+/// The distribution rounds (see the module doc), one plan step per slice. Returns `held[i][v]`:
+/// the block run virtual rank `v` holds after round `i - 1`.
+fn distribute(
+    ranks: &Ranks,
+    blocks: &Blocks,
+    ks: &[usize],
+    steps: &mut Vec<Step>,
+) -> Vec<Vec<(usize, usize)>> {
     let mut held: Vec<Vec<(usize, usize)>> = vec![vec![(0, ranks.pow); ranks.pow]];
     let mut pending: Vec<Option<Vec<ChunkId>>> = vec![None; ranks.pow];
     for (i, &k) in ks.iter().enumerate() {
@@ -228,9 +333,9 @@ pub fn lower(
         // The slices each rank receives, in the order it receives them.
         let incoming: Vec<Vec<Vec<ChunkId>>> = (0..ranks.pow)
             .map(|v| {
-                let keep = run(halves[v].0);
+                let keep = blocks.run(halves[v].0);
                 let descending = i + 1 < ranks.rounds && v & (1 << (i + 1)) == 0;
-                let mut parts: Vec<Vec<ChunkId>> = ring::even_chunks(keep.len() as u64, k)
+                let mut parts: Vec<Vec<ChunkId>> = even_chunks(keep.len() as u64, k)
                     .into_iter()
                     .map(|(a, b)| keep[a as usize..b as usize].to_vec())
                     .collect();
@@ -241,29 +346,29 @@ pub fn lower(
             })
             .collect();
         for t in 0..k {
-            let mut step = Logical::default();
+            let mut step = Step::default();
             for v in 0..ranks.pow {
                 let partner = v ^ (1 << i);
                 let direct = k == 1 || (i + 1 == ranks.rounds && t + 1 == k);
-                step.transfers.push(Transfer {
-                    from: ranks.virtual_node(partner),
-                    to: ranks.virtual_node(v),
-                    chunks: incoming[v][t].clone(),
-                    src: DATA,
-                    dst: if direct { DATA } else { SCRATCH },
-                    mode: if direct {
-                        RecvMode::Reduce
-                    } else {
-                        RecvMode::Store
-                    },
-                });
+                let (dst, mode) = if direct {
+                    (DATA, RecvMode::Reduce)
+                } else {
+                    (SCRATCH, RecvMode::Store)
+                };
+                step.moves.push(transfer(
+                    ranks.virtual_node(partner),
+                    ranks.virtual_node(v),
+                    incoming[v][t].clone(),
+                    dst,
+                    mode,
+                ));
                 let previous = if t == 0 {
                     pending[v].take()
                 } else {
                     Some(incoming[v][t - 1].clone())
                 };
                 if let Some(chunks) = previous {
-                    step.reduces.push((ranks.virtual_node(v), chunks));
+                    step.locals.push(reduce(ranks.virtual_node(v), chunks));
                 }
             }
             steps.push(step);
@@ -274,193 +379,83 @@ pub fn lower(
         }
         held.push(halves.iter().map(|h| h.0).collect());
     }
-
-    let finals = held.last().cloned().unwrap_or_default();
-    match spec.collective {
-        Collective::AllReduce => {
-            for i in (0..ranks.rounds).rev() {
-                let after = &held[i + 1];
-                steps.push(Logical {
-                    transfers: (0..ranks.pow)
-                        .map(|v| Transfer {
-                            from: ranks.virtual_node(v),
-                            to: ranks.virtual_node(v ^ (1 << i)),
-                            chunks: run(after[v]),
-                            src: DATA,
-                            dst: DATA,
-                            mode: RecvMode::Store,
-                        })
-                        .collect(),
-                    reduces: Vec::new(),
-                });
-            }
-            if ranks.extra > 0 {
-                steps.push(Logical {
-                    transfers: (0..ranks.extra)
-                        .map(|j| Transfer {
-                            from: ranks.node[2 * j],
-                            to: ranks.node[2 * j + 1],
-                            chunks: all.clone(),
-                            src: DATA,
-                            dst: DATA,
-                            mode: RecvMode::Store,
-                        })
-                        .collect(),
-                    reduces: Vec::new(),
-                });
-            }
-        }
-        Collective::Reduce { .. } => {
-            for j in 0..ranks.rounds {
-                let span = 1 << j;
-                steps.push(Logical {
-                    transfers: (0..ranks.pow)
-                        .step_by(2 * span)
-                        .map(|v| {
-                            let mut chunks: Vec<ChunkId> = (v + span..v + 2 * span)
-                                .flat_map(|u| run(finals[u]))
-                                .collect();
-                            chunks.sort();
-                            Transfer {
-                                from: ranks.virtual_node(v + span),
-                                to: ranks.virtual_node(v),
-                                chunks,
-                                src: DATA,
-                                dst: DATA,
-                                mode: RecvMode::Store,
-                            }
-                        })
-                        .collect(),
-                    reduces: Vec::new(),
-                });
-            }
-        }
-        _ => {}
-    }
-
-    let mut owner: Vec<Option<NodeId>> = vec![None; ranks.pow * per_block];
-    if spec.collective == Collective::ReduceScatter {
-        for (v, &range) in finals.iter().enumerate() {
-            for c in run(range) {
-                owner[c.index()] = Some(ranks.virtual_node(v));
-            }
-        }
-    }
-    let chunks: Vec<Chunk> = ring::even_chunks(spec.elements, ranks.pow * per_block)
-        .into_iter()
-        .zip(owner)
-        .map(|((start, end), owner)| Chunk { start, end, owner })
-        .collect();
-    let mut buffers = vec![Buffer {
-        name: "data".to_string(),
-        kind: BufferKind::Data,
-    }];
-    if ks.iter().any(|&k| k > 1) {
-        buffers.push(Buffer {
-            name: "scratch".to_string(),
-            kind: BufferKind::Scratch,
-        });
-    }
-    let programs = emit(machine, &steps)?;
-    let steps = programs.iter().map(|p| p.steps.len()).max().unwrap_or(0);
-    Ok(spec.phase(algorithm, chunks, buffers, steps, programs))
+    held
 }
 
-/// Routes every transfer, packs each logical step into conflict-free sub-steps and writes the
-/// programs: per sub-step and node, sends, then the local reduce, then receives.
-fn emit(machine: &Machine, steps: &[Logical]) -> Result<Vec<Program>, EmbedError> {
+/// The allreduce's collection: the rounds backwards, partners swapping all they hold.
+fn double(ranks: &Ranks, blocks: &Blocks, held: &[Vec<(usize, usize)>], steps: &mut Vec<Step>) {
+    for i in (0..ranks.rounds).rev() {
+        let after = &held[i + 1];
+        steps.push(Step::of(
+            (0..ranks.pow)
+                .map(|v| {
+                    transfer(
+                        ranks.virtual_node(v),
+                        ranks.virtual_node(v ^ (1 << i)),
+                        blocks.run(after[v]),
+                        DATA,
+                        RecvMode::Store,
+                    )
+                })
+                .collect(),
+        ));
+    }
+}
+
+/// The reduce's collection to virtual rank 0: in round `j`, rank `v + 2^j` hands everything it
+/// has gathered to `v`, for `v` a multiple of `2^(j+1)`.
+fn gather_to_root(
+    ranks: &Ranks,
+    blocks: &Blocks,
+    finals: &[(usize, usize)],
+    steps: &mut Vec<Step>,
+) {
+    for j in 0..ranks.rounds {
+        let span = 1 << j;
+        steps.push(Step::of(
+            (0..ranks.pow)
+                .step_by(2 * span)
+                .map(|v| {
+                    let mut chunks: Vec<ChunkId> = (v + span..v + 2 * span)
+                        .flat_map(|u| blocks.run(finals[u]))
+                        .collect();
+                    chunks.sort();
+                    transfer(
+                        ranks.virtual_node(v + span),
+                        ranks.virtual_node(v),
+                        chunks,
+                        DATA,
+                        RecvMode::Store,
+                    )
+                })
+                .collect(),
+        ));
+    }
+}
+
+/// Gives every transfer a shortest route (compute nodes forward), one search per pair.
+fn route_all(machine: &Machine, steps: &mut [Step]) -> Result<(), EmbedError> {
     let adj = adjacency(machine);
     let mut search = RouteSearch::new(machine.node_count());
     let mut routes: BTreeMap<(NodeId, NodeId), Vec<LinkId>> = BTreeMap::new();
-    let mut programs: Vec<Program> = (0..machine.node_count())
-        .map(|_| Program::default())
-        .collect();
-    for step in steps {
-        for t in &step.transfers {
-            if let std::collections::btree_map::Entry::Vacant(slot) = routes.entry((t.from, t.to)) {
+    for m in steps.iter_mut().flat_map(|s| s.moves.iter_mut()) {
+        let route = match routes.entry((m.from, m.to)) {
+            std::collections::btree_map::Entry::Occupied(known) => known.get().clone(),
+            std::collections::btree_map::Entry::Vacant(slot) => {
                 let route = search
-                    .shortest(machine, &adj, t.from, t.to, true)
+                    .shortest(machine, &adj, m.from, m.to, true)
                     .filter(|r| !r.is_empty())
                     .ok_or_else(|| {
                         EmbedError::NotApplicable(format!(
                             "no route from {} to {}",
-                            machine.node(t.from).name,
-                            machine.node(t.to).name
+                            machine.node(m.from).name,
+                            machine.node(m.to).name
                         ))
                     })?;
-                slot.insert(route);
+                slot.insert(route).clone()
             }
-        }
-        let route = |t: &Transfer| routes.get(&(t.from, t.to)).cloned().unwrap_or_default();
-        let groups = ring::first_fit(
-            step.transfers
-                .iter()
-                .map(|t| ring::route_directions(machine, t.from, route(t))),
-        );
-        let groups = if groups.is_empty() {
-            vec![Vec::new()]
-        } else {
-            groups
         };
-        let base = programs.first().map_or(0, |p| p.steps.len());
-        for program in &mut programs {
-            program.steps.extend((0..groups.len()).map(|_| Vec::new()));
-        }
-        let mut recvs: Vec<(usize, NodeId, Instr)> = Vec::new();
-        for (g, group) in groups.iter().enumerate() {
-            for &x in group {
-                let t = &step.transfers[x];
-                let links = route(t);
-                let (Some(&first), Some(&last)) = (links.first(), links.last()) else {
-                    continue;
-                };
-                programs[t.from.index()].steps[base + g].push(Instr::Send {
-                    link: first,
-                    via: links[1..].to_vec(),
-                    to: t.to,
-                    buffer: t.src,
-                    chunks: t.chunks.clone(),
-                });
-                recvs.push((
-                    g,
-                    t.to,
-                    Instr::Recv {
-                        link: last,
-                        from: t.from,
-                        buffer: t.dst,
-                        chunks: t.chunks.clone(),
-                        mode: t.mode,
-                    },
-                ));
-            }
-        }
-        // A node's local reduce goes in the first sub-step where it sends or receives: no
-        // later than its own receive, which may store over the scratch chunks it reads.
-        for (node, chunks) in &step.reduces {
-            let g = groups
-                .iter()
-                .position(|group| {
-                    group.iter().any(|&x| {
-                        let t = &step.transfers[x];
-                        t.from == *node || t.to == *node
-                    })
-                })
-                .unwrap_or(0);
-            programs[node.index()].steps[base + g].push(Instr::Reduce {
-                src: SCRATCH,
-                dst: DATA,
-                chunks: chunks.clone(),
-            });
-        }
-        for (g, to, instr) in recvs {
-            programs[to.index()].steps[base + g].push(instr);
-        }
+        m.route = route;
     }
-    // Switches run no program.
-    for (i, program) in programs.iter_mut().enumerate() {
-        if machine.node(NodeId::new(i)).kind == NodeKind::Switch {
-            program.steps.clear();
-        }
-    }
-    Ok(programs)
+    Ok(())
 }

@@ -25,12 +25,40 @@
 //! the ranks like any other schedule. Reducing in the leaf switches and the spine of a
 //! two-level fabric is not done yet.
 
-use super::ring::{even_chunks, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{
-    BufferId, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
-};
+use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
+
+/// `in-network`: allreduce reduced in the NICs and the switch of a `Fabric`.
+pub struct InNetwork;
+
+impl Lowering for InNetwork {
+    fn name(&self) -> &'static str {
+        "in-network"
+    }
+    fn about(&self) -> &'static str {
+        "allreduce combined in the NICs and the switch, segment by segment (a ring among the \
+         NICs where the switch cannot reduce)"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        collective == Collective::AllReduce
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        applies(machine).map(Embedding::summary)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        let (phase, lines) = lower(spec, machine)?;
+        Ok(Lowered {
+            rings: lines,
+            ..Lowered::phase(phase)
+        })
+    }
+    fn sized(&self) -> bool {
+        true
+    }
+}
 
 /// A host: its NIC, the NIC's link to its switch, and its ranks with their links to the NIC.
 pub(super) type Host = (NodeId, LinkId, Vec<(NodeId, LinkId)>);
@@ -147,12 +175,9 @@ pub fn applies(machine: &Machine) -> Result<String, EmbedError> {
     })
 }
 
-/// Lowers `spec` in the network. `Ok(None)` is never returned for an allreduce; other
-/// collectives are refused with a reason, so that `auto` moves on.
-pub fn lower(
-    spec: &PhaseSpec,
-    machine: &Machine,
-) -> Result<Option<(Phase, Vec<String>)>, EmbedError> {
+/// Lowers `spec` in the network, with a line describing how; collectives other than
+/// allreduce are refused with a reason, so that `auto` moves on.
+pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>), EmbedError> {
     let l = layout(machine)?;
     if spec.collective != Collective::AllReduce {
         return Err(refuse(format!(
@@ -168,9 +193,7 @@ pub fn lower(
         Err(why) => {
             // Under `auto`, the ring among the NICs competes with every other method on its
             // estimate, like any schedule.
-            return Ok(Some(super::nic_ring::lower(
-                spec, machine, &l, segments, why,
-            )));
+            return Ok(super::nic_ring::lower(spec, machine, &l, segments, why));
         }
     };
     let full = (l.nic_units / 4).min(switch_units / 2) as usize;
@@ -183,39 +206,13 @@ pub fn lower(
     let batches = segments.div_ceil(batch);
     let steps = (batches - 1) * stride + 4;
 
-    let mut programs: Vec<Program> = (0..machine.node_count())
-        .map(|i| {
-            let id = NodeId::new(i);
-            let runs = machine.node(id).kind == NodeKind::Compute
-                || id == switch
-                || l.hosts.iter().any(|h| h.0 == id);
-            Program {
-                steps: if runs {
-                    vec![Vec::new(); steps]
-                } else {
-                    Vec::new()
-                },
-            }
-        })
-        .collect();
-    let data = BufferId(0);
-    let mut put = |node: NodeId, step: usize, instr: Instr| {
-        programs[node.index()].steps[step].push(instr);
-    };
-    let send = |link, to, chunks: &[ChunkId]| Instr::Send {
-        link,
-        via: Vec::new(),
-        to,
-        buffer: data,
-        chunks: chunks.to_vec(),
-    };
-    let recv = |link, from, chunks: &[ChunkId], mode| Instr::Recv {
-        link,
-        from,
-        buffer: data,
-        chunks: chunks.to_vec(),
-        mode,
-    };
+    let mut plan_steps: Vec<Step> = vec![Step::default(); steps];
+    let mut put =
+        |step: usize, from: NodeId, to: NodeId, link: LinkId, chunks: &[ChunkId], mode| {
+            plan_steps[step]
+                .moves
+                .push(Move::data(from, to, vec![link], chunks.to_vec(), mode));
+        };
     let first_or = |first: bool| {
         if first {
             RecvMode::Store
@@ -230,44 +227,31 @@ pub fn lower(
         let t = g * stride;
         for (h, (nic, up, ranks)) in l.hosts.iter().enumerate() {
             for (r, &(rank, link)) in ranks.iter().enumerate() {
-                put(rank, t, send(link, *nic, &chunks));
-                put(*nic, t, recv(link, rank, &chunks, first_or(r == 0)));
+                put(t, rank, *nic, link, &chunks, first_or(r == 0));
             }
-            put(*nic, t + 1, send(*up, switch, &chunks));
-            put(switch, t + 1, recv(*up, *nic, &chunks, first_or(h == 0)));
-            put(switch, t + 2, send(*up, *nic, &chunks));
-            put(*nic, t + 2, recv(*up, switch, &chunks, RecvMode::Store));
+            put(t + 1, *nic, switch, *up, &chunks, first_or(h == 0));
+            put(t + 2, switch, *nic, *up, &chunks, RecvMode::Store);
             for &(rank, link) in ranks {
-                put(*nic, t + 3, send(link, rank, &chunks));
-                put(rank, t + 3, recv(link, *nic, &chunks, RecvMode::Store));
+                put(t + 3, *nic, rank, link, &chunks, RecvMode::Store);
             }
         }
     }
-    // Sends before receives in every program: a fixed, readable order (writes keep theirs).
-    for program in &mut programs {
-        for step in &mut program.steps {
-            step.sort_by_key(|i| !matches!(i, Instr::Send { .. }));
-        }
-    }
-    let chunks = even_chunks(spec.elements, segments)
-        .into_iter()
-        .map(|(start, end)| Chunk {
-            start,
-            end,
-            owner: None,
-        })
-        .collect();
+    let chunks = vector_chunks(spec.elements, segments, |_| None);
     let described = vec![format!(
         "{segments} segment(s) of at most {} B, {batch} per batch every {stride} step(s): ranks → NIC → `{}` → NICs → ranks",
         l.mtu_bytes,
         machine.node(switch).name
     )];
-    let phase = spec.phase(
+    let phase = plan::assemble(
+        spec,
         "in-network",
-        chunks,
-        super::ring::data_buffer(),
-        steps,
-        programs,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps: plan_steps,
+            packing: Packing::AsGiven,
+        },
     );
-    Ok(Some((phase, described)))
+    Ok((phase, described))
 }

@@ -227,7 +227,6 @@ mod tests {
             dtype: DType::I32,
             elements: 3,
             algorithm: "ring".into(),
-            candidates: Vec::new(),
             chunks: (0..3)
                 .map(|c| Chunk {
                     start: c,

@@ -10,11 +10,10 @@
 //! segments than NICs) are not sent.
 
 use super::in_network::Layout;
-use super::ring::{even_chunks, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, even_chunks, vector_chunks, PhaseSpec};
 use crate::machine::Machine;
-use schedule_ir::{
-    BufferId, Chunk, ChunkId, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
-};
+use schedule_ir::{ChunkId, LinkId, NodeId, NodeKind, Phase, RecvMode};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The shortest route from `from` to `to` whose inner nodes are switches other than NICs
@@ -49,23 +48,6 @@ fn route(machine: &Machine, nics: &BTreeSet<NodeId>, from: NodeId, to: NodeId) -
     links
 }
 
-/// The link directions a route from `from` crosses, with their lanes.
-fn directions(machine: &Machine, from: NodeId, links: &[LinkId]) -> Vec<(usize, u32)> {
-    let mut at = from;
-    links
-        .iter()
-        .map(|&link| {
-            let (a, b) = machine.endpoints(link);
-            let backward = at != a;
-            at = if backward { a } else { b };
-            (
-                2 * link.index() + usize::from(backward),
-                machine.link(link).lanes,
-            )
-        })
-        .collect()
-}
-
 /// Lowers an allreduce of `segments` segments by a ring among the NICs; `why` says why the
 /// switch does not reduce.
 pub(super) fn lower(
@@ -80,84 +62,37 @@ pub(super) fn lower(
     let hops: Vec<Vec<LinkId>> = (0..h)
         .map(|i| route(machine, &nics, l.hosts[i].0, l.hosts[(i + 1) % h].0))
         .collect();
-    // Sub-steps of a ring step: first-fit by link direction, as `ring::plan` does.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut load: Vec<BTreeMap<usize, u32>> = Vec::new();
-    for (i, hop) in hops.iter().enumerate().take(if h > 1 { h } else { 0 }) {
-        let dirs = directions(machine, l.hosts[i].0, hop);
-        let fits = |m: &BTreeMap<usize, u32>| {
-            dirs.iter()
-                .all(|&(d, lanes)| m.get(&d).copied().unwrap_or(0) < lanes)
-        };
-        let g = match load.iter().position(fits) {
-            Some(g) => g,
-            None => {
-                groups.push(Vec::new());
-                load.push(BTreeMap::new());
-                groups.len() - 1
-            }
-        };
-        groups[g].push(i);
-        for &(d, _) in &dirs {
-            *load[g].entry(d).or_default() += 1;
-        }
-    }
+    // Sub-steps of a ring step: first-fit by link direction, fixed for every wave (a wave's
+    // pieces may be empty, and an empty piece is not sent, so the plan places the moves).
+    let ring_hops = if h > 1 { h } else { 0 };
+    let groups = plan::first_fit(
+        hops.iter()
+            .take(ring_hops)
+            .enumerate()
+            .map(|(i, hop)| plan::route_directions(machine, l.hosts[i].0, hop.iter().copied())),
+    );
     let wave = (l.nic_units as usize).max(1);
     let waves = segments.div_ceil(wave);
     let ring_steps = 2 * (h.saturating_sub(1));
     let per_wave = 2 + ring_steps * groups.len();
     let steps = waves * per_wave;
 
-    let mut programs: Vec<Program> = (0..machine.node_count())
-        .map(|i| {
-            let id = NodeId::new(i);
-            let runs = machine.node(id).kind == NodeKind::Compute || nics.contains(&id);
-            Program {
-                steps: if runs {
-                    vec![Vec::new(); steps]
-                } else {
-                    Vec::new()
-                },
-            }
-        })
-        .collect();
-    let data = BufferId(0);
-    let mut sends: Vec<(usize, NodeId, Instr)> = Vec::new();
-    let mut recvs: Vec<(usize, NodeId, Instr)> = Vec::new();
+    let mut plan_steps: Vec<Step> = vec![Step::default(); steps];
     let mut transfer = |step: usize,
                         from: NodeId,
                         to: NodeId,
                         links: &[LinkId],
                         chunks: &[ChunkId],
                         mode: RecvMode| {
-        let (Some(&first), Some(&last)) = (links.first(), links.last()) else {
-            return;
-        };
-        if chunks.is_empty() {
-            return;
-        }
-        sends.push((
-            step,
-            from,
-            Instr::Send {
-                link: first,
-                via: links[1..].to_vec(),
-                to,
-                buffer: data,
-                chunks: chunks.to_vec(),
-            },
-        ));
-        recvs.push((
-            step,
-            to,
-            Instr::Recv {
-                link: last,
+        if !links.is_empty() && !chunks.is_empty() {
+            plan_steps[step].moves.push(Move::data(
                 from,
-                buffer: data,
-                chunks: chunks.to_vec(),
+                to,
+                links.to_vec(),
+                chunks.to_vec(),
                 mode,
-            },
-        ));
+            ));
+        }
     };
     for w in 0..waves {
         let ids: Vec<ChunkId> = (w * wave..((w + 1) * wave).min(segments))
@@ -195,27 +130,21 @@ pub(super) fn lower(
             }
         }
     }
-    for (step, node, instr) in sends.into_iter().chain(recvs) {
-        programs[node.index()].steps[step].push(instr);
-    }
-    let chunks = even_chunks(spec.elements, segments)
-        .into_iter()
-        .map(|(start, end)| Chunk {
-            start,
-            end,
-            owner: None,
-        })
-        .collect();
+    let chunks = vector_chunks(spec.elements, segments, |_| None);
     let described = vec![format!(
         "{why}: a ring among the {h} NICs through the switches, {waves} wave(s) of up to {wave} segment(s) of at most {} B",
         l.mtu_bytes
     )];
-    let phase = spec.phase(
+    let phase = plan::assemble(
+        spec,
         "in-network",
-        chunks,
-        super::ring::data_buffer(),
-        steps,
-        programs,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps: plan_steps,
+            packing: Packing::AsGiven,
+        },
     );
     (phase, described)
 }

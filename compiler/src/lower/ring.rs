@@ -15,66 +15,166 @@
 //! A hop may be a route through switches. When the hops of one ring step need some link
 //! direction more often than its `lanes` allow (logical rings that share links, routes that
 //! share a tree's uplink), the ring step is split into sub-steps, each a BSP step that
-//! overbooks nothing ([`plan`]). That is always correct: within a ring step every hop moves a
+//! overbooks nothing ([`sub_steps`]). That is always correct: within a ring step every hop moves a
 //! different chunk than its receiver sends, and what a node sends in ring step `s` was
 //! complete at the end of ring step `s - 1`, before any sub-step of `s`. When no direction is
 //! shared, a ring step is one BSP step and each node sends on `R` links and receives on `R`
 //! links in every step.
 
-use crate::embed::Ring;
-use crate::machine::Machine;
-use schedule_ir::{
-    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, Phase, Program, RecvMode,
-};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
+use crate::machine::{Machine, Shape};
+use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, Phase, RecvMode};
 
-/// What a lowering is asked to produce, independent of method.
-#[derive(Clone, Debug)]
-pub struct PhaseSpec {
-    /// The phase's name.
-    pub name: String,
-    /// The collective.
-    pub collective: Collective,
-    /// The combining operation.
-    pub op: schedule_ir::ReduceOp,
-    /// The element type.
-    pub dtype: schedule_ir::DType,
-    /// The vector length.
-    pub elements: u64,
-}
+/// `ladder-rings`: the ladder's two barley-twist rings, each walked both ways.
+pub struct LadderRings;
 
-impl PhaseSpec {
-    /// The phase this spec asks for, as a method lowered it: `steps` BSP steps of `programs`
-    /// (one per node) over `chunks` and `buffers`.
-    pub fn phase(
-        &self,
-        algorithm: &str,
-        chunks: Vec<Chunk>,
-        buffers: Vec<Buffer>,
-        steps: usize,
-        programs: Vec<Program>,
-    ) -> Phase {
-        Phase {
-            name: self.name.clone(),
-            collective: self.collective,
-            op: self.op,
-            dtype: self.dtype,
-            elements: self.elements,
-            algorithm: algorithm.to_string(),
-            chunks,
-            buffers,
-            steps: u32::try_from(steps).unwrap_or(u32::MAX),
-            programs,
-            candidates: Vec::new(),
-        }
+/// `ring`: the machine's own ring, rings built from its structure, or rings found by search;
+/// through switches, the compute nodes in depth-first order.
+pub struct Rings;
+
+impl Lowering for LadderRings {
+    fn name(&self) -> &'static str {
+        "ladder-rings"
+    }
+    fn about(&self) -> &'static str {
+        "the ladder's two link-disjoint barley-twist rings, each in both directions"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        describe_rings(machine, &barley_twist(machine)?)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        lower_rings(self.name(), machine, spec, barley_twist(machine)?)
     }
 }
 
-/// The one buffer most methods need: the user's data.
-pub fn data_buffer() -> Vec<Buffer> {
-    vec![Buffer {
-        name: "data".to_string(),
-        kind: BufferKind::Data,
-    }]
+impl Lowering for Rings {
+    fn name(&self) -> &'static str {
+        "ring"
+    }
+    fn about(&self) -> &'static str {
+        "ring collectives over up to two link-disjoint Hamiltonian rings, or one ring routed \
+         through the switches"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        describe_rings(machine, &rings(machine)?)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        lower_rings(self.name(), machine, spec, rings(machine)?)
+    }
+}
+
+/// The ladder's barley-twist rings, proved.
+fn barley_twist(machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
+    let rings = match &machine.shape {
+        Shape::Ladder(layout) => embed::ladder::barley_twist(layout)?,
+        _ if !machine.failed.is_empty() => {
+            let mut failed = machine.failed.links.clone();
+            failed.extend(machine.failed.nodes.iter().cloned());
+            return Err(EmbedError::NotApplicable(format!(
+                "`ladder-rings` runs on intact `Ladder` machines only, and {} failed",
+                failed.join(", ")
+            )));
+        }
+        _ => {
+            return Err(EmbedError::NotApplicable(
+                "`ladder-rings` runs on `Ladder` machines only".to_string(),
+            ))
+        }
+    };
+    embed::prove_rings(machine, &rings)?;
+    Ok(rings)
+}
+
+/// The rings `ring` runs on `machine` (one direction each), proved.
+pub fn rings(machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
+    let rings = match &machine.shape {
+        Shape::Ring => vec![natural_ring(machine)],
+        _ if machine.has_switches() => vec![routed::switched_ring(machine)?],
+        shape => match structured_rings(machine, shape) {
+            Some(rings) => rings,
+            None => hamiltonian::find_rings(machine, hamiltonian::DEFAULT_BUDGET)?,
+        },
+    };
+    embed::prove_rings(machine, &rings)?;
+    Ok(rings)
+}
+
+/// The rings in words, for `topoc check`.
+fn describe_rings(machine: &Machine, rings: &[Ring]) -> Result<Embedding, EmbedError> {
+    let count = rings.len();
+    let plural = if count == 1 { "" } else { "s" };
+    let summary = if rings.iter().any(Ring::is_routed) {
+        format!("{count} ring{plural} through the switches, each hop routed, proved")
+    } else {
+        format!("{count} link-disjoint Hamiltonian ring{plural}, proved")
+    };
+    Ok(Embedding {
+        summary,
+        parts: rings
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("ring {}: {}", i + 1, r.describe(machine)))
+            .collect(),
+    })
+}
+
+/// Orients `rings`, refuses a schedule too large to build, and lowers.
+fn lower_rings(
+    method: &str,
+    machine: &Machine,
+    spec: &PhaseSpec,
+    rings: Vec<Ring>,
+) -> Result<Lowered, EmbedError> {
+    let logical = orient(machine, &rings);
+    // Refuse before building: a ring schedule grows with the square of the nodes.
+    let instructions = crate::limits::ring_instructions(spec.collective, &logical);
+    if instructions > crate::limits::MAX_INSTRUCTIONS {
+        return Err(EmbedError::TooLarge { instructions });
+    }
+    let phase = lower(spec, method, machine, &logical).ok_or_else(|| {
+        EmbedError::NotApplicable(format!("rings do not lower {}", spec.collective))
+    })?;
+    Ok(Lowered {
+        phase,
+        rings: rings.iter().map(|r| r.describe(machine)).collect(),
+        embedding: rings,
+        detail: None,
+    })
+}
+
+/// Two rings built from a torus's, hypercube's or full mesh's structure, where a construction
+/// applies ([`structured`]); `None` leaves the machine to the search.
+fn structured_rings(machine: &Machine, shape: &Shape) -> Option<Vec<Ring>> {
+    match shape {
+        Shape::Torus { dims } => structured::grid_rings(machine, dims, &|c| {
+            NodeId::new(crate::machine::torus::index(dims, c))
+        }),
+        Shape::Hypercube { dims } => {
+            let sizes = vec![2; *dims as usize];
+            structured::grid_rings(machine, &sizes, &|c| {
+                NodeId::new(c.iter().enumerate().map(|(k, &b)| b << k).sum())
+            })
+        }
+        Shape::FullMesh => structured::full_mesh_rings(machine),
+        _ => None,
+    }
+}
+
+/// A `Ring` machine's own cycle: node `i` to node `i+1` over link `i`.
+fn natural_ring(machine: &Machine) -> Ring {
+    let n = machine.node_count();
+    Ring::direct(
+        (0..n).map(NodeId::new).collect(),
+        (0..n).map(LinkId::new).collect(),
+    )
 }
 
 /// Which halves of allreduce a collective needs.
@@ -92,94 +192,33 @@ pub fn supports(collective: Collective) -> bool {
     parts(collective).is_some()
 }
 
-/// Cuts `elements` into `count` contiguous chunks whose sizes differ by at most one.
-pub fn even_chunks(elements: u64, count: usize) -> Vec<(u64, u64)> {
-    let count = count.max(1) as u128;
-    (0..count)
-        .map(|i| {
-            let at = |k: u128| (k * elements as u128 / count) as u64;
-            (at(i), at(i + 1))
-        })
-        .collect()
-}
-
 /// Which transfers of a ring step go in which BSP step: `groups[g]` lists the hops `(ring,
 /// position)` that move in sub-step `g`. Hops are placed by [`first_fit`], in ring order, into the
 /// first sub-step where every link direction of their route still has a free lane, so that no
 /// sub-step overbooks a direction. Every ring step has the same routes (only the chunks
 /// differ), so one plan serves them all.
-pub fn plan(machine: &Machine, rings: &[Ring]) -> Vec<Vec<(usize, usize)>> {
+pub fn sub_steps(machine: &Machine, rings: &[Ring]) -> Vec<Vec<(usize, usize)>> {
     let hops: Vec<(usize, usize)> = rings
         .iter()
         .enumerate()
         .flat_map(|(r, ring)| (0..ring.nodes.len()).map(move |i| (r, i)))
         .collect();
     let routes = hops.iter().map(|&(r, i)| directions(machine, &rings[r], i));
-    first_fit(routes)
+    plan::first_fit(routes)
         .into_iter()
         .map(|group| group.into_iter().map(|t| hops[t]).collect())
         .collect()
 }
 
-/// Packs transfers into sub-steps: `groups[g]` lists the indices of the transfers (each given
-/// by the link directions of its route with their lane counts, as [`route_directions`] returns
-/// them) that move in sub-step `g`. Each goes, in order, into the first sub-step where every
-/// direction of its route still has a free lane, so that no sub-step overbooks a direction.
-pub fn first_fit(routes: impl IntoIterator<Item = Vec<(usize, u32)>>) -> Vec<Vec<usize>> {
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    let mut load: Vec<std::collections::BTreeMap<usize, u32>> = Vec::new();
-    for (t, dirs) in routes.into_iter().enumerate() {
-        let fits = |l: &std::collections::BTreeMap<usize, u32>| {
-            dirs.iter()
-                .all(|&(d, lanes)| l.get(&d).copied().unwrap_or(0) < lanes)
-        };
-        let g = match load.iter().position(fits) {
-            Some(g) => g,
-            None => {
-                groups.push(Vec::new());
-                load.push(Default::default());
-                groups.len() - 1
-            }
-        };
-        groups[g].push(t);
-        for &(d, _) in &dirs {
-            *load[g].entry(d).or_default() += 1;
-        }
-    }
-    groups
-}
-
 /// The link directions hop `i` of `ring` crosses (numbered as in the IR: `2·link`, `+1` when
 /// crossed from `b` to `a`), each with its link's lane count.
-fn directions(machine: &Machine, ring: &Ring, i: usize) -> Vec<(usize, u32)> {
-    route_directions(machine, ring.nodes[i], ring.route(i))
-}
-
-/// The link directions a route leaving `from` over `links` crosses, each with its link's lane
-/// count (the input of [`first_fit`]).
-pub fn route_directions(
-    machine: &Machine,
-    from: schedule_ir::NodeId,
-    links: impl IntoIterator<Item = schedule_ir::LinkId>,
-) -> Vec<(usize, u32)> {
-    let mut at = from;
-    links
-        .into_iter()
-        .map(|link| {
-            let (a, b) = machine.endpoints(link);
-            let backward = at != a;
-            at = if backward { a } else { b };
-            (
-                2 * link.index() + usize::from(backward),
-                machine.link(link).lanes,
-            )
-        })
-        .collect()
+fn directions(machine: &Machine, ring: &Ring, i: usize) -> Vec<(schedule_ir::DirectionId, u32)> {
+    plan::route_directions(machine, ring.nodes[i], ring.route(i))
 }
 
 /// The logical rings to run: the embedded rings one way, or each also walked back, whichever
 /// moves the vector faster. Walking back doubles the rings (each carries half as much) but
-/// may need more sub-steps per ring step ([`plan`]) where the two ways share link directions —
+/// may need more sub-steps per ring step ([`sub_steps`]) where the two ways share link directions —
 /// a two-node ring over one link, or routes through a tree, which already use both
 /// directions of every link. Ties go to fewer rings (fewer steps).
 pub fn orient(machine: &Machine, rings: &[Ring]) -> Vec<Ring> {
@@ -190,7 +229,10 @@ pub fn orient(machine: &Machine, rings: &[Ring]) -> Vec<Ring> {
         both.push(ring.reversed());
     }
     // Time per ring step ∝ sub-steps × chunk size ∝ sub-steps / logical rings.
-    let (g1, g2) = (plan(machine, &one_way).len(), plan(machine, &both).len());
+    let (g1, g2) = (
+        sub_steps(machine, &one_way).len(),
+        sub_steps(machine, &both).len(),
+    );
     if g2 * one_way.len() < g1 * both.len() {
         both
     } else {
@@ -199,15 +241,25 @@ pub fn orient(machine: &Machine, rings: &[Ring]) -> Vec<Ring> {
 }
 
 /// Lowers `spec` onto the logical `rings` (each already oriented) of `machine`. `algorithm`
-/// names the method in the schedule. Each ring step becomes as many BSP steps as [`plan`]
-/// needs (one when the rings share no link direction). Returns `None` for a collective rings
-/// do not lower (see [`supports`]).
+/// names the method in the schedule. Each ring step is one plan step; the assembler splits it
+/// into as many BSP steps as its shared link directions need (one when the rings share none).
+/// Returns `None` for a collective rings do not lower (see [`supports`]).
 pub fn lower(
     spec: &PhaseSpec,
     algorithm: &str,
     machine: &Machine,
     rings: &[Ring],
 ) -> Option<Phase> {
+    Some(plan::assemble(
+        spec,
+        algorithm,
+        machine,
+        ring_plan(spec, rings)?,
+    ))
+}
+
+/// The plan of [`lower`]: one step per ring step, every hop of every ring in ring order.
+pub fn ring_plan(spec: &PhaseSpec, rings: &[Ring]) -> Option<Plan> {
     let (reduce_scatter, allgather) = parts(spec.collective)?;
     let p = rings.first().map_or(0, |r| r.nodes.len());
     let owners_needed = !matches!(spec.collective, Collective::AllReduce);
@@ -228,64 +280,38 @@ pub fn lower(
 
     let rs_steps = if reduce_scatter { p - 1 } else { 0 };
     let ag_steps = if allgather { p - 1 } else { 0 };
-    let groups = plan(machine, rings);
-    let steps = (rs_steps + ag_steps) * groups.len();
-    // Switches run no program: theirs has no steps at all.
-    let mut programs: Vec<Program> = (0..machine.node_count())
-        .map(|i| match machine.node(schedule_ir::NodeId::new(i)).kind {
-            schedule_ir::NodeKind::Compute => Program {
-                steps: vec![Vec::new(); steps],
-            },
-            schedule_ir::NodeKind::Switch => Program::default(),
+    let steps = (0..rs_steps + ag_steps)
+        .map(|ring_step| {
+            let (mode, offset) = if ring_step < rs_steps {
+                (RecvMode::Reduce, p - ring_step % p)
+            } else {
+                (RecvMode::Store, 1 + p - (ring_step - rs_steps) % p)
+            };
+            Step::of(
+                rings
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(r, ring)| {
+                        (0..p).map(move |i| {
+                            Move::data(
+                                ring.nodes[i],
+                                ring.nodes[(i + 1) % p],
+                                ring.route(i).collect(),
+                                vec![chunk_id(r, (i + offset) % p)],
+                                mode,
+                            )
+                        })
+                    })
+                    .collect(),
+            )
         })
         .collect();
-    let data = BufferId(0);
-    for ring_step in 0..rs_steps + ag_steps {
-        for (g, group) in groups.iter().enumerate() {
-            let step = ring_step * groups.len() + g;
-            // Sends first, then receives, each in ring order: a fixed, readable program order.
-            let mut recvs: Vec<(usize, Instr)> = Vec::new();
-            for &(r, i) in group {
-                let ring = &rings[r];
-                let (from, to) = (ring.nodes[i], ring.nodes[(i + 1) % p]);
-                let (j, mode) = if ring_step < rs_steps {
-                    ((i + p - ring_step % p) % p, RecvMode::Reduce)
-                } else {
-                    let t = ring_step - rs_steps;
-                    ((i + 1 + p - t % p) % p, RecvMode::Store)
-                };
-                let chunks = vec![chunk_id(r, j)];
-                programs[from.index()].steps[step].push(Instr::Send {
-                    link: ring.links[i],
-                    via: ring.via[i].clone(),
-                    to,
-                    buffer: data,
-                    chunks: chunks.clone(),
-                });
-                recvs.push((
-                    to.index(),
-                    Instr::Recv {
-                        link: ring.last_link(i),
-                        from,
-                        buffer: data,
-                        chunks,
-                        mode,
-                    },
-                ));
-            }
-            for (node, instr) in recvs {
-                programs[node].steps[step].push(instr);
-            }
-        }
-    }
-
-    Some(spec.phase(
-        algorithm,
+    Some(Plan {
         chunks,
-        super::ring::data_buffer(),
+        buffers: data_buffer(),
         steps,
-        programs,
-    ))
+        packing: Packing::FirstFit,
+    })
 }
 
 #[cfg(test)]
@@ -304,7 +330,7 @@ mod tests {
             ]))"#
         );
         match crate::compile::load(&text) {
-            Ok((_, m)) => m,
+            Ok(loaded) => loaded.machine,
             Err(e) => panic!("{e}"),
         }
     }
@@ -338,7 +364,7 @@ mod tests {
         let m = star(1);
         let ring = routed::switched_ring(&m).unwrap_or_else(|e| panic!("{e}"));
         // One way, the ring's routes use every direction once: one sub-step per ring step.
-        assert_eq!(plan(&m, std::slice::from_ref(&ring)).len(), 1);
+        assert_eq!(sub_steps(&m, std::slice::from_ref(&ring)).len(), 1);
         assert_eq!(
             orient(&m, std::slice::from_ref(&ring)).len(),
             1,
@@ -347,7 +373,7 @@ mod tests {
         assert_eq!(verified(&m, std::slice::from_ref(&ring)).steps, 6);
         // Both ways, each direction is needed twice: two sub-steps, and the verifier agrees.
         let both = [ring.clone(), ring.reversed()];
-        assert_eq!(plan(&m, &both).len(), 2);
+        assert_eq!(sub_steps(&m, &both).len(), 2);
         assert_eq!(verified(&m, &both).steps, 12);
     }
 
@@ -357,7 +383,7 @@ mod tests {
         let ring = routed::switched_ring(&m).unwrap_or_else(|e| panic!("{e}"));
         let logical = orient(&m, std::slice::from_ref(&ring));
         assert_eq!(logical.len(), 2, "two lanes: both ways in one sub-step");
-        assert_eq!(plan(&m, &logical).len(), 1);
+        assert_eq!(sub_steps(&m, &logical).len(), 1);
         assert_eq!(verified(&m, &logical).steps, 6);
     }
 

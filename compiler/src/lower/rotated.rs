@@ -32,11 +32,34 @@
 //! allreduce again meets the total-traffic bound `(q/d)(1 - 1/n)/b`, in `2d(k - 1)` steps.
 //! Dimensions of different sizes are refused: the parts' phases would not line up.
 
-use super::ring::{even_chunks, PhaseSpec};
-use super::steps::{assemble, link_between, Transfer};
+use super::plan::{self, Move, Packing, Plan};
+use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+use schedule_ir::{ChunkId, Collective, NodeId, Phase, RecvMode};
+
+/// `rotated-hd`: halving-doubling along the dimensions of a hypercube, the cube or an
+/// equal-sided torus, the dimension order rotated per part so every link carries data in
+/// every step.
+pub struct RotatedHd;
+
+impl Lowering for RotatedHd {
+    fn name(&self) -> &'static str {
+        "rotated-hd"
+    }
+    fn about(&self) -> &'static str {
+        "halving-doubling along every dimension at once, the dimension order rotated per part"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        matches!(
+            collective,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+        )
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        Ok(Lowered::phase(lower(spec, self.name(), machine)?))
+    }
+}
 
 /// The machine as a grid: `nodes[c]` is the node at coordinate index `c`, whose digit in
 /// dimension `k` is `(c / k^k') mod k` — dimension 0 the fastest, every dimension of size `k`.
@@ -192,15 +215,9 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
                 "no link joins {from} and {to} along dimension {dim}"
             ))
         })?;
-        Ok::<_, EmbedError>(Transfer {
-            from,
-            to,
-            link,
-            chunks,
-            mode,
-        })
+        Ok::<_, EmbedError>(Move::data(from, to, vec![link], chunks, mode))
     };
-    let mut steps: Vec<Vec<Transfer>> = Vec::new();
+    let mut steps: Vec<Vec<Move>> = Vec::new();
     if reduce_scatter {
         for s in 0..d {
             for r in 0..k - 1 {
@@ -256,16 +273,11 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
         }
     }
     let owners = !matches!(spec.collective, Collective::AllReduce);
-    let chunks = even_chunks(spec.elements, d * h_count * n)
-        .into_iter()
-        .enumerate()
-        .map(|(i, (start, end))| Chunk {
-            start,
-            end,
-            owner: owners.then(|| grid.nodes[i % n]),
-        })
-        .collect();
-    Ok(assemble(spec, algorithm, machine, chunks, &steps))
+    let chunks = vector_chunks(spec.elements, d * h_count * n, |i| {
+        owners.then(|| grid.nodes[i % n])
+    });
+    let plan = Plan::data(chunks, steps, Packing::AsGiven);
+    Ok(plan::assemble(spec, algorithm, machine, plan))
 }
 
 #[cfg(test)]

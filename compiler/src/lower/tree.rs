@@ -43,13 +43,42 @@
 //! holders first to child `i+1`'s owners, then to `i+2`'s, …), as a ring among the siblings
 //! would pair them, so that each step spreads over different links.
 
-use super::ring::{even_chunks, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{
-    BufferId, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, NodeKind, Phase, Program, RecvMode,
-};
+use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
 use std::collections::{BTreeMap, VecDeque};
+
+/// `tree`: level-by-level reduce-scatter and gather on a `Tree` machine.
+pub struct Tree;
+
+impl Lowering for Tree {
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+    fn about(&self) -> &'static str {
+        "the holders of each portion in sibling subtrees combine it level by level up a `Tree` \
+         machine, then gather it back down"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        parts(collective).is_some()
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        let stages = stages_of(machine)?;
+        Ok(Embedding {
+            summary: format!("{} stage(s), level by level", stages.len()),
+            parts: stages,
+        })
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        let (phase, lines) = lower(spec, machine)?;
+        Ok(Lowered {
+            rings: lines,
+            ..Lowered::phase(phase)
+        })
+    }
+}
 
 /// The rooted tree of a `Tree` machine: parents, children, processors.
 struct Rooted {
@@ -63,9 +92,9 @@ struct Rooted {
     procs: Vec<NodeId>,
 }
 
-/// One transfer of a stage, reduce-scatter direction: `from` sends `chunks` to `to`.
+/// One pair of a stage, reduce-scatter direction: `from` sends `chunks` to `to`.
 #[derive(Clone, Debug)]
-struct Transfer {
+struct Pair {
     from: NodeId,
     to: NodeId,
     chunks: Vec<ChunkId>,
@@ -84,11 +113,8 @@ fn parts(collective: Collective) -> Option<(bool, bool)> {
 }
 
 /// Lowers `spec` on a `Tree` machine. Returns the phase and one line per stage describing it,
-/// or why the method does not apply. `Ok(None)` for a collective it does not lower.
-pub fn lower(
-    spec: &PhaseSpec,
-    machine: &Machine,
-) -> Result<Option<(Phase, Vec<String>)>, EmbedError> {
+/// or why the method does not apply.
+pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>), EmbedError> {
     if machine.shape != Shape::Tree {
         return Err(EmbedError::NotApplicable(
             "`tree` runs on intact `Tree` machines only".to_string(),
@@ -96,7 +122,10 @@ pub fn lower(
     }
     let tree = rooted(machine)?;
     let Some((reduce_scatter, allgather)) = parts(spec.collective) else {
-        return Ok(None);
+        return Err(EmbedError::NotApplicable(format!(
+            "`tree` does not lower {}",
+            spec.collective
+        )));
     };
     let p = tree.procs.len();
     let phi = holders(machine, &tree);
@@ -113,75 +142,42 @@ pub fn lower(
         })
         .collect();
 
-    // BSP steps: (transfers, reduce?) in order.
-    let mut steps: Vec<(Vec<&Transfer>, bool)> = Vec::new();
+    // One plan step per height: up for the reduce-scatter, back down for the allgather. The
+    // assembler packs each height first-fit into as many BSP steps as its links need.
+    let level_step = |level: &[Pair], reduce: bool| {
+        Step::of(
+            level
+                .iter()
+                .map(|t| {
+                    let (from, to, mode) = if reduce {
+                        (t.from, t.to, RecvMode::Reduce)
+                    } else {
+                        (t.to, t.from, RecvMode::Store)
+                    };
+                    Move::data(from, to, path(&tree, from, to), t.chunks.clone(), mode)
+                })
+                .collect(),
+        )
+    };
+    let mut steps: Vec<Step> = Vec::new();
     if reduce_scatter {
-        for level in &levels {
-            for group in pack(machine, &tree, level, false) {
-                steps.push((group, true));
-            }
-        }
+        steps.extend(levels.iter().map(|level| level_step(level, true)));
     }
     if allgather {
-        for level in levels.iter().rev() {
-            for group in pack(machine, &tree, level, true) {
-                steps.push((group, false));
-            }
-        }
+        steps.extend(levels.iter().rev().map(|level| level_step(level, false)));
     }
-
-    let mut programs: Vec<Program> = (0..machine.node_count())
-        .map(|i| match machine.node(NodeId::new(i)).kind {
-            NodeKind::Compute => Program {
-                steps: vec![Vec::new(); steps.len()],
-            },
-            NodeKind::Switch => Program::default(),
-        })
-        .collect();
-    let data = BufferId(0);
-    for (s, (group, reduce)) in steps.iter().enumerate() {
-        let mut recvs: Vec<(NodeId, Instr)> = Vec::new();
-        for t in group {
-            let (from, to, mode) = if *reduce {
-                (t.from, t.to, RecvMode::Reduce)
-            } else {
-                (t.to, t.from, RecvMode::Store)
-            };
-            let route = path(&tree, from, to);
-            let (Some(&first), Some(&last)) = (route.first(), route.last()) else {
-                continue;
-            };
-            programs[from.index()].steps[s].push(Instr::Send {
-                link: first,
-                via: route[1..].to_vec(),
-                to,
-                buffer: data,
-                chunks: t.chunks.clone(),
-            });
-            recvs.push((
-                to,
-                Instr::Recv {
-                    link: last,
-                    from,
-                    buffer: data,
-                    chunks: t.chunks.clone(),
-                    mode,
-                },
-            ));
-        }
-        for (node, instr) in recvs {
-            programs[node.index()].steps[s].push(instr);
-        }
-    }
-
-    let phase = spec.phase(
+    let phase = plan::assemble(
+        spec,
         "tree",
-        chunks,
-        super::ring::data_buffer(),
-        steps.len(),
-        programs,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps,
+            packing: Packing::FirstFit,
+        },
     );
-    Ok(Some((phase, described)))
+    Ok((phase, described))
 }
 
 /// Whether `tree` applies to `machine`: the stages it would run, one line each, or why not.
@@ -302,11 +298,7 @@ fn subtree_sets(tree: &Rooted, n: usize) -> Vec<Vec<NodeId>> {
 
 /// The transfers of every stage, grouped by height (index 0 is height 1), and a line per
 /// stage for humans.
-fn stages(
-    machine: &Machine,
-    tree: &Rooted,
-    phi: &[Vec<NodeId>],
-) -> (Vec<Vec<Transfer>>, Vec<String>) {
+fn stages(machine: &Machine, tree: &Rooted, phi: &[Vec<NodeId>]) -> (Vec<Vec<Pair>>, Vec<String>) {
     let n = machine.node_count();
     let mut height = vec![0usize; n];
     // Deepest nodes first, so children are done before their parents.
@@ -318,7 +310,7 @@ fn stages(
         }
     }
     let top = height.iter().copied().max().unwrap_or(0);
-    let mut levels: Vec<Vec<Transfer>> = vec![Vec::new(); top];
+    let mut levels: Vec<Vec<Pair>> = vec![Vec::new(); top];
     let mut described = Vec::new();
     for u in 0..n {
         let kids = &tree.children[u];
@@ -362,7 +354,7 @@ fn stages(
             ),
         ));
         levels[height[u] - 1].extend(grouped.into_iter().map(|((from, to), (shift, chunks))| {
-            Transfer {
+            Pair {
                 from,
                 to,
                 chunks,
@@ -406,28 +398,6 @@ fn path(tree: &Rooted, from: NodeId, to: NodeId) -> Vec<LinkId> {
     up
 }
 
-/// Packs one height's transfers first-fit into BSP steps so that no link direction carries
-/// more than its lanes in a step. `reversed`: the allgather direction (owner to holder).
-fn pack<'t>(
-    machine: &Machine,
-    tree: &Rooted,
-    level: &'t [Transfer],
-    reversed: bool,
-) -> Vec<Vec<&'t Transfer>> {
-    let routes = level.iter().map(|t| {
-        let (from, to) = if reversed {
-            (t.to, t.from)
-        } else {
-            (t.from, t.to)
-        };
-        super::ring::route_directions(machine, from, path(tree, from, to))
-    });
-    super::ring::first_fit(routes)
-        .into_iter()
-        .map(|group| group.into_iter().map(|i| &level[i]).collect())
-        .collect()
-}
-
 #[cfg(test)]
 #[allow(clippy::panic)]
 mod tests {
@@ -435,7 +405,7 @@ mod tests {
 
     fn machine(text: &str) -> Machine {
         match crate::compile::load(text) {
-            Ok((_, m)) => m,
+            Ok(loaded) => loaded.machine,
             Err(e) => panic!("{e}"),
         }
     }
@@ -470,7 +440,7 @@ mod tests {
         assert_eq!(name(&phi[s0.index()]), ["a", "b", "a", "b"]);
         assert_eq!(name(&phi[s1.index()]), ["c", "d", "c", "d"]);
         let (phase, stages) = match lower(&spec(), &m) {
-            Ok(Some(x)) => x,
+            Ok(x) => x,
             _ => panic!("lowers"),
         };
         assert_eq!(stages.len(), 3);

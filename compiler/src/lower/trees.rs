@@ -38,10 +38,72 @@
 
 use super::balance;
 use super::dag::{self, DagError, Transfer, TransferId};
-use super::ring::PhaseSpec;
+use super::plan::{self, Move, Plan};
+use super::{data_buffer, Embedding, Knobs, Lowered as Planned, Lowering, PhaseSpec};
 use crate::embed::trees::{traffic, Packing, Tree};
 use crate::machine::Machine;
 use schedule_ir::{BufferId, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+
+/// `trees`: collectives over spanning trees packed by an LP, pipelined.
+pub struct Trees;
+
+impl Lowering for Trees {
+    fn name(&self) -> &'static str {
+        "trees"
+    }
+    fn about(&self) -> &'static str {
+        "spanning trees packed by a linear program, each carrying its share, pipelined to a \
+         depth chosen for the size"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, crate::embed::EmbedError> {
+        let packing = crate::embed::trees::pack(machine, Collective::AllReduce)?;
+        Ok(Embedding {
+            summary: format!(
+                "{} spanning tree(s) for allreduce, proved",
+                packing.trees.len()
+            ),
+            parts: packing
+                .trees
+                .iter()
+                .zip(&packing.shares)
+                .enumerate()
+                .map(|(i, (t, x))| {
+                    format!("tree {}: {:.1}% {}", i + 1, 100.0 * x, t.describe(machine))
+                })
+                .collect(),
+        })
+    }
+    fn lower(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Planned, crate::embed::EmbedError> {
+        super::check_planned(self.name(), machine)?;
+        let packing = crate::embed::trees::pack(machine, spec.collective)?;
+        let lowered = lower(spec, self.name(), machine, &packing).map_err(|e| {
+            crate::embed::EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"))
+        })?;
+        let total: usize = lowered.chunks_per_tree.iter().sum();
+        let described = packing
+            .trees
+            .iter()
+            .zip(&lowered.chunks_per_tree)
+            .filter(|(_, &c)| c > 0)
+            .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
+            .collect();
+        Ok(Planned {
+            rings: described,
+            ..Planned::phase(lowered.phase)
+        })
+    }
+    fn sized(&self) -> bool {
+        true
+    }
+}
 
 /// How tightly the scheduler keeps pipeline chunks in order (see [`lower`]): chunk `q` is
 /// ranked `⌊q · r · RANK_RATE⌋`, `r` the busiest direction's chunks per pipeline chunk. Chosen
@@ -151,7 +213,7 @@ fn lower_counts(
     // Chunks of one size, in vector order: tree, then pipeline chunk, then owner. Tree `i`'s
     // share is its whole number of chunks (its LP share rounded): a BSP step lasts as long as
     // its largest transfer, so unequal chunks would waste the links that carry the smaller.
-    let chunks: Vec<Chunk> = super::ring::even_chunks(spec.elements, total * pieces)
+    let chunks: Vec<Chunk> = super::even_chunks(spec.elements, total * pieces)
         .into_iter()
         .enumerate()
         .map(|(k, (start, end))| Chunk {
@@ -212,13 +274,16 @@ fn lower_counts(
         transfers[first..].iter_mut().for_each(|t| t.rank = rank);
     }
     let timetable = dag::schedule(machine, &transfers, dag::Batching::ByBandwidth)?;
-    let programs = dag::programs(machine.node_count(), &transfers, &timetable);
-    let phase = spec.phase(
+    let phase = plan::assemble(
+        spec,
         algorithm,
-        chunks,
-        super::ring::data_buffer(),
-        timetable.steps as usize,
-        programs,
+        machine,
+        Plan {
+            chunks,
+            buffers: data_buffer(),
+            steps: dag::steps(&transfers, &timetable),
+            packing: plan::Packing::AsGiven,
+        },
     );
     Ok(Lowered {
         phase,
@@ -304,17 +369,17 @@ fn transfer(
     mode: RecvMode,
     after: Vec<TransferId>,
 ) -> Transfer {
-    let mut links = route.into_iter();
-    // An empty route names no link, which the scheduler reports as a bad route.
-    let link = links.next().unwrap_or(schedule_ir::LinkId(u32::MAX));
+    // An empty route is reported by the scheduler as a bad route.
     Transfer {
-        from,
-        to,
-        link,
-        via: links.collect(),
-        buffer,
-        chunks: vec![chunk],
-        mode,
+        what: Move {
+            from,
+            to,
+            route,
+            src: buffer,
+            dst: buffer,
+            chunks: vec![chunk],
+            mode,
+        },
         after,
         rank: 0,
     }
@@ -355,7 +420,8 @@ fn busiest_count(
                 .seconds
                 .into_iter()
                 .map(|(d, s)| {
-                    let bw = machine.link(schedule_ir::LinkId::new(d / 2)).bandwidth_gbps;
+                    let link = schedule_ir::DirectionId::from_index(d).map(|d| d.link());
+                    let bw = link.map_or(1.0, |l| machine.link(l).bandwidth_gbps);
                     (d, s * bw / 8.0 * pieces as f64)
                 })
                 .collect()
@@ -392,8 +458,9 @@ mod tests {
 
     #[test]
     fn longer_vectors_get_longer_pipelines() {
-        let (_, m) =
-            crate::compile::load(r#"Topology(name: "r", machine: Ring(nodes: 6))"#).unwrap();
+        let m = crate::compile::load(r#"Topology(name: "r", machine: Ring(nodes: 6))"#)
+            .unwrap()
+            .machine;
         let packing = pack(&m, Collective::AllReduce).unwrap();
         let chunks = |elements| {
             let spec = PhaseSpec {

@@ -134,7 +134,7 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
                         "a ladder needs at least 1 pair of nodes, not 0",
                         "no pairs",
                     )
-                    .hint("seed 004's smallest figure has `pairs: 4` (8 nodes)"),
+                    .hint("write `pairs: 1` or more; `examples/ladder8.ron` has 4"),
                 );
             } else if 2 * u64::from(*pairs) > MAX_NODES {
                 problems.push(too_many(

@@ -60,7 +60,7 @@ fn check(d: &FabricDecl) -> Vec<Problem> {
                     format!("a fabric needs at least 1 {what}, not 0"),
                     "nothing here",
                 )
-                .hint("seed 003's fabric has several hosts, each with several ranks"),
+                .hint("a fabric has several hosts, each with several ranks"),
             );
         }
     }

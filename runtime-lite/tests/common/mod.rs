@@ -146,7 +146,6 @@ impl PhaseBuilder {
                         },
                     })
                     .collect(),
-                candidates: Vec::new(),
             },
         }
     }

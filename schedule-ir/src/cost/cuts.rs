@@ -299,7 +299,6 @@ mod tests {
             buffers: Vec::new(),
             steps: 0,
             programs: Vec::new(),
-            candidates: Vec::new(),
         };
         let bound = super::super::lower_bound(&m, &phase);
         assert_eq!(bound.which, "cut");

@@ -583,7 +583,6 @@ mod tests {
                     ],
                 },
             ],
-            candidates: Vec::new(),
         }
     }
 

@@ -265,7 +265,6 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         elements,
         algorithm: _,
         // Metadata: nothing in it affects execution.
-        candidates: _,
         chunks,
         buffers,
         steps,

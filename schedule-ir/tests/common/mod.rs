@@ -194,7 +194,6 @@ pub fn skeleton(
             }],
             steps: steps as u32,
             programs,
-            candidates: Vec::new(),
         }],
     }
 }

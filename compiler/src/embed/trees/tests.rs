@@ -5,7 +5,7 @@ use super::*;
 use crate::machine::{LinkInfo, NodeInfo, Shape};
 
 fn machine(text: &str) -> Machine {
-    crate::compile::load(text).unwrap().1
+    crate::compile::load(text).unwrap().machine
 }
 
 fn petersen() -> Machine {

@@ -11,18 +11,20 @@ fn line(bandwidth: f64, lanes: u32) -> Machine {
             (id: "L2", between: ("b", "c")),
         ]))"#
     );
-    crate::compile::load(&text).unwrap().1
+    crate::compile::load(&text).unwrap().machine
 }
 
 fn t(from: u32, to: u32, link: u32, chunk: u32, after: &[u32]) -> Transfer {
     Transfer {
-        from: NodeId(from),
-        to: NodeId(to),
-        link: LinkId(link),
-        via: Vec::new(),
-        buffer: BufferId(0),
-        chunks: vec![ChunkId(chunk)],
-        mode: RecvMode::Store,
+        what: Move {
+            from: NodeId(from),
+            to: NodeId(to),
+            route: vec![LinkId(link)],
+            src: BufferId(0),
+            dst: BufferId(0),
+            chunks: vec![ChunkId(chunk)],
+            mode: RecvMode::Store,
+        },
         after: after.iter().map(|&i| TransferId(i)).collect(),
         rank: 0,
     }
@@ -37,7 +39,7 @@ fn relay() -> Vec<Transfer> {
 
 /// Transfers per direction and step never exceed the lanes, and dependencies land first.
 fn check(machine: &Machine, transfers: &[Transfer], table: &Timetable) {
-    let mut sends = std::collections::BTreeSet::<(u32, usize, u32)>::new();
+    let mut sends = std::collections::BTreeSet::<(u32, DirectionId, u32)>::new();
     for (i, x) in transfers.iter().enumerate() {
         let s = table.step[i];
         assert!(s < table.steps);
@@ -53,8 +55,8 @@ fn check(machine: &Machine, transfers: &[Transfer], table: &Timetable) {
             .iter()
             .filter(|&&(s2, d2, _)| s2 == s && d2 == d)
             .count();
-        let lanes = machine.link(LinkId::new(d / 2)).lanes as usize;
-        assert!(count <= lanes, "step {s}, direction {d}: {count} sends");
+        let lanes = machine.link(d.link()).lanes as usize;
+        assert!(count <= lanes, "step {s}, direction {d:?}: {count} sends");
     }
 }
 
@@ -90,8 +92,8 @@ fn scheduling_is_deterministic() {
     check(&m, &x, &first);
     assert_eq!(first, schedule(&m, &x, Batching::One).unwrap());
     assert_eq!(
-        programs(3, &x, &first),
-        programs(3, &x, &schedule(&m, &x, Batching::One).unwrap())
+        steps(&x, &first),
+        steps(&x, &schedule(&m, &x, Batching::One).unwrap())
     );
 }
 
@@ -155,29 +157,27 @@ fn a_link_twice_as_fast_carries_two_chunks_per_send() {
     assert_eq!(table.step[0], table.step[2]);
     assert_eq!(table.send[0], table.send[2]);
     assert_eq!(table.steps, 7);
-    let programs = programs(3, &x, &table);
-    let Instr::Send { chunks, .. } = &programs[0].steps[0][0] else {
-        panic!("a sends first");
-    };
-    assert_eq!(chunks, &[ChunkId(0), ChunkId(1)]);
-    let Instr::Recv { chunks, mode, .. } = &programs[1].steps[0][0] else {
-        panic!("b receives");
-    };
-    assert_eq!((chunks.len(), *mode), (2, RecvMode::Store));
+    let first = &steps(&x, &table)[0].moves[0];
+    assert_eq!((first.from, first.to), (NodeId(0), NodeId(1)));
+    assert_eq!(first.chunks, [ChunkId(0), ChunkId(1)]);
+    assert_eq!(first.mode, RecvMode::Store);
 }
 
 #[test]
-fn programs_list_sends_before_receives() {
+fn plan_steps_keep_transfer_order() {
     let m = line(100.0, 1);
     // b sends to a and to c in the same step, and receives from c.
     let x = vec![t(1, 0, 0, 0, &[]), t(1, 2, 1, 1, &[]), t(2, 1, 1, 2, &[])];
     let table = schedule(&m, &x, Batching::One).unwrap();
     assert_eq!(table.steps, 1);
-    let p = programs(3, &x, &table);
-    let kinds: Vec<bool> = p[1].steps[0]
-        .iter()
-        .map(|i| matches!(i, Instr::Send { .. }))
-        .collect();
-    assert_eq!(kinds, [true, true, false]);
-    assert_eq!(p[0].steps[0].len(), 1);
+    let plan = steps(&x, &table);
+    let pairs: Vec<(NodeId, NodeId)> = plan[0].moves.iter().map(|m| (m.from, m.to)).collect();
+    assert_eq!(
+        pairs,
+        [
+            (NodeId(1), NodeId(0)),
+            (NodeId(1), NodeId(2)),
+            (NodeId(2), NodeId(1))
+        ]
+    );
 }

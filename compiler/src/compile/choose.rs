@@ -1,0 +1,322 @@
+//! Choosing a method for one phase: the one requested, or under `auto` every method weighed
+//! by the cost model at the phase's own size.
+
+use crate::diag::Problem;
+use crate::embed::EmbedError;
+use crate::lower::{Choice, Knobs, Lowered, Method, PhaseSpec};
+use crate::machine::Machine;
+use crate::path;
+use crate::topology::spans::Path;
+use schedule_ir::Collective;
+
+use super::PhaseNote;
+
+/// What `auto` found of one method for a phase.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Weighed {
+    /// The method.
+    pub method: Method,
+    /// Its estimate, or why it has none.
+    pub verdict: Verdict,
+}
+
+/// A method's outcome under `auto`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// It lowered the phase; the cost model's estimate in seconds.
+    Estimate(f64),
+    /// It does not apply to this machine.
+    Refused(EmbedError),
+    /// It does not lower this collective.
+    Unsupported,
+}
+
+/// Chooses a method for one phase and lowers it.
+pub fn lower_phase(
+    machine: &Machine,
+    at: &Path,
+    spec: &PhaseSpec,
+    wanted: Choice,
+    knobs: &Knobs,
+) -> Result<(schedule_ir::Phase, PhaseNote), Problem> {
+    let candidates: Vec<Method> = match wanted {
+        Choice::Auto => Method::ALL.to_vec(),
+        Choice::Method(m) => vec![m],
+    };
+    check_variant(at, wanted, knobs)?;
+    check_supported(at, spec, &candidates)?;
+    crate::limits::check_vector(at, spec.elements, spec.dtype)?;
+    let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
+    let mut too_large: Option<u64> = None;
+    if wanted == Choice::Auto {
+        if let Some(chosen) = cheapest(machine, spec, knobs, &mut refusals, &mut too_large) {
+            return Ok(chosen);
+        }
+    } else {
+        for method in candidates.iter().filter(|m| m.supports(spec.collective)) {
+            match method.lower(machine, spec, knobs) {
+                Ok(lowered) => {
+                    let reason = match &lowered.detail {
+                        Some(detail) => format!("{method} requested; {detail}"),
+                        None => format!("{method} requested"),
+                    };
+                    return Ok(noted(spec, *method, reason, lowered));
+                }
+                Err(EmbedError::TooLarge { instructions }) => too_large = Some(instructions),
+                Err(e) => refusals.push((*method, e)),
+            }
+        }
+    }
+    if let Some(instructions) = too_large {
+        return Err(crate::limits::check(at, machine.node_count(), instructions)
+            .err()
+            .unwrap_or_else(|| Problem::at(at.clone(), "internal: size limit disagrees", "here")));
+    }
+    Err(no_method(machine, at, spec, &candidates, &refusals))
+}
+
+/// A variant is given only with a method that takes it, and is one of its variants.
+fn check_variant(at: &Path, wanted: Choice, knobs: &Knobs) -> Result<(), Problem> {
+    let Some(v) = knobs.variant else {
+        return Ok(());
+    };
+    let Choice::Method(method) = wanted.filter(Method::takes_variant) else {
+        let takers: Vec<&str> = Method::ALL
+            .iter()
+            .filter(|m| m.takes_variant())
+            .map(|m| m.name())
+            .collect();
+        return Err(Problem::at(
+            at.field("variant"),
+            format!("variant {v} given for algorithm `{wanted}`"),
+            "no variant here",
+        )
+        .hint(format!(
+            "only {} takes a variant; name the algorithm too",
+            takers.join(", ")
+        )));
+    };
+    if method.variants().contains(&v) {
+        return Ok(());
+    }
+    let known: Vec<String> = method.variants().iter().map(u32::to_string).collect();
+    Err(Problem::at(
+        at.field("variant"),
+        format!("`{method}` has no variant {v}"),
+        "unknown variant",
+    )
+    .hint(format!("write one of: {}", known.join(", "))))
+}
+
+/// Some candidate lowers the phase's collective.
+fn check_supported(at: &Path, spec: &PhaseSpec, candidates: &[Method]) -> Result<(), Problem> {
+    if candidates.iter().any(|m| m.supports(spec.collective)) {
+        return Ok(());
+    }
+    let able: Vec<&str> = Method::ALL
+        .iter()
+        .filter(|m| m.supports(spec.collective))
+        .map(|m| m.name())
+        .collect();
+    let what = describe(spec.collective);
+    let (message, hint) = match (candidates, able.is_empty()) {
+        (_, true) => (
+            format!("no method lowers {what} yet"),
+            "see docs/topology.md for the collectives each method lowers".to_string(),
+        ),
+        ([only], false) => (
+            format!("`{only}` does not lower {what}"),
+            format!("{what} is lowered by: {}; or write `auto`", able.join(", ")),
+        ),
+        (_, false) => (
+            format!("no method lowers {what} here"),
+            format!("{what} is lowered by: {}", able.join(", ")),
+        ),
+    };
+    Err(Problem::at(at.field("collective"), message, "not supported").hint(hint))
+}
+
+/// Why no candidate lowered the phase: each one's refusal, and the failures that may be why.
+fn no_method(
+    machine: &Machine,
+    at: &Path,
+    spec: &PhaseSpec,
+    candidates: &[Method],
+    refusals: &[(Method, EmbedError)],
+) -> Problem {
+    let headline = format!(
+        "no method can lower {} on machine `{}`",
+        describe(spec.collective),
+        machine.name
+    );
+    // The default phase is written nowhere: point at the machine instead.
+    let mut problem = if *at == path!["phases"] {
+        Problem::at(
+            path!["machine"],
+            headline,
+            "the default allreduce cannot be compiled for this machine",
+        )
+    } else {
+        Problem::at(
+            at.field("collective"),
+            headline,
+            "cannot be compiled for this machine",
+        )
+        .also(path!["machine"], "the machine")
+    };
+    for (m, e) in refusals {
+        problem = problem.note(format!("{m}: {e}"));
+    }
+    if !machine.failed.links.is_empty() {
+        problem = problem.also(path!["machine", "failed_links"], "out of service");
+    }
+    if !machine.failed.nodes.is_empty() {
+        problem = problem.also(path!["machine", "failed_nodes"], "out of service");
+    }
+    if !machine.failed.is_empty() {
+        let mut failed = machine.failed.links.clone();
+        failed.extend(machine.failed.nodes.iter().cloned());
+        problem = problem.note(format!(
+            "the methods were tried on the machine without its failed links and nodes ({})",
+            failed.join(", ")
+        ));
+    }
+    let hint = if candidates
+        .iter()
+        .any(|m| matches!(m, Method::Ring | Method::LadderRings))
+    {
+        "ring methods need a cycle through every compute node; add links so that one exists"
+    } else {
+        "write `auto` to let the compiler weigh every method that applies"
+    };
+    problem.hint(hint)
+}
+
+/// `auto`: lowers `spec` with every method that supports its collective and keeps the one
+/// whose schedule the cost model prices lowest for the phase's own vector (of equal estimates,
+/// the first in [`Method::ALL`]). The note lists every method weighed ([`PhaseNote::weighed`])
+/// and says the same in words. `None` when no method applies; `refusals` then says why each
+/// did not, and `too_large` holds the size of a schedule refused for its size.
+fn cheapest(
+    machine: &Machine,
+    spec: &PhaseSpec,
+    knobs: &Knobs,
+    refusals: &mut Vec<(Method, EmbedError)>,
+    too_large: &mut Option<u64>,
+) -> Option<(schedule_ir::Phase, PhaseNote)> {
+    let ir = machine.to_ir();
+    let mut priced: Vec<(Method, f64)> = Vec::new();
+    let mut best: Option<(Method, f64, Lowered)> = None;
+    for method in Method::ALL {
+        if !method.supports(spec.collective) {
+            continue;
+        }
+        match method.lower(machine, spec, knobs) {
+            Ok(lowered) => {
+                let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+                priced.push((method, seconds));
+                // Strictly cheaper only: of equal estimates the earlier method stays.
+                if best.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
+                    best = Some((method, seconds, lowered));
+                }
+            }
+            Err(EmbedError::TooLarge { instructions }) => {
+                too_large.get_or_insert(instructions);
+                refusals.push((method, EmbedError::TooLarge { instructions }));
+            }
+            Err(e) => refusals.push((method, e)),
+        }
+    }
+    let (method, _, lowered) = best?;
+    // A stable sort keeps `Method::ALL`'s order among equal estimates.
+    priced.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut weighed: Vec<Weighed> = priced
+        .iter()
+        .map(|&(method, s)| Weighed {
+            method,
+            verdict: Verdict::Estimate(s),
+        })
+        .collect();
+    weighed.extend(refusals.iter().map(|(method, e)| Weighed {
+        method: *method,
+        verdict: Verdict::Refused(e.clone()),
+    }));
+    weighed.extend(
+        Method::ALL
+            .into_iter()
+            .filter(|m| !m.supports(spec.collective))
+            .map(|method| Weighed {
+                method,
+                verdict: Verdict::Unsupported,
+            }),
+    );
+    let reason = auto_reason(spec, &weighed, lowered.detail.as_deref());
+    let (phase, mut note) = noted(spec, method, reason, lowered);
+    note.weighed = weighed;
+    Some((phase, note))
+}
+
+/// `auto`'s comparison in words: the estimates, cheapest first, then why the others were left.
+fn auto_reason(spec: &PhaseSpec, weighed: &[Weighed], detail: Option<&str>) -> String {
+    let bytes = spec.elements.saturating_mul(spec.dtype.size_bytes());
+    let mut priced = Vec::new();
+    let mut refused = String::new();
+    let mut unable = Vec::new();
+    for w in weighed {
+        match &w.verdict {
+            Verdict::Estimate(s) => priced.push(format!(
+                "{} {}",
+                w.method,
+                crate::simulate::format_seconds(*s)
+            )),
+            Verdict::Refused(e) => {
+                refused.push_str(&format!("; {} does not apply ({e})", w.method))
+            }
+            Verdict::Unsupported => unable.push(w.method.name()),
+        }
+    }
+    let mut reason = format!(
+        "auto: cheapest for {} at {}: {}{refused}",
+        describe(spec.collective),
+        crate::simulate::format_bytes(bytes),
+        priced.join(" < ")
+    );
+    if !unable.is_empty() {
+        reason.push_str(&format!(
+            "; {} do not lower {}",
+            unable.join(", "),
+            describe(spec.collective)
+        ));
+    }
+    if let Some(detail) = detail {
+        reason.push_str(&format!("; {detail}"));
+    }
+    reason
+}
+
+/// The phase a method lowered, with its note.
+fn noted(
+    spec: &PhaseSpec,
+    method: Method,
+    reason: String,
+    lowered: Lowered,
+) -> (schedule_ir::Phase, PhaseNote) {
+    let note = PhaseNote {
+        phase: spec.name.clone(),
+        method,
+        reason,
+        rings: lowered.rings,
+        embedding: lowered.embedding,
+        weighed: Vec::new(),
+    };
+    (lowered.phase, note)
+}
+
+/// The collective in words, without its root.
+pub fn describe(c: Collective) -> String {
+    match c {
+        Collective::Broadcast { .. } => "broadcast".to_string(),
+        Collective::Reduce { .. } => "reduce".to_string(),
+        other => other.to_string(),
+    }
+}
