@@ -87,7 +87,7 @@ fn every_example_imports_compiles_and_verifies() {
             read(&path).unwrap().to_ron(&Figures::default()),
             "{case}: deterministic"
         );
-        let compiled = topoc::compile(&ron, &topoc::Options::default())
+        let compiled = topoc::compile_source(&ron, &topoc::Options::default())
             .unwrap_or_else(|e| panic!("{case}: the import does not compile: {e}\n{ron}"));
         let schedule = compiled.schedule.schedule();
         assert_eq!(schedule.phases.len(), 1, "{case}");
@@ -202,7 +202,7 @@ fn names_from_the_input_are_escaped() {
     assert!(m.switches.contains(&"nic-ib\"0\\x".to_string()));
     let ron = m.to_ron(&Figures::default());
     assert!(ron.contains("name: \"a \\\"pair\\\"\","), "{ron}");
-    let compiled = topoc::compile(&ron, &topoc::Options::default()).unwrap();
+    let compiled = topoc::compile_source(&ron, &topoc::Options::default()).unwrap();
     let names: Vec<&str> = compiled
         .schedule
         .schedule()

@@ -25,7 +25,7 @@ fn repo() -> PathBuf {
 }
 
 fn compile(source: &str) -> schedule_ir::VerifiedSchedule {
-    match topoc::compile(source, &topoc::Options::default()) {
+    match topoc::compile_source(source, &topoc::Options::default()) {
         Ok(c) => c.schedule,
         Err(e) => panic!("does not compile: {e:?}"),
     }
