@@ -41,7 +41,10 @@ pub fn check_vector(at: &Path, elements: u64, dtype: DType) -> Result<(), Proble
         format!("a vector of {elements} {dtype} elements is larger than topoc handles"),
         format!("more than {limit} elements"),
     )
-    .hint("a phase's vector may hold at most 2^48 bytes (256 TiB)"))
+    .hint(format!(
+        "a phase's vector may hold at most {}",
+        schedule_ir::limits::vector_bytes_phrase()
+    )))
 }
 
 /// Instructions of a ring lowering of `collective` over the logical `rings`.

@@ -6,7 +6,7 @@
 //! rewrites a chunk in place and counts as a write. A chunk read and rewritten in the same step
 //! counts once there: its unit is freed and claimed again.
 
-use super::{node, step_id, VerifyError};
+use super::{node, step_id, ErrorKind, Location, VerifyError};
 use crate::{BufferId, ChunkId, Instr, Machine, Phase};
 use std::collections::BTreeMap;
 
@@ -74,13 +74,14 @@ pub(super) fn check(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyErr
             .enumerate()
             .find(|(_, &c)| c > capacity as usize)
         {
-            errors.push(VerifyError::CapacityExceeded {
-                phase: phase.name.clone(),
-                step: step_id(k),
-                node: node(machine, super::node_id(n)),
-                live: count,
-                capacity,
-            });
+            errors.push(
+                Location::step(&phase.name, step_id(k))
+                    .node(node(machine, super::node_id(n)))
+                    .error(ErrorKind::CapacityExceeded {
+                        live: count,
+                        capacity,
+                    }),
+            );
         }
     }
 }

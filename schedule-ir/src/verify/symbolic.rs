@@ -6,13 +6,14 @@
 //! reported about the chunk (see the [module doc](super)).
 
 use super::matching::Matching;
-use super::{action, buffer, node, step_id, step_instrs, Expected, NodeList, VerifyError, Warning};
+use super::{
+    action, buffer, node, step_id, step_instrs, ErrorKind, Expected, Location, NodeList,
+    VerifyError, Warning, WarningKind,
+};
+use crate::limits::MAX_SYMBOLIC_WORDS;
 use crate::{
     BufferId, ChunkId, Collective, Instr, Machine, NodeId, NodeKind, Phase, RecvMode, ReduceOp,
 };
-
-/// The most state words (`u64`) the pass may allocate for one phase: 1 GiB.
-const MAX_WORDS: usize = 1 << 27;
 
 /// Runs the pass on one well-formed, fully matched phase, appending every problem to `errors`.
 /// Returns the phase's warnings.
@@ -94,8 +95,9 @@ impl<'a> Run<'a> {
             .checked_mul(buffers)
             .and_then(|x| x.checked_mul(chunks));
         let total = slots.and_then(|s| s.checked_mul(words));
-        let (Some(slots), Some(total)) = (slots, total.filter(|&t| t <= MAX_WORDS)) else {
-            errors.push(VerifyError::TooLarge {
+        let (Some(slots), Some(total)) = (slots, total.filter(|&t| t as u64 <= MAX_SYMBOLIC_WORDS))
+        else {
+            errors.push(Location::phase(&phase.name).error(ErrorKind::TooLarge {
                 what: format!(
                     "phase `{}`: words of symbolic state ({} compute nodes × {} buffers × {} chunks × {} words)",
                     phase.name,
@@ -105,8 +107,8 @@ impl<'a> Run<'a> {
                     words
                 ),
                 count: total.map_or(u64::MAX, |t| t as u64),
-                limit: MAX_WORDS as u64,
-            });
+                limit: MAX_SYMBOLIC_WORDS,
+            }));
             return None;
         };
         let mut all = vec![0u64; words];
@@ -234,14 +236,10 @@ impl<'a> Run<'a> {
         self.staged_poison.push(poisoned || undefined);
         self.staged_scaled.push(self.scaled[s]);
         if undefined {
-            self.errors.push(VerifyError::ReadUndefined {
-                phase: self.phase.name.clone(),
-                step: step_id(k),
-                node: node(self.machine, n),
+            let kind = ErrorKind::ReadUndefined {
                 action: action(self.machine, instr),
-                buffer: buffer(self.phase, b),
-                chunk: c,
-            });
+            };
+            self.errors.push(self.at(k, n, b, c).error(kind));
         }
     }
 
@@ -266,13 +264,12 @@ impl<'a> Run<'a> {
                 Collective::AllGather | Collective::Broadcast { .. }
             )
         {
-            self.errors.push(VerifyError::ReduceInGather {
-                phase: self.phase.name.clone(),
-                step: step_id(k),
-                node: node(self.machine, n),
+            let kind = ErrorKind::ReduceInGather {
                 action: action(self.machine, instr),
                 collective: self.phase.collective,
-            });
+            };
+            let here = Location::step(&self.phase.name, step_id(k)).node(node(self.machine, n));
+            self.errors.push(here.error(kind));
             for &c in chunks {
                 let s = self.slot(ci, b, c);
                 self.poison[s] = true;
@@ -296,26 +293,18 @@ impl<'a> Run<'a> {
             }
             if dst.iter().all(|&x| x == 0) {
                 self.poison[s] = true;
-                self.errors.push(VerifyError::ReduceIntoUndefined {
-                    phase: self.phase.name.clone(),
-                    step: step_id(k),
-                    node: node(self.machine, n),
+                let kind = ErrorKind::ReduceIntoUndefined {
                     action: action(self.machine, instr),
-                    buffer: buffer(self.phase, b),
-                    chunk: c,
-                });
+                };
+                self.errors.push(self.at(k, n, b, c).error(kind));
                 continue;
             }
             if self.scaled[s] || self.staged_scaled[from + i] {
                 self.poison[s] = true;
-                self.errors.push(VerifyError::CombineScaled {
-                    phase: self.phase.name.clone(),
-                    step: step_id(k),
-                    node: node(self.machine, n),
+                let kind = ErrorKind::CombineScaled {
                     action: action(self.machine, instr),
-                    buffer: buffer(self.phase, b),
-                    chunk: c,
-                });
+                };
+                self.errors.push(self.at(k, n, b, c).error(kind));
                 continue;
             }
             let overlap = dst.iter().zip(incoming).any(|(d, i)| d & i != 0);
@@ -333,32 +322,28 @@ impl<'a> Run<'a> {
                 *d |= i;
             }
             let Some(inputs) = twice else { continue };
-            let (phase, step) = (self.phase.name.clone(), step_id(k));
-            let (node, act) = (node(self.machine, n), action(self.machine, instr));
-            let (buffer, op) = (buffer(self.phase, b), self.phase.op);
+            let (location, act, op) = (
+                self.at(k, n, b, c),
+                action(self.machine, instr),
+                self.phase.op,
+            );
             if op.is_idempotent() {
-                self.warnings.push(Warning::InputCombinedTwice {
-                    phase,
-                    step,
-                    node,
-                    action: act,
-                    buffer,
-                    chunk: c,
-                    inputs,
-                    op,
+                self.warnings.push(Warning {
+                    location,
+                    kind: WarningKind::InputCombinedTwice {
+                        action: act,
+                        inputs,
+                        op,
+                    },
                 });
             } else {
                 self.poison[s] = true;
-                self.errors.push(VerifyError::InputCombinedTwice {
-                    phase,
-                    step,
-                    node,
-                    action: act,
-                    buffer,
-                    chunk: c,
-                    inputs,
-                    op,
-                });
+                self.errors
+                    .push(location.error(ErrorKind::InputCombinedTwice {
+                        action: act,
+                        inputs,
+                        op,
+                    }));
             }
         }
     }
@@ -376,31 +361,28 @@ impl<'a> Run<'a> {
             let have = &self.sets[s * w..(s + 1) * w];
             let error = if have != self.all.as_slice() {
                 let missing: Vec<u64> = self.all.iter().zip(have).map(|(x, h)| x & !h).collect();
-                VerifyError::ScalePartial {
-                    phase: self.phase.name.clone(),
-                    step: step_id(k),
-                    node: node(self.machine, n),
-                    buffer: buffer(self.phase, b),
-                    chunk: c,
+                ErrorKind::ScalePartial {
                     holds: self.nodes(have),
                     count: self.inputs,
                     missing: self.nodes(&missing),
                 }
             } else if self.scaled[s] {
-                VerifyError::ScaledTwice {
-                    phase: self.phase.name.clone(),
-                    step: step_id(k),
-                    node: node(self.machine, n),
-                    buffer: buffer(self.phase, b),
-                    chunk: c,
-                }
+                ErrorKind::ScaledTwice
             } else {
                 self.scaled[s] = true;
                 continue;
             };
             self.poison[s] = true;
-            self.errors.push(error);
+            self.errors.push(self.at(k, n, b, c).error(error));
         }
+    }
+
+    /// Where chunk `c` of buffer `b` of node `n` is in step `k`.
+    fn at(&self, k: usize, n: NodeId, b: BufferId, c: ChunkId) -> Location {
+        Location::step(&self.phase.name, step_id(k))
+            .node(node(self.machine, n))
+            .buffer(Some(buffer(self.phase, b)))
+            .chunk(c)
     }
 
     /// The nodes of a set.
@@ -433,6 +415,8 @@ impl<'a> Run<'a> {
             set
         };
         let phase = self.phase;
+        let last = (phase.steps as usize).checked_sub(1).map(step_id);
+        let data = buffer(phase, BufferId(0));
         for ci in 0..p {
             let n = self.compute[ci];
             for (c, chunk) in phase.chunks.iter().enumerate() {
@@ -467,35 +451,32 @@ impl<'a> Run<'a> {
                 if self.poison[s] {
                     continue;
                 }
+                let here = Location::phase(&phase.name)
+                    .at_step(last)
+                    .node(node(self.machine, n))
+                    .buffer(Some(data.clone()))
+                    .chunk(chunk);
                 if have == want.as_slice() {
                     if must_scale
                         && !self.scaled[s]
                         && matches!(expected, Expected::AllInputs { .. })
                     {
-                        self.errors.push(VerifyError::NotScaled {
-                            phase: phase.name.clone(),
-                            step: (phase.steps as usize).checked_sub(1).map(step_id),
-                            node: node(self.machine, n),
-                            chunk,
+                        self.errors.push(here.error(ErrorKind::NotScaled {
                             collective: phase.collective,
                             count: p,
-                        });
+                        }));
                     }
                     continue;
                 }
                 let missing: Vec<u64> = want.iter().zip(have).map(|(x, h)| x & !h).collect();
                 let extra: Vec<u64> = have.iter().zip(&want).map(|(h, x)| h & !x).collect();
-                let error = VerifyError::WrongResult {
-                    phase: phase.name.clone(),
-                    step: (phase.steps as usize).checked_sub(1).map(step_id),
-                    node: node(self.machine, n),
-                    chunk,
+                let error = here.error(ErrorKind::WrongResult {
                     collective: phase.collective,
                     holds: self.nodes(have),
                     expected,
                     missing: self.nodes(&missing),
                     extra: self.nodes(&extra),
-                };
+                });
                 self.errors.push(error);
             }
         }
