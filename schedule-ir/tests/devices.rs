@@ -129,3 +129,20 @@ fn capacity_round_trips_and_is_omitted_when_absent() {
     let plain = serial::to_string(&in_switch(None), Format::Ron);
     assert!(!plain.contains("capacity"));
 }
+
+#[test]
+fn the_capacity_counterexamples_fit_a_device_of_two() {
+    // `tests/bad/device-*-keeps-the-held-chunk-live.ron` hold two chunks on a device of
+    // capacity 1; with capacity 2 nothing else is wrong with them.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/bad");
+    for name in [
+        "device-reducing-write-keeps-the-held-chunk-live.ron",
+        "device-in-place-scale-keeps-the-held-chunk-live.ron",
+    ] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        let two = text.replace("capacity: Some(1)", "capacity: Some(2)");
+        assert_ne!(two, text, "{name}");
+        let s = schedule_ir::serial::from_str(&two).unwrap();
+        assert_eq!(errors(s), Vec::new(), "{name}");
+    }
+}
