@@ -13,9 +13,11 @@ pub const MAX_COUNT: u64 = u32::MAX as u64;
 /// link loads and reports then fit in a `u64` with room to add.
 pub const MAX_VECTOR_BYTES: u64 = 1 << 48;
 
-/// The most words (`u64`) of symbolic state the correctness pass may allocate for one phase
-/// (2^27 words, 1 GiB): state nodes × buffers × chunks × ⌈compute nodes / 64⌉. A phase over it
-/// is refused rather than exhausting memory.
+/// The most words (`u64`, 8 bytes) of symbolic state the correctness pass may use for one
+/// phase (2^27 words, 1 GiB), so that a phase too large to prove is refused rather than
+/// exhausting memory. The state is 6 bytes per (state node, buffer, chunk) slot — a set id and
+/// two flags — checked before the run, plus every distinct input set (⌈compute nodes / 64⌉
+/// words and about 3 of bookkeeping each), checked as sets appear.
 pub const MAX_SYMBOLIC_WORDS: u64 = 1 << 27;
 
 /// [`MAX_VECTOR_BYTES`] in words: `2^48 bytes (256 TiB)`.

@@ -155,6 +155,7 @@ mod message;
 mod names;
 mod phrases;
 mod report;
+mod sets;
 mod symbolic;
 
 pub use error::{ErrorKind, VerifyError, VerifyErrors, Warning, WarningKind};

@@ -1,11 +1,14 @@
 //! Pass 4, correct: symbolic execution of a phase, tracking which inputs each chunk combines.
 //!
-//! The state of one (compute node, buffer, chunk) is a bitset over the compute nodes (bit `i`
-//! for the `i`-th compute node in id order), empty meaning undefined, a *scaled* flag (the value
-//! was divided by a mean's [`Instr::Scale`]), and a *poisoned* flag set when an error was
-//! reported about the chunk (see the [module doc](super)).
+//! The state of one (compute node, buffer, chunk) is a set of compute nodes (bit `i` of a
+//! bitset for the `i`-th compute node in id order), empty meaning undefined, a *scaled* flag
+//! (the value was divided by a mean's [`Instr::Scale`]), and a *poisoned* flag set when an
+//! error was reported about the chunk (see the [module doc](super)). The sets are kept once
+//! each in a [`SetTable`] and the slots hold their ids, so that the state grows with the slots
+//! and the distinct sets, not with slots × compute nodes.
 
 use super::matching::Matching;
+use super::sets::{SetId, SetTable};
 use super::{
     action, buffer, node, step_id, step_instrs, ErrorKind, Expected, Location, NodeList,
     VerifyError, Warning, WarningKind,
@@ -27,9 +30,14 @@ pub(super) fn check(
         return Vec::new();
     };
     for k in 0..phase.steps as usize {
+        if run.full {
+            return run.warnings;
+        }
         run.step(k, &matching.partner[k]);
     }
-    run.finish();
+    if !run.full {
+        run.finish();
+    }
     run.warnings
 }
 
@@ -49,16 +57,20 @@ struct Run<'a> {
     /// Words per set.
     words: usize,
     chunks: usize,
-    /// Every set, at `slot(ci, b, c) * words`.
-    sets: Vec<u64>,
+    /// The set of every slot (`slot(ci, b, c)`).
+    sets: Vec<SetId>,
+    /// The sets.
+    table: SetTable,
+    /// Whether the table ran out of room (the phase was reported too large and is abandoned).
+    full: bool,
     /// Every poisoned flag, at `slot(ci, b, c)`.
     poison: Vec<bool>,
     /// Every scaled flag, at `slot(ci, b, c)`.
     scaled: Vec<bool>,
     /// The set of all inputs.
-    all: Vec<u64>,
+    all: SetId,
     /// Sets read in the current step, in read order.
-    staged: Vec<u64>,
+    staged: Vec<SetId>,
     staged_poison: Vec<bool>,
     staged_scaled: Vec<bool>,
     /// Per flat instruction of the current step, where its reads start in `staged_poison`.
@@ -94,27 +106,32 @@ impl<'a> Run<'a> {
             .len()
             .checked_mul(buffers)
             .and_then(|x| x.checked_mul(chunks));
-        let total = slots.and_then(|s| s.checked_mul(words));
-        let (Some(slots), Some(total)) = (slots, total.filter(|&t| t as u64 <= MAX_SYMBOLIC_WORDS))
-        else {
+        // A slot takes a set id and two flags: 6 bytes.
+        let total = slots
+            .and_then(|s| s.checked_mul(6))
+            .map(|b| (b as u64).div_ceil(8));
+        let (Some(slots), Some(total)) = (slots, total.filter(|&t| t <= MAX_SYMBOLIC_WORDS)) else {
             errors.push(Location::phase(&phase.name).error(ErrorKind::TooLarge {
                 what: format!(
-                    "phase `{}`: words of symbolic state ({} compute nodes × {} buffers × {} chunks × {} words)",
+                    "phase `{}`: words of symbolic state ({} nodes × {} buffers × {} chunks, 6 bytes each)",
                     phase.name,
                     compute.len(),
                     buffers,
                     chunks,
-                    words
                 ),
-                count: total.map_or(u64::MAX, |t| t as u64),
+                count: total.unwrap_or(u64::MAX),
                 limit: MAX_SYMBOLIC_WORDS,
             }));
             return None;
         };
+        // The rest is for the distinct sets: their words and about three of bookkeeping.
+        let room = (MAX_SYMBOLIC_WORDS - total) / (words as u64 + 3);
+        let mut table = SetTable::new(words, usize::try_from(room).unwrap_or(usize::MAX));
         let mut all = vec![0u64; words];
         for bit in 0..inputs {
             all[bit / 64] |= 1 << (bit % 64);
         }
+        let all = table.intern(&all).unwrap_or(SetId::EMPTY);
         let mut run = Run {
             machine,
             phase,
@@ -125,7 +142,9 @@ impl<'a> Run<'a> {
             inputs,
             words,
             chunks,
-            sets: vec![0; total],
+            sets: vec![SetId::EMPTY; slots],
+            table,
+            full: false,
             poison: vec![false; slots],
             scaled: vec![false; slots],
             all,
@@ -148,8 +167,34 @@ impl<'a> Run<'a> {
         self.cindex[n.index()] as usize
     }
 
-    fn set_bit(&mut self, slot: usize, bit: usize) {
-        self.sets[slot * self.words + bit / 64] |= 1 << (bit % 64);
+    /// Records that the table is full: the phase is reported too large, once, and abandoned.
+    fn out_of_room(&mut self) {
+        if !self.full {
+            self.full = true;
+            let what = format!(
+                "phase `{}`: distinct input sets of the symbolic state ({} words each)",
+                self.phase.name, self.words
+            );
+            let limit = self.table.len() as u64;
+            self.errors.push(
+                Location::phase(&self.phase.name).error(ErrorKind::TooLarge {
+                    what,
+                    count: limit + 1,
+                    limit,
+                }),
+            );
+        }
+    }
+
+    /// `a ∪ b`, or the empty set after reporting that the table is full.
+    fn union(&mut self, a: SetId, b: SetId) -> SetId {
+        match self.table.union(a, b) {
+            Some(id) => id,
+            None => {
+                self.out_of_room();
+                SetId::EMPTY
+            }
+        }
     }
 
     /// The initial data buffer of the phase's collective (scratch stays undefined).
@@ -168,7 +213,10 @@ impl<'a> Run<'a> {
                 };
                 if holds {
                     let s = self.slot(ci, data, chunk);
-                    self.set_bit(s, ci);
+                    match self.table.single(ci) {
+                        Some(id) => self.sets[s] = id,
+                        None => self.out_of_room(),
+                    }
                 }
             }
         }
@@ -194,6 +242,10 @@ impl<'a> Run<'a> {
             }
         }
         for (n, flat, instr) in step_instrs(phase, k) {
+            if self.full {
+                // Abandoned: nothing more is reported about this phase.
+                return;
+            }
             match instr {
                 Instr::Send { .. } => {}
                 Instr::Recv {
@@ -229,10 +281,10 @@ impl<'a> Run<'a> {
     /// Stages chunk `c` of buffer `b` of node `n` for an instruction of step `k`.
     fn read(&mut self, k: usize, n: NodeId, instr: &Instr, b: BufferId, c: ChunkId) {
         let s = self.slot(self.ci(n), b, c);
-        let set = &self.sets[s * self.words..(s + 1) * self.words];
+        let set = self.sets[s];
         let poisoned = self.poison[s];
-        let undefined = !poisoned && set.iter().all(|&w| w == 0);
-        self.staged.extend_from_slice(set);
+        let undefined = !poisoned && set == SetId::EMPTY;
+        self.staged.push(set);
         self.staged_poison.push(poisoned || undefined);
         self.staged_scaled.push(self.scaled[s]);
         if undefined {
@@ -257,7 +309,6 @@ impl<'a> Run<'a> {
         reduce: bool,
     ) {
         let ci = self.ci(n);
-        let w = self.words;
         if reduce
             && matches!(
                 self.phase.collective,
@@ -278,11 +329,11 @@ impl<'a> Run<'a> {
         }
         for (i, &c) in chunks.iter().enumerate() {
             let s = self.slot(ci, b, c);
-            let incoming = &self.staged[(from + i) * w..(from + i + 1) * w];
+            let incoming = self.staged[from + i];
             let in_poison = self.staged_poison[from + i];
-            let dst = &mut self.sets[s * w..(s + 1) * w];
+            let dst = self.sets[s];
             if !reduce {
-                dst.copy_from_slice(incoming);
+                self.sets[s] = incoming;
                 self.poison[s] = in_poison;
                 self.scaled[s] = self.staged_scaled[from + i];
                 continue;
@@ -291,7 +342,7 @@ impl<'a> Run<'a> {
                 self.poison[s] = true;
                 continue;
             }
-            if dst.iter().all(|&x| x == 0) {
+            if dst == SetId::EMPTY {
                 self.poison[s] = true;
                 let kind = ErrorKind::ReduceIntoUndefined {
                     action: action(self.machine, instr),
@@ -307,19 +358,14 @@ impl<'a> Run<'a> {
                 self.errors.push(self.at(k, n, b, c).error(kind));
                 continue;
             }
-            let overlap = dst.iter().zip(incoming).any(|(d, i)| d & i != 0);
-            let twice = if overlap {
-                let both: Vec<u64> = dst.iter().zip(incoming).map(|(d, i)| d & i).collect();
-                Some(self.nodes(&both))
+            let twice = if self.table.overlap(dst, incoming) {
+                Some(self.nodes(&self.table.both(dst, incoming)))
             } else {
                 None
             };
-            let dst = &mut self.sets[s * w..(s + 1) * w];
-            for (d, i) in dst
-                .iter_mut()
-                .zip(&self.staged[(from + i) * w..(from + i + 1) * w])
-            {
-                *d |= i;
+            self.sets[s] = self.union(dst, incoming);
+            if self.full {
+                return;
             }
             let Some(inputs) = twice else { continue };
             let (location, act, op) = (
@@ -352,17 +398,17 @@ impl<'a> Run<'a> {
     /// inputs, not yet scaled.
     fn scale(&mut self, k: usize, n: NodeId, b: BufferId, chunks: &[ChunkId]) {
         let ci = self.ci(n);
-        let w = self.words;
         for &c in chunks {
             let s = self.slot(ci, b, c);
             if self.poison[s] {
                 continue;
             }
-            let have = &self.sets[s * w..(s + 1) * w];
-            let error = if have != self.all.as_slice() {
-                let missing: Vec<u64> = self.all.iter().zip(have).map(|(x, h)| x & !h).collect();
+            let have = self.sets[s];
+            // Equal sets have equal ids.
+            let error = if have != self.all {
+                let missing = self.table.minus(self.all, have);
                 ErrorKind::ScalePartial {
-                    holds: self.nodes(have),
+                    holds: self.nodes(self.table.get(have)),
                     count: self.inputs,
                     missing: self.nodes(&missing),
                 }
@@ -405,7 +451,7 @@ impl<'a> Run<'a> {
     fn finish(&mut self) {
         let w = self.words;
         let p = self.inputs;
-        let all = self.all.clone();
+        let all = self.table.get(self.all).to_vec();
         // A mean's result must have been divided, unless there is one input (its own mean).
         let must_scale = self.phase.op == ReduceOp::Mean && p > 1;
         let single = |n: NodeId, cindex: &[u32]| {
@@ -447,7 +493,7 @@ impl<'a> Run<'a> {
                 };
                 let chunk = ChunkId(u32::try_from(c).unwrap_or(u32::MAX));
                 let s = self.slot(ci, BufferId(0), chunk);
-                let have = &self.sets[s * w..(s + 1) * w];
+                let have = self.table.get(self.sets[s]);
                 if self.poison[s] {
                     continue;
                 }
