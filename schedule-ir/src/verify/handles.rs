@@ -271,8 +271,9 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         candidates: _,
         chunks,
         buffers,
-        steps,
-        programs,
+        // Checked by `check_programs`.
+        steps: _,
+        programs: _,
     } = phase;
     let nodes = machine.nodes.len();
     let here = Location::phase(name);
@@ -376,7 +377,24 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         }
     }
 
-    // Programs.
+    check_programs(machine, phase, &here, errors);
+}
+
+/// One phase's programs: one per node, of the right length, none on a plain switch; then every
+/// instruction, step by step like the later passes.
+fn check_programs(
+    machine: &Machine,
+    phase: &Phase,
+    here: &Location,
+    errors: &mut Vec<VerifyError>,
+) {
+    let Phase {
+        name,
+        steps,
+        programs,
+        ..
+    } = phase;
+    let nodes = machine.nodes.len();
     if programs.len() != nodes {
         errors.push(here.clone().error(ErrorKind::ProgramCount {
             programs: programs.len(),
