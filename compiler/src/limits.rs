@@ -10,9 +10,8 @@
 //! a `Ring(nodes: 1449)` and a `Ring(nodes: 16384)`, which would need hundreds of gigabytes.
 //!
 //! Only the ring methods are checked here; a schedule the verifier cannot execute symbolically
-//! (more than 2^27 words of state: compute nodes × buffers × chunks × compute nodes / 64) is
-//! refused by the verifier instead, which the driver reports as an internal error (a 64 × 64
-//! torus, a 4096-processor tree: see BENCHMARKS.md).
+//! (more than [`schedule_ir::limits::MAX_SYMBOLIC_WORDS`] words of state) is refused by the
+//! verifier instead, which the driver reports against the machine (see BENCHMARKS.md).
 
 use crate::diag::Problem;
 use crate::embed::Ring;
@@ -41,7 +40,10 @@ pub fn check_vector(at: &Path, elements: u64, dtype: DType) -> Result<(), Proble
         format!("a vector of {elements} {dtype} elements is larger than topoc handles"),
         format!("more than {limit} elements"),
     )
-    .hint("a phase's vector may hold at most 2^48 bytes (256 TiB)"))
+    .hint(format!(
+        "a phase's vector may hold at most {}",
+        schedule_ir::limits::vector_bytes_phrase()
+    )))
 }
 
 /// Instructions of a ring lowering of `collective` over the logical `rings`.

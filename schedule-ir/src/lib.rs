@@ -10,7 +10,8 @@
 //! - [`serial`]: reading and writing schedules as RON (the default) and JSON;
 //! - [`verify`](mod@verify): the verifier, which turns a [`Schedule`] into a [`VerifiedSchedule`] or a list
 //!   of every problem it found;
-//! - [`cost`]: the α-β cost model and lower bounds.
+//! - [`cost`]: the α-β cost model and lower bounds;
+//! - [`limits`]: every size limit, with its reason.
 //!
 //! # Execution semantics (BSP)
 //!
@@ -74,6 +75,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub mod cost;
+pub mod limits;
 pub mod serial;
 pub mod verify;
 

@@ -67,17 +67,29 @@ fn unreachable_serialise(message: &str) -> String {
     format!("/* schedule could not be serialised: {message} */")
 }
 
-/// Guesses the format of a schedule text: JSON if it starts with `{`, RON otherwise.
+/// The UTF-8 byte order mark some editors put at the start of a file. Neither parser accepts
+/// it, and it is no part of the schedule.
+const BOM: char = '\u{feff}';
+
+/// `text` without a leading byte order mark.
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix(BOM).unwrap_or(text)
+}
+
+/// Guesses the format of a schedule text: JSON if it starts with `{` (after a byte order mark
+/// and blanks), RON otherwise.
 pub fn detect(text: &str) -> Format {
-    if text.trim_start().starts_with('{') {
+    if without_bom(text).trim_start().starts_with('{') {
         Format::Json
     } else {
         Format::Ron
     }
 }
 
-/// Reads a schedule written in either format (detected from the text).
+/// Reads a schedule written in either format (detected from the text). A leading UTF-8 byte
+/// order mark is skipped; line and column numbers of errors do not count it.
 pub fn from_str(text: &str) -> Result<Schedule, ReadError> {
+    let text = without_bom(text);
     let schedule: Schedule = match detect(text) {
         Format::Json => serde_json::from_str(text).map_err(|e| ReadError::Syntax {
             format: "JSON",

@@ -1,10 +1,17 @@
 //! Bad schedules as files: every `tests/bad/*.ron` is a schedule that must fail verification
 //! with exactly the errors its `// error: …` comment lines give, in order. Adding a case means
-//! adding a file (the folder is read, there is no list).
+//! adding a file (the folder is read, there is no list); its first comment lines say what is
+//! wrong on purpose. Every check of the verifier has at least one file here.
+//!
+//! The files are read without the reader's format-version check ([`serial::from_str`] refuses
+//! other versions), so that the verifier's own version check has a case too.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use schedule_ir::{serial, verify};
+use schedule_ir::{serial, verify, Schedule};
 use std::path::Path;
+
+/// How many cases `tests/bad` holds at least.
+const MIN_CASES: usize = 64;
 
 #[test]
 fn every_bad_file_gives_its_errors() {
@@ -24,7 +31,15 @@ fn every_bad_file_gives_its_errors() {
             .filter_map(|l| l.strip_prefix("// error: "))
             .collect();
         let name = file.file_name().unwrap().to_string_lossy();
-        let schedule = match serial::from_str(&text) {
+        if expected.is_empty() {
+            failures.push(format!("{name}: no `// error: ` line"));
+            continue;
+        }
+        let read: Result<Schedule, String> = match serial::detect(&text) {
+            serial::Format::Ron => ron::from_str(&text).map_err(|e| e.to_string()),
+            serial::Format::Json => serde_json::from_str(&text).map_err(|e| e.to_string()),
+        };
+        let schedule = match read {
             Ok(s) => s,
             Err(e) => {
                 failures.push(format!("{name}: unreadable: {e}"));
@@ -35,7 +50,7 @@ fn every_bad_file_gives_its_errors() {
             Ok(_) => vec![],
             Err(e) => e.errors.iter().map(ToString::to_string).collect(),
         };
-        if actual.is_empty() || actual != expected {
+        if actual != expected {
             failures.push(format!(
                 "{name}:\n  expected:\n    {}\n  actual:\n    {}",
                 expected.join("\n    "),
@@ -44,4 +59,10 @@ fn every_bad_file_gives_its_errors() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The cases there were when the suite was last extended: a file lost shows up here.
+    assert!(
+        files.len() >= MIN_CASES,
+        "{} cases, expected at least {MIN_CASES}",
+        files.len()
+    );
 }

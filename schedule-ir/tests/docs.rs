@@ -43,3 +43,15 @@ fn example_report_is_the_verifiers() {
     let v = verify(common::ring_allreduce(3, 6)).unwrap();
     assert_eq!(report, v.report().to_string());
 }
+
+#[test]
+fn example_error_json_is_the_verifiers() {
+    let text = doc();
+    let json = block(&text, "<!-- example:verify-error-json -->", "json");
+    let from_doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut s = common::ring_allreduce(4, 1024);
+    common::at(&mut s, 2, 3).retain(|i| !matches!(i, schedule_ir::Instr::Recv { .. }));
+    let errors = verify(s).unwrap_err().errors;
+    assert_eq!(errors.len(), 1);
+    assert_eq!(from_doc, serde_json::to_value(&errors[0]).unwrap());
+}

@@ -4,7 +4,10 @@
 mod common;
 
 use common::*;
-use schedule_ir::{verify, ReduceOp, Schedule, VerifiedSchedule};
+use schedule_ir::{
+    verify, BufferId, Collective, Instr, LinkId, Node, NodeId, NodeKind, RecvMode, ReduceOp,
+    Schedule, VerifiedSchedule,
+};
 
 fn ok(s: Schedule) -> VerifiedSchedule {
     match verify(s) {
@@ -210,4 +213,121 @@ fn report_serialises() {
         json["phases"][0]["step_reports"][0]["loads"][0]["bytes"],
         40
     );
+}
+
+// ---- near misses: the correct schedules beside some of `tests/bad/*.ron` ----
+
+#[test]
+fn two_lanes_allow_two_transfers() {
+    // `link-direction-double-booked.ron` with two lanes per direction.
+    let mut s = with_scratch(ring_allreduce(4, 1024));
+    s.machine.links[0].lanes = 2;
+    at(&mut s, 0, 0).push(send(0, 0, 1, &ids(&[3])));
+    at(&mut s, 1, 0).push(Instr::Recv {
+        link: LinkId(0),
+        from: NodeId(0),
+        buffer: BufferId(1),
+        chunks: ids(&[3]),
+        mode: RecvMode::Store,
+    });
+    ok(s);
+}
+
+#[test]
+fn one_routed_transfer_uses_each_link_of_its_route_once() {
+    // `routed-transfers-overbook-every-link.ron` with one routed transfer instead of two: a
+    // switch S (node 4) linked to N0 (L4) and N2 (L5), and N0 → S → N2 in step 0.
+    let mut s = with_scratch(bidir_ring_allreduce(4, 1, 1024));
+    s.machine.nodes.push(Node {
+        name: "S".into(),
+        kind: NodeKind::Switch,
+        capacity: None,
+    });
+    for (name, b) in [("L4", 0), ("L5", 2)] {
+        let mut link = s.machine.links[0].clone();
+        link.name = name.into();
+        link.a = NodeId(4);
+        link.b = NodeId(b);
+        s.machine.links.push(link);
+    }
+    phase(&mut s).programs.push(Default::default());
+    at(&mut s, 0, 0).push(Instr::Send {
+        link: LinkId(4),
+        via: vec![LinkId(5)],
+        to: NodeId(2),
+        buffer: BufferId(0),
+        chunks: ids(&[1]),
+    });
+    at(&mut s, 2, 0).push(Instr::Recv {
+        link: LinkId(5),
+        from: NodeId(0),
+        buffer: BufferId(1),
+        chunks: ids(&[1]),
+        mode: RecvMode::Store,
+    });
+    let v = ok(s);
+    let step0 = &v.report().phases[0].step_reports[0];
+    // The 8 ring directions, N0→S and S→N2 are busy; S→N0 and N2→S are idle.
+    assert_eq!((step0.busy, step0.idle), (10, 2));
+}
+
+#[test]
+fn scratch_staging_is_fine() {
+    // Receive into scratch (store), then reduce scratch into data locally one step later: the
+    // pipelining pattern of seed 001, on a chain reduce. `send-before-the-staged-fold.ron`
+    // sends in the same step as the fold instead.
+    let mut s = with_scratch(skeleton(
+        ring_machine(3),
+        Collective::Reduce { root: NodeId(2) },
+        "chain-staged",
+        2,
+        100,
+        4,
+    ));
+    let all = ids(&[0, 1]);
+    let staged = |from: usize| Instr::Recv {
+        link: LinkId(from as u32),
+        from: NodeId::new(from),
+        buffer: BufferId(1),
+        chunks: ids(&[0, 1]),
+        mode: RecvMode::Store,
+    };
+    let fold = Instr::Reduce {
+        src: BufferId(1),
+        dst: BufferId(0),
+        chunks: all.clone(),
+    };
+    at(&mut s, 0, 0).push(send(0, 0, 1, &all));
+    at(&mut s, 1, 0).push(staged(0));
+    at(&mut s, 1, 1).push(fold.clone());
+    at(&mut s, 1, 2).push(send(1, 1, 2, &all));
+    at(&mut s, 2, 2).push(staged(1));
+    at(&mut s, 2, 3).push(fold);
+    ok(s);
+}
+
+#[test]
+fn a_copy_parked_in_scratch_comes_back_a_step_later() {
+    // In an allgather, N1 parks its own chunk 2 in scratch (step 0) and copies it back (step
+    // 1). `local-copies-read-at-the-start-of-the-step.ron` copies it back in step 0.
+    let mut s = with_scratch(ring_allgather(3, 30));
+    at(&mut s, 1, 0).push(Instr::Copy {
+        src: BufferId(0),
+        dst: BufferId(1),
+        chunks: ids(&[2]),
+    });
+    at(&mut s, 1, 1).push(Instr::Copy {
+        src: BufferId(1),
+        dst: BufferId(0),
+        chunks: ids(&[2]),
+    });
+    ok(s);
+}
+
+#[test]
+fn a_positive_finite_reduce_rate_is_accepted() {
+    // `reduce-rate-{zero,negative,infinite}.ron` are refused.
+    let mut s = ring_allreduce(3, 6);
+    s.machine.reduce_gbps = Some(400.0);
+    ok(s);
 }

@@ -113,3 +113,75 @@ fn program_is_written_only_when_present() {
     let bare = serial::to_string(&samples[1], Format::Ron);
     assert!(!bare.contains("program:"), "{bare}");
 }
+
+#[test]
+fn a_byte_order_mark_is_skipped_in_both_formats() {
+    let s = ring_allreduce(3, 30);
+    for format in [Format::Ron, Format::Json] {
+        let text = format!("\u{feff}{}", serial::to_string(&s, format));
+        assert_eq!(serial::detect(&text), format);
+        assert_eq!(serial::from_str(&text).unwrap(), s, "{format:?}");
+    }
+    // Errors after the mark still say where, counting from the first character after it.
+    let err = serial::from_str("\u{feff}{\n  \"format_version\": 1,\n  oops\n}").unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReadError::Syntax {
+                format: "JSON",
+                line: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+/// JSON text of a 3-node ring allreduce, with `edit` applied to its parsed value.
+fn json_edited(edit: impl FnOnce(&mut serde_json::Value)) -> String {
+    let text = serial::to_string(&ring_allreduce(3, 30), Format::Json);
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut value);
+    serde_json::to_string_pretty(&value).unwrap()
+}
+
+#[test]
+fn json_optional_fields_may_be_null() {
+    // `null` reads as absent for every optional scalar field: a node's capacity, a chunk's
+    // owner, the machine's reduce rate.
+    let text = json_edited(|v| {
+        v["machine"]["nodes"][0]["capacity"] = serde_json::Value::Null;
+        v["machine"]["reduce_gbps"] = serde_json::Value::Null;
+        v["phases"][0]["chunks"][0]["owner"] = serde_json::Value::Null;
+    });
+    assert_eq!(serial::from_str(&text).unwrap(), ring_allreduce(3, 30));
+    // The optional lists (`program`, `via`) may be absent, but not null.
+    let text = json_edited(|v| v["program"] = serde_json::Value::Null);
+    let err = serial::from_str(&text).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("invalid type: null, expected a sequence"),
+        "{err}"
+    );
+}
+
+#[test]
+fn integers_are_accepted_where_floats_are_expected_but_not_the_reverse() {
+    let s = ring_allreduce(3, 30);
+    // JSON: `100` for `bandwidth_gbps` reads as 100.0.
+    let text = json_edited(|v| {
+        v["machine"]["links"][0]["bandwidth_gbps"] = serde_json::json!(100);
+        v["machine"]["links"][0]["latency_us"] = serde_json::json!(1);
+    });
+    assert_eq!(serial::from_str(&text).unwrap(), s);
+    // RON: likewise.
+    let ron = serial::to_string(&s, Format::Ron);
+    let edited = ron.replacen("bandwidth_gbps: 100.0", "bandwidth_gbps: 100", 1);
+    assert_ne!(edited, ron);
+    assert_eq!(serial::from_str(&edited).unwrap(), s);
+    // A float where an integer is expected is refused, in both formats.
+    let text = json_edited(|v| v["machine"]["links"][0]["lanes"] = serde_json::json!(1.0));
+    assert!(serial::from_str(&text).is_err());
+    let edited = ron.replacen("lanes: 1", "lanes: 1.0", 1);
+    assert!(serial::from_str(&edited).is_err());
+}

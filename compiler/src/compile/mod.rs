@@ -160,9 +160,10 @@ fn too_large_to_prove(machine: &Machine, errors: schedule_ir::VerifyErrors) -> E
         .errors
         .iter()
         .filter_map(|e| match e {
-            schedule_ir::VerifyError::TooLarge { what, count, limit } => {
-                Some(format!("{what}: {count}, at most {limit}"))
-            }
+            schedule_ir::VerifyError {
+                kind: schedule_ir::verify::ErrorKind::TooLarge { what, count, limit },
+                ..
+            } => Some(format!("{what}: {count}, at most {limit}")),
             _ => None,
         })
         .collect();

@@ -1,13 +1,16 @@
 //! Pass 5, capacity: no device holds more live chunks in a step than its segment units.
 //!
-//! A chunk of a device's buffer is live from a step that writes it (a receive, or the
-//! destination of a local reduce or copy) to the last step that reads it (a send, or a local
-//! source) before the next write; a write nothing reads is live in its own step only. A scale
-//! rewrites a chunk in place and counts as a write. A chunk read and rewritten in the same step
-//! counts once there: its unit is freed and claimed again.
+//! A chunk of a device's buffer is live from a step that writes it (a receive, the destination
+//! of a local reduce or copy, a scale) to the last step that reads it before the next write; a
+//! write nothing reads is live in its own step only. Reads are sends and local sources, and
+//! also every write that combines with the value held: a receive in
+//! [`RecvMode::Reduce`](crate::RecvMode::Reduce), the destination of a local reduce, and a
+//! scale, which divides the chunk in place. Such a write keeps the held value live up to its
+//! step, as a segment unit waiting for its further pieces stays claimed. A chunk read and
+//! rewritten in the same step counts once there: its unit is freed and claimed again, or kept.
 
-use super::{node, step_id, VerifyError};
-use crate::{BufferId, ChunkId, Instr, Machine, Phase};
+use super::{node, step_id, ErrorKind, Location, VerifyError};
+use crate::{BufferId, ChunkId, Instr, Machine, Phase, RecvMode};
 use std::collections::BTreeMap;
 
 /// Runs the pass on one (well-formed) phase; reports, per device, the first step over its
@@ -22,17 +25,20 @@ pub(super) fn check(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyErr
         let mut events: BTreeMap<(BufferId, ChunkId), Vec<(usize, bool)>> = BTreeMap::new();
         for (k, instrs) in program.steps.iter().enumerate() {
             for instr in instrs {
-                let (read, write) = match instr {
-                    Instr::Send { buffer, .. } => (Some(*buffer), None),
-                    Instr::Recv { buffer, .. } => (None, Some(*buffer)),
-                    Instr::Reduce { src, dst, .. } | Instr::Copy { src, dst, .. } => {
-                        (Some(*src), Some(*dst))
+                // (buffers read, buffer written); a combining write reads what it combines with.
+                let (reads, write) = match instr {
+                    Instr::Send { buffer, .. } => ([Some(*buffer), None], None),
+                    Instr::Recv { buffer, mode, .. } => {
+                        let held = (*mode == RecvMode::Reduce).then_some(*buffer);
+                        ([held, None], Some(*buffer))
                     }
-                    // A scale rewrites the chunk in place, in the write part of its step.
-                    Instr::Scale { buffer, .. } => (None, Some(*buffer)),
+                    Instr::Reduce { src, dst, .. } => ([Some(*src), Some(*dst)], Some(*dst)),
+                    Instr::Copy { src, dst, .. } => ([Some(*src), None], Some(*dst)),
+                    // A scale divides the chunk in place, in the write part of its step.
+                    Instr::Scale { buffer, .. } => ([Some(*buffer), None], Some(*buffer)),
                 };
                 for &c in instr.chunks() {
-                    if let Some(b) = read {
+                    for b in reads.into_iter().flatten() {
                         events.entry((b, c)).or_default().push((k, false));
                     }
                     if let Some(b) = write {
@@ -74,13 +80,14 @@ pub(super) fn check(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyErr
             .enumerate()
             .find(|(_, &c)| c > capacity as usize)
         {
-            errors.push(VerifyError::CapacityExceeded {
-                phase: phase.name.clone(),
-                step: step_id(k),
-                node: node(machine, super::node_id(n)),
-                live: count,
-                capacity,
-            });
+            errors.push(
+                Location::step(&phase.name, step_id(k))
+                    .node(node(machine, super::node_id(n)))
+                    .error(ErrorKind::CapacityExceeded {
+                        live: count,
+                        capacity,
+                    }),
+            );
         }
     }
 }

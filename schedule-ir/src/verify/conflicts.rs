@@ -1,6 +1,8 @@
 //! Pass 2, conflict-free: no link direction carries more transfers in a step than its lanes.
 
-use super::{link, node, step_id, step_instrs, ChunkList, Transfer, VerifyError};
+use super::{
+    link, node, step_id, step_instrs, ChunkList, ErrorKind, Location, Transfer, VerifyError,
+};
 use crate::{Instr, Machine, NodeId, Phase};
 use std::collections::BTreeMap;
 
@@ -54,18 +56,17 @@ pub(super) fn check(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyErr
         for (d, transfers) in over {
             let l = &machine.links[d / 2];
             let (from, to) = if d % 2 == 0 { (l.a, l.b) } else { (l.b, l.a) };
-            errors.push(VerifyError::LinkOverbooked {
-                phase: phase.name.clone(),
-                step: step_id(k),
-                link: link(
-                    machine,
-                    crate::LinkId(u32::try_from(d / 2).unwrap_or(u32::MAX)),
-                ),
-                from: node(machine, from),
-                to: node(machine, to),
-                lanes: l.lanes,
-                transfers,
-            });
+            let id = crate::LinkId(u32::try_from(d / 2).unwrap_or(u32::MAX));
+            errors.push(
+                Location::step(&phase.name, step_id(k))
+                    .link(link(machine, id))
+                    .error(ErrorKind::LinkOverbooked {
+                        from: node(machine, from),
+                        to: node(machine, to),
+                        lanes: l.lanes,
+                        transfers,
+                    }),
+            );
         }
     }
 }

@@ -4,15 +4,13 @@
 //! passes run only when this one found nothing, and may then index freely.
 
 use super::instrs::InstrChecker;
-use super::{buffer, link, node, step_id, VerifyError};
+use super::{buffer, link, node, step_id, ErrorKind, Location, VerifyError};
+use crate::limits::{MAX_COUNT, MAX_VECTOR_BYTES};
 use crate::{
     Buffer, BufferKind, Chunk, ChunkId, Collective, Link, LinkId, Machine, Node, NodeId, NodeKind,
     Phase, Program, ProgramItem, Schedule, FORMAT_VERSION,
 };
 use std::collections::BTreeMap;
-
-/// The most entities of one kind (and steps) a schedule may have: ids are `u32`.
-const MAX_COUNT: usize = u32::MAX as usize;
 
 /// Runs the pass, appending every problem to `errors`.
 pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
@@ -23,10 +21,10 @@ pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
         phases,
     } = schedule;
     if *format_version != FORMAT_VERSION {
-        errors.push(VerifyError::FormatVersion {
+        errors.push(Location::schedule().error(ErrorKind::FormatVersion {
             found: *format_version,
             expected: FORMAT_VERSION,
-        });
+        }));
     }
     if !counts_fit(schedule, errors) {
         return;
@@ -38,9 +36,7 @@ pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
     let mut names = BTreeMap::new();
     for phase in phases {
         if names.insert(phase.name.as_str(), ()).is_some() {
-            errors.push(VerifyError::DuplicatePhaseName {
-                name: phase.name.clone(),
-            });
+            errors.push(Location::phase(&phase.name).error(ErrorKind::DuplicatePhaseName));
         }
         check_phase(machine, phase, errors);
     }
@@ -63,10 +59,10 @@ fn check_program(program: &[ProgramItem], phases: &[Phase], errors: &mut Vec<Ver
                 *count += 1;
                 runs.push((position, name));
             }
-            None => errors.push(VerifyError::ProgramUnknownPhase {
+            None => errors.push(Location::schedule().error(ErrorKind::ProgramUnknownPhase {
                 position,
                 name: name.clone(),
-            }),
+            })),
         }
     }
     let mut miscounted = false;
@@ -74,10 +70,7 @@ fn check_program(program: &[ProgramItem], phases: &[Phase], errors: &mut Vec<Ver
         let count = counts.get(phase.name.as_str()).copied().unwrap_or(0);
         if count != 1 {
             miscounted = true;
-            errors.push(VerifyError::ProgramPhaseCount {
-                name: phase.name.clone(),
-                count,
-            });
+            errors.push(Location::phase(&phase.name).error(ErrorKind::ProgramPhaseCount { count }));
         }
     }
     if miscounted {
@@ -89,11 +82,11 @@ fn check_program(program: &[ProgramItem], phases: &[Phase], errors: &mut Vec<Ver
         .zip(phases)
         .find(|((_, found), phase)| *found != phase.name)
     {
-        errors.push(VerifyError::ProgramOrder {
+        errors.push(Location::phase(found).error(ErrorKind::ProgramOrder {
             position: *position,
             found: found.to_string(),
             expected: expected.name.clone(),
-        });
+        }));
     }
 }
 
@@ -101,37 +94,40 @@ fn check_program(program: &[ProgramItem], phases: &[Phase], errors: &mut Vec<Ver
 fn counts_fit(schedule: &Schedule, errors: &mut Vec<VerifyError>) -> bool {
     let mut counts = vec![
         (
+            None,
             "nodes in the machine".to_string(),
             schedule.machine.nodes.len(),
         ),
         (
+            None,
             "links in the machine".to_string(),
             schedule.machine.links.len(),
         ),
     ];
     for phase in &schedule.phases {
         let longest = phase.programs.iter().map(|p| p.steps.len()).max();
-        counts.push((
-            format!("phase `{}`: chunks", phase.name),
-            phase.chunks.len(),
-        ));
-        counts.push((
-            format!("phase `{}`: buffers", phase.name),
-            phase.buffers.len(),
-        ));
-        counts.push((
-            format!("phase `{}`: steps", phase.name),
-            longest.unwrap_or(0),
-        ));
+        for (what, count) in [
+            ("chunks", phase.chunks.len()),
+            ("buffers", phase.buffers.len()),
+            ("steps", longest.unwrap_or(0)),
+        ] {
+            counts.push((
+                Some(phase.name.as_str()),
+                format!("phase `{}`: {what}", phase.name),
+                count,
+            ));
+        }
     }
     let before = errors.len();
-    for (what, count) in counts {
+    for (phase, what, count) in counts {
+        let count = count as u64;
         if count > MAX_COUNT {
-            errors.push(VerifyError::TooLarge {
+            let at = phase.map_or_else(Location::schedule, Location::phase);
+            errors.push(at.error(ErrorKind::TooLarge {
                 what,
-                count: count as u64,
-                limit: MAX_COUNT as u64,
-            });
+                count,
+                limit: MAX_COUNT,
+            }));
         }
     }
     errors.len() == before
@@ -148,16 +144,16 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
     } = machine;
     if let Some(rate) = *reduce_gbps {
         if !(rate.is_finite() && rate > 0.0) {
-            errors.push(VerifyError::InvalidReduceRate {
+            errors.push(Location::schedule().error(ErrorKind::InvalidReduceRate {
                 machine: name.clone(),
                 value: rate.to_string(),
-            });
+            }));
         }
     }
     if !nodes.iter().any(|n| n.kind == NodeKind::Compute) {
-        errors.push(VerifyError::NoComputeNodes {
+        errors.push(Location::schedule().error(ErrorKind::NoComputeNodes {
             machine: name.clone(),
-        });
+        }));
     }
     let mut node_names: BTreeMap<&str, NodeId> = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
@@ -169,18 +165,21 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
         let id = super::node_id(i);
         if let Some(c) = *capacity {
             if *kind == NodeKind::Compute || c == 0 {
-                errors.push(VerifyError::BadCapacity {
-                    node: super::node(machine, id),
-                    capacity: c,
-                });
+                errors.push(
+                    Location::schedule()
+                        .node(node(machine, id))
+                        .error(ErrorKind::BadCapacity { capacity: c }),
+                );
             }
         }
         if let Some(&first) = node_names.get(name.as_str()) {
-            errors.push(VerifyError::DuplicateNodeName {
-                name: name.clone(),
-                first,
-                second: id,
-            });
+            errors.push(Location::schedule().node(node(machine, id)).error(
+                ErrorKind::DuplicateNodeName {
+                    name: name.clone(),
+                    first,
+                    second: id,
+                },
+            ));
         } else {
             node_names.insert(name, id);
         }
@@ -198,36 +197,40 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
         let id = LinkId(u32::try_from(i).unwrap_or(u32::MAX));
         let named = link(machine, id);
         if let Some(&first) = link_names.get(name.as_str()) {
-            errors.push(VerifyError::DuplicateLinkName {
-                name: name.clone(),
-                first,
-                second: id,
-            });
+            errors.push(Location::schedule().link(named.clone()).error(
+                ErrorKind::DuplicateLinkName {
+                    name: name.clone(),
+                    first,
+                    second: id,
+                },
+            ));
         } else {
             link_names.insert(name, id);
         }
         for endpoint in [*a, *b] {
             if endpoint.index() >= nodes.len() {
-                errors.push(VerifyError::LinkEndpointUnknown {
-                    link: named.clone(),
-                    endpoint,
-                    nodes: nodes.len(),
-                });
+                errors.push(Location::schedule().link(named.clone()).error(
+                    ErrorKind::LinkEndpointUnknown {
+                        endpoint,
+                        nodes: nodes.len(),
+                    },
+                ));
             }
         }
         if a == b {
-            errors.push(VerifyError::LinkToItself {
-                link: named.clone(),
-                node: node(machine, *a),
-            });
+            errors.push(
+                Location::schedule()
+                    .link(named.clone())
+                    .node(node(machine, *a))
+                    .error(ErrorKind::LinkToItself),
+            );
         }
         let mut invalid = |field, value: String, rule| {
-            errors.push(VerifyError::InvalidLink {
-                link: named.clone(),
-                field,
-                value,
-                rule,
-            });
+            errors.push(
+                Location::schedule()
+                    .link(named.clone())
+                    .error(ErrorKind::InvalidLink { field, value, rule }),
+            );
         };
         if !(bandwidth_gbps.is_finite() && *bandwidth_gbps > 0.0) {
             invalid(
@@ -267,10 +270,12 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         // Metadata: nothing in it affects execution.
         chunks,
         buffers,
-        steps,
-        programs,
+        // Checked by `check_programs`.
+        steps: _,
+        programs: _,
     } = phase;
     let nodes = machine.nodes.len();
+    let here = Location::phase(name);
 
     // Buffers.
     match buffers.first() {
@@ -278,21 +283,21 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
             kind: BufferKind::Data,
             name: _,
         }) => {}
-        Some(_) => errors.push(VerifyError::NoDataBuffer {
-            phase: name.clone(),
-            found: Some(buffer(phase, crate::BufferId(0))),
-        }),
-        None => errors.push(VerifyError::NoDataBuffer {
-            phase: name.clone(),
-            found: None,
-        }),
+        Some(_) => errors.push(
+            here.clone()
+                .buffer(Some(buffer(phase, crate::BufferId(0))))
+                .error(ErrorKind::NoDataBuffer),
+        ),
+        None => errors.push(here.clone().error(ErrorKind::NoDataBuffer)),
     }
     for (i, b) in buffers.iter().enumerate().skip(1) {
         if b.kind == BufferKind::Data {
-            errors.push(VerifyError::ExtraDataBuffer {
-                phase: name.clone(),
-                buffer: buffer(phase, crate::BufferId(u32::try_from(i).unwrap_or(u32::MAX))),
-            });
+            let id = crate::BufferId(u32::try_from(i).unwrap_or(u32::MAX));
+            errors.push(
+                here.clone()
+                    .buffer(Some(buffer(phase, id)))
+                    .error(ErrorKind::ExtraDataBuffer),
+            );
         }
     }
 
@@ -301,36 +306,30 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
     for (i, c) in chunks.iter().enumerate() {
         let Chunk { start, end, owner } = c;
         let chunk = ChunkId(u32::try_from(i).unwrap_or(u32::MAX));
+        let at = here.clone().chunk(chunk);
         if *start != expected {
-            errors.push(VerifyError::ChunkGap {
-                phase: name.clone(),
-                chunk,
+            errors.push(at.clone().error(ErrorKind::ChunkGap {
                 start: *start,
                 expected,
-            });
+            }));
         }
         if end < start {
-            errors.push(VerifyError::ChunkReversed {
-                phase: name.clone(),
-                chunk,
+            errors.push(at.clone().error(ErrorKind::ChunkReversed {
                 start: *start,
                 end: *end,
-            });
+            }));
         }
         expected = *end;
         match owner {
             Some(owner) => match kind(machine, *owner) {
-                None => errors.push(VerifyError::UnknownOwner {
-                    phase: name.clone(),
-                    chunk,
+                None => errors.push(at.error(ErrorKind::UnknownOwner {
                     owner: *owner,
                     nodes,
-                }),
-                Some(NodeKind::Switch) => errors.push(VerifyError::OwnerNotCompute {
-                    phase: name.clone(),
-                    chunk,
-                    owner: node(machine, *owner),
-                }),
+                })),
+                Some(NodeKind::Switch) => errors.push(
+                    at.node(node(machine, *owner))
+                        .error(ErrorKind::OwnerNotCompute),
+                ),
                 Some(NodeKind::Compute) => {}
             },
             None => {
@@ -338,55 +337,68 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
                     collective,
                     Collective::ReduceScatter | Collective::AllGather
                 ) {
-                    errors.push(VerifyError::MissingOwner {
-                        phase: name.clone(),
-                        chunk,
+                    errors.push(at.error(ErrorKind::MissingOwner {
                         collective: *collective,
-                    });
+                    }));
                 }
             }
         }
     }
     if expected != *elements {
-        errors.push(VerifyError::ChunksEnd {
-            phase: name.clone(),
+        errors.push(here.clone().error(ErrorKind::ChunksEnd {
             end: expected,
             elements: *elements,
-        });
+        }));
     }
     // Byte counts (chunk sizes, link loads, the report) must fit in a u64 with room to add.
-    let limit = super::MAX_VECTOR_BYTES / dtype.size_bytes();
+    let limit = MAX_VECTOR_BYTES / dtype.size_bytes();
     if *elements > limit {
-        errors.push(VerifyError::TooLarge {
+        errors.push(here.clone().error(ErrorKind::TooLarge {
             what: format!("phase `{name}`: {dtype} elements in the vector"),
             count: *elements,
             limit,
-        });
+        }));
     }
 
     // Root.
     if let Collective::Broadcast { root } | Collective::Reduce { root } = collective {
         match kind(machine, *root) {
-            None => errors.push(VerifyError::UnknownRoot {
-                phase: name.clone(),
-                root: *root,
-                nodes,
-            }),
-            Some(NodeKind::Switch) => errors.push(VerifyError::RootNotCompute {
-                phase: name.clone(),
-                root: node(machine, *root),
-            }),
+            None => errors.push(
+                here.clone()
+                    .error(ErrorKind::UnknownRoot { root: *root, nodes }),
+            ),
+            Some(NodeKind::Switch) => errors.push(
+                here.clone()
+                    .node(node(machine, *root))
+                    .error(ErrorKind::RootNotCompute),
+            ),
             Some(NodeKind::Compute) => {}
         }
     }
 
-    // Programs.
+    check_programs(machine, phase, &here, errors);
+}
+
+/// One phase's programs: one per node, of the right length, none on a plain switch; then every
+/// instruction, step by step like the later passes.
+fn check_programs(
+    machine: &Machine,
+    phase: &Phase,
+    here: &Location,
+    errors: &mut Vec<VerifyError>,
+) {
+    let Phase {
+        name,
+        steps,
+        programs,
+        ..
+    } = phase;
+    let nodes = machine.nodes.len();
     if programs.len() != nodes {
-        errors.push(VerifyError::ProgramCount {
-            phase: name.clone(),
+        errors.push(here.clone().error(ErrorKind::ProgramCount {
             programs: programs.len(),
             nodes,
-        });
+        }));
     }
     let mut checker = InstrChecker::new(machine, phase, errors);
     for (n, (program, n_info)) in programs.iter().zip(&machine.nodes).enumerate() {
@@ -397,21 +409,23 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
         let count_ok = program_steps.len() == *steps as usize
             || (n_info.kind == NodeKind::Switch && program_steps.is_empty());
         if !count_ok {
-            checker.report(VerifyError::StepCount {
-                phase: name.clone(),
-                node: node(machine, id),
-                steps: program_steps.len(),
-                expected: *steps,
-            });
+            checker.report(
+                here.clone()
+                    .node(node(machine, id))
+                    .error(ErrorKind::StepCount {
+                        steps: program_steps.len(),
+                        expected: *steps,
+                    }),
+            );
         }
         match n_info.kind {
             NodeKind::Switch if n_info.capacity.is_none() => {
                 if let Some(k) = program_steps.iter().position(|s| !s.is_empty()) {
-                    checker.report(VerifyError::SwitchProgram {
-                        phase: name.clone(),
-                        step: step_id(k),
-                        node: node(machine, id),
-                    });
+                    checker.report(
+                        Location::step(name, step_id(k))
+                            .node(node(machine, id))
+                            .error(ErrorKind::SwitchProgram),
+                    );
                 }
             }
             NodeKind::Switch | NodeKind::Compute => {}

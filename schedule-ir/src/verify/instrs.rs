@@ -1,6 +1,6 @@
 //! Pass 1, well-formed, for instructions: ids in range, peers, routes and chunk lists.
 
-use super::{action, buffer, link, node, AnyId, VerifyError};
+use super::{action, buffer, link, node, AnyId, ErrorKind, Location, VerifyError};
 use crate::{ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, ReduceOp, StepId};
 
 /// Checks instructions, with a reusable marker array for repeated chunks.
@@ -41,6 +41,17 @@ impl<'a> InstrChecker<'a> {
         self.errors.push(error);
     }
 
+    /// Where an instruction of node `at` in `step` is.
+    fn at(&self, step: StepId, at: NodeId) -> Location {
+        Location::step(&self.phase.name, step).node(node(self.machine, at))
+    }
+
+    /// Reports `kind` for an instruction of node `at` in `step`.
+    fn push(&mut self, step: StepId, at: NodeId, kind: ErrorKind) {
+        let here = self.at(step, at);
+        self.errors.push(here.error(kind));
+    }
+
     /// Reports `id` unless it is below `count`; returns whether it is.
     fn in_range(&mut self, step: StepId, at: NodeId, act: &Instr, id: AnyId) -> bool {
         let (index, count) = match id {
@@ -52,14 +63,12 @@ impl<'a> InstrChecker<'a> {
         if index < count {
             return true;
         }
-        self.errors.push(VerifyError::UnknownId {
-            phase: self.phase.name.clone(),
-            step,
-            node: node(self.machine, at),
+        let kind = ErrorKind::UnknownId {
             action: action(self.machine, act),
             id,
             count,
-        });
+        };
+        self.push(step, at, kind);
         false
     }
 
@@ -103,14 +112,12 @@ impl<'a> InstrChecker<'a> {
                 if link_ok {
                     if let Some(lk) = self.machine.links.get(l.index()) {
                         if lk.other(at).is_none() {
-                            self.errors.push(VerifyError::WrongLink {
-                                phase: self.phase.name.clone(),
-                                step,
-                                node: node(self.machine, at),
+                            let kind = ErrorKind::WrongLink {
                                 action: action(self.machine, act),
-                                link: link(self.machine, *l),
                                 ends: [node(self.machine, lk.a), node(self.machine, lk.b)],
-                            });
+                            };
+                            let here = self.at(step, at).link(link(self.machine, *l));
+                            self.errors.push(here.error(kind));
                         }
                     }
                 }
@@ -120,13 +127,10 @@ impl<'a> InstrChecker<'a> {
                 let src_ok = self.in_range(step, at, act, AnyId::Buffer(*src));
                 let dst_ok = self.in_range(step, at, act, AnyId::Buffer(*dst));
                 if src_ok && dst_ok && src == dst {
-                    self.errors.push(VerifyError::SameBuffer {
-                        phase: self.phase.name.clone(),
-                        step,
-                        node: node(self.machine, at),
+                    let here = self.at(step, at).buffer(Some(buffer(self.phase, *src)));
+                    self.errors.push(here.error(ErrorKind::SameBuffer {
                         action: action(self.machine, act),
-                        buffer: buffer(self.phase, *src),
-                    });
+                    }));
                 }
                 self.chunk_list(step, at, act, chunks);
             }
@@ -136,23 +140,15 @@ impl<'a> InstrChecker<'a> {
                 divisor,
             } => {
                 self.in_range(step, at, act, AnyId::Buffer(*b));
+                let here = self.at(step, at).buffer(Some(buffer(self.phase, *b)));
                 if self.phase.op != ReduceOp::Mean {
-                    self.errors.push(VerifyError::ScaleNotMean {
-                        phase: self.phase.name.clone(),
-                        step,
-                        node: node(self.machine, at),
-                        buffer: buffer(self.phase, *b),
-                        op: self.phase.op,
-                    });
+                    self.errors
+                        .push(here.error(ErrorKind::ScaleNotMean { op: self.phase.op }));
                 } else if *divisor as usize != self.inputs {
-                    self.errors.push(VerifyError::WrongDivisor {
-                        phase: self.phase.name.clone(),
-                        step,
-                        node: node(self.machine, at),
-                        buffer: buffer(self.phase, *b),
+                    self.errors.push(here.error(ErrorKind::WrongDivisor {
                         divisor: *divisor,
                         expected: self.inputs,
-                    });
+                    }));
                 }
                 self.chunk_list(step, at, act, chunks);
             }
@@ -162,12 +158,10 @@ impl<'a> InstrChecker<'a> {
     /// A chunk list: not empty, ids in range, no repeats.
     fn chunk_list(&mut self, step: StepId, at: NodeId, act: &Instr, chunks: &[ChunkId]) {
         if chunks.is_empty() {
-            self.errors.push(VerifyError::EmptyChunkList {
-                phase: self.phase.name.clone(),
-                step,
-                node: node(self.machine, at),
+            let kind = ErrorKind::EmptyChunkList {
                 action: action(self.machine, act),
-            });
+            };
+            self.push(step, at, kind);
             return;
         }
         self.generation += 1;
@@ -175,43 +169,39 @@ impl<'a> InstrChecker<'a> {
             if !self.in_range(step, at, act, AnyId::Chunk(c)) {
                 continue;
             }
+            let generation = self.generation;
             let Some(mark) = self.seen.get_mut(c.index()) else {
                 continue;
             };
-            if *mark == self.generation {
-                self.errors.push(VerifyError::RepeatedChunk {
-                    phase: self.phase.name.clone(),
-                    step,
-                    node: node(self.machine, at),
+            let repeated = *mark == generation;
+            *mark = generation;
+            if repeated {
+                let kind = ErrorKind::RepeatedChunk {
                     action: action(self.machine, act),
-                    chunk: c,
-                });
+                };
+                let here = self.at(step, at).chunk(c);
+                self.errors.push(here.error(kind));
             }
-            *mark = self.generation;
         }
     }
 
     /// A send's or receive's peer (known to exist) is another compute node.
     fn peer(&mut self, step: StepId, at: NodeId, act: &Instr, peer: NodeId) {
         if peer == at {
-            self.errors.push(VerifyError::PeerIsSelf {
-                phase: self.phase.name.clone(),
-                step,
-                node: node(self.machine, at),
+            let kind = ErrorKind::PeerIsSelf {
                 action: action(self.machine, act),
-            });
+            };
+            self.push(step, at, kind);
         } else if self
             .machine
             .nodes
             .get(peer.index())
             .is_some_and(|n| !n.runs_program())
         {
-            self.errors.push(VerifyError::PeerIsSwitch {
-                phase: self.phase.name.clone(),
-                step,
-                node: node(self.machine, at),
+            let kind = ErrorKind::PeerIsSwitch {
                 action: action(self.machine, act),
-            });
+            };
+            self.push(step, at, kind);
         }
     }
 
@@ -236,26 +226,20 @@ impl<'a> InstrChecker<'a> {
             };
             let Some(next) = lk.other(here) else {
                 let ends = [node(machine, lk.a), node(machine, lk.b)];
-                self.errors.push(if i == 0 {
-                    VerifyError::WrongLink {
-                        phase: self.phase.name.clone(),
-                        step,
-                        node: node(machine, at),
+                let kind = if i == 0 {
+                    ErrorKind::WrongLink {
                         action: action(self.machine, act),
-                        link: link(machine, l),
                         ends,
                     }
                 } else {
-                    VerifyError::RouteBroken {
-                        phase: self.phase.name.clone(),
-                        step,
-                        node: node(machine, at),
+                    ErrorKind::RouteBroken {
                         to: node(machine, to),
-                        link: link(machine, l),
                         at: node(machine, here),
                         ends,
                     }
-                });
+                };
+                let place = self.at(step, at).link(link(machine, l));
+                self.errors.push(place.error(kind));
                 return;
             };
             // Any node may forward: switches, and compute nodes whose routers pass traffic
@@ -263,13 +247,11 @@ impl<'a> InstrChecker<'a> {
             here = next;
         }
         if here != to {
-            self.errors.push(VerifyError::RouteEndsElsewhere {
-                phase: self.phase.name.clone(),
-                step,
-                node: node(machine, at),
+            let kind = ErrorKind::RouteEndsElsewhere {
                 to: node(machine, to),
                 end: node(machine, here),
-            });
+            };
+            self.push(step, at, kind);
         }
     }
 }

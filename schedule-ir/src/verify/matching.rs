@@ -2,7 +2,7 @@
 //! two sends of a step share sender, receiver, last link and first chunk.
 
 use super::conflicts::transfer;
-use super::{link, node, step_id, step_instrs, ChunkList, VerifyError};
+use super::{link, node, step_id, step_instrs, ChunkList, ErrorKind, Location, VerifyError};
 use crate::{ChunkId, Instr, Machine, Phase};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -76,15 +76,14 @@ pub(super) fn check(
                     (&w[1], &w[0])
                 };
                 let (to, from, last) = a.key;
-                let error = VerifyError::DuplicateTransfer {
-                    phase: phase.name.clone(),
-                    step: step_id(k),
-                    from: node(machine, crate::NodeId(from)),
-                    to: node(machine, crate::NodeId(to)),
-                    link: link(machine, crate::LinkId(last)),
-                    first: ChunkList(a.chunks.to_vec()),
-                    second: ChunkList(b.chunks.to_vec()),
-                };
+                let error = Location::step(&phase.name, step_id(k))
+                    .node(node(machine, crate::NodeId(from)))
+                    .link(link(machine, crate::LinkId(last)))
+                    .error(ErrorKind::DuplicateTransfer {
+                        to: node(machine, crate::NodeId(to)),
+                        first: ChunkList(a.chunks.to_vec()),
+                        second: ChunkList(b.chunks.to_vec()),
+                    });
                 (b.flat, error)
             })
             .collect();
@@ -145,47 +144,38 @@ fn report(
         groups.entry(r.key).or_default().1.push(r);
     }
     let mut found: Vec<(u32, VerifyError)> = Vec::new();
-    let step = step_id(k);
+    let step = Location::step(&phase.name, step_id(k));
     for ((to, from, last), (sends, recvs)) in groups {
         let (to, from, last) = (crate::NodeId(to), crate::NodeId(from), crate::LinkId(last));
+        let sender = step
+            .clone()
+            .node(node(machine, from))
+            .link(link(machine, last));
         if let ([s], [r]) = (sends.as_slice(), recvs.as_slice()) {
-            found.push((
-                s.flat.min(r.flat),
-                VerifyError::ChunkListMismatch {
-                    phase: phase.name.clone(),
-                    step,
-                    from: node(machine, from),
-                    to: node(machine, to),
-                    link: link(machine, last),
-                    sent: ChunkList(s.chunks.to_vec()),
-                    received: ChunkList(r.chunks.to_vec()),
-                },
-            ));
+            let kind = ErrorKind::ChunkListMismatch {
+                to: node(machine, to),
+                sent: ChunkList(s.chunks.to_vec()),
+                received: ChunkList(r.chunks.to_vec()),
+            };
+            found.push((s.flat.min(r.flat), sender.error(kind)));
             continue;
         }
         for s in sends {
-            found.push((
-                s.flat,
-                VerifyError::UnmatchedSend {
-                    phase: phase.name.clone(),
-                    step,
-                    transfer: transfer(machine, from, to, s.chunks),
-                    link: link(machine, last),
-                },
-            ));
+            let kind = ErrorKind::UnmatchedSend {
+                transfer: transfer(machine, from, to, s.chunks),
+            };
+            found.push((s.flat, sender.clone().error(kind)));
         }
+        let receiver = step
+            .clone()
+            .node(node(machine, to))
+            .link(link(machine, last));
         for r in recvs {
-            found.push((
-                r.flat,
-                VerifyError::UnmatchedRecv {
-                    phase: phase.name.clone(),
-                    step,
-                    node: node(machine, to),
-                    from: node(machine, from),
-                    link: link(machine, last),
-                    chunks: ChunkList(r.chunks.to_vec()),
-                },
-            ));
+            let kind = ErrorKind::UnmatchedRecv {
+                from: node(machine, from),
+                chunks: ChunkList(r.chunks.to_vec()),
+            };
+            found.push((r.flat, receiver.clone().error(kind)));
         }
     }
     found.sort_by_key(|(flat, _)| *flat);

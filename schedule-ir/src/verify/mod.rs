@@ -4,83 +4,84 @@
 //! that the later ones may index freely; if it finds anything, verification stops there and
 //! returns its errors. Otherwise the other passes run on every phase, and every error of every
 //! phase is reported (a phase's errors come together, in pass order). Each invariant is listed
-//! with the [`VerifyError`] variant that reports its violation.
+//! with the [`ErrorKind`] that reports its violation; every [`VerifyError`] is such a kind and
+//! the [`Location`] where it was found (phase, step, node, link, buffer, chunk).
 //!
 //! # 1. Well-formed (`handles.rs`, `instrs.rs`)
 //!
 //! If the machine itself is malformed, only the schedule-level and machine errors are reported:
 //! every route of every phase would be suspect.
 //! The schedule:
-//! - `format_version` is [`FORMAT_VERSION`](crate::FORMAT_VERSION) — [`VerifyError::FormatVersion`];
-//! - node, link, chunk, buffer and step counts fit in a `u32` — [`VerifyError::TooLarge`];
-//! - phase names are unique — [`VerifyError::DuplicatePhaseName`];
-//! - a non-empty `program` names only existing phases — [`VerifyError::ProgramUnknownPhase`] —
-//!   runs every phase exactly once — [`VerifyError::ProgramPhaseCount`] — and in the order of
-//!   `phases` — [`VerifyError::ProgramOrder`].
+//! - `format_version` is [`FORMAT_VERSION`](crate::FORMAT_VERSION) — [`ErrorKind::FormatVersion`];
+//! - node, link, chunk, buffer and step counts fit in a `u32` — [`ErrorKind::TooLarge`];
+//! - phase names are unique — [`ErrorKind::DuplicatePhaseName`];
+//! - a non-empty `program` names only existing phases — [`ErrorKind::ProgramUnknownPhase`] —
+//!   runs every phase exactly once — [`ErrorKind::ProgramPhaseCount`] — and in the order of
+//!   `phases` — [`ErrorKind::ProgramOrder`].
 //!
 //! The machine:
-//! - it has at least one compute node — [`VerifyError::NoComputeNodes`];
-//! - node names are unique — [`VerifyError::DuplicateNodeName`]; link names are unique —
-//!   [`VerifyError::DuplicateLinkName`];
-//! - both endpoints of every link exist — [`VerifyError::LinkEndpointUnknown`] — and differ —
-//!   [`VerifyError::LinkToItself`];
+//! - it has at least one compute node — [`ErrorKind::NoComputeNodes`];
+//! - node names are unique — [`ErrorKind::DuplicateNodeName`]; link names are unique —
+//!   [`ErrorKind::DuplicateLinkName`];
+//! - both endpoints of every link exist — [`ErrorKind::LinkEndpointUnknown`] — and differ —
+//!   [`ErrorKind::LinkToItself`];
 //! - a node's `capacity`, when given, is on a switch and at least 1 —
-//!   [`VerifyError::BadCapacity`]; such a switch is a *device* and runs a program;
+//!   [`ErrorKind::BadCapacity`]; such a switch is a *device* and runs a program;
 //! - `bandwidth_gbps` is positive and finite, `latency_us` is non-negative and finite, `lanes`
-//!   is at least 1 — [`VerifyError::InvalidLink`];
-//! - `reduce_gbps`, when given, is positive and finite — [`VerifyError::InvalidReduceRate`].
+//!   is at least 1 — [`ErrorKind::InvalidLink`];
+//! - `reduce_gbps`, when given, is positive and finite — [`ErrorKind::InvalidReduceRate`].
 //!
 //! Each phase:
 //! - buffer 0 exists and is [`BufferKind::Data`](crate::BufferKind::Data) —
-//!   [`VerifyError::NoDataBuffer`]; no other buffer is — [`VerifyError::ExtraDataBuffer`];
-//! - chunk `i` starts where chunk `i-1` ends (chunk 0 at 0) — [`VerifyError::ChunkGap`];
-//!   `start <= end` — [`VerifyError::ChunkReversed`]; the last chunk ends at `elements` (0 when
-//!   there are no chunks) — [`VerifyError::ChunksEnd`];
+//!   [`ErrorKind::NoDataBuffer`]; no other buffer is — [`ErrorKind::ExtraDataBuffer`];
+//! - chunk `i` starts where chunk `i-1` ends (chunk 0 at 0) — [`ErrorKind::ChunkGap`];
+//!   `start <= end` — [`ErrorKind::ChunkReversed`]; the last chunk ends at `elements` (0 when
+//!   there are no chunks) — [`ErrorKind::ChunksEnd`];
 //! - the vector holds at most [`MAX_VECTOR_BYTES`] bytes (`elements` times the dtype's size) —
-//!   [`VerifyError::TooLarge`];
-//! - a broadcast or reduce root exists — [`VerifyError::UnknownRoot`] — and is a compute node —
-//!   [`VerifyError::RootNotCompute`];
-//! - every chunk owner that is given exists — [`VerifyError::UnknownOwner`] — and is a compute
-//!   node — [`VerifyError::OwnerNotCompute`]; in a reduce-scatter or allgather every chunk has
-//!   one — [`VerifyError::MissingOwner`];
-//! - there is one program per node — [`VerifyError::ProgramCount`]; a compute node's program
+//!   [`ErrorKind::TooLarge`];
+//! - a broadcast or reduce root exists — [`ErrorKind::UnknownRoot`] — and is a compute node —
+//!   [`ErrorKind::RootNotCompute`];
+//! - every chunk owner that is given exists — [`ErrorKind::UnknownOwner`] — and is a compute
+//!   node — [`ErrorKind::OwnerNotCompute`]; in a reduce-scatter or allgather every chunk has
+//!   one — [`ErrorKind::MissingOwner`];
+//! - there is one program per node — [`ErrorKind::ProgramCount`]; a compute node's program
 //!   has exactly `steps` steps, a switch's has no steps or exactly `steps` —
-//!   [`VerifyError::StepCount`]; a switch's program has no instruction unless the switch is
-//!   a device — [`VerifyError::SwitchProgram`].
+//!   [`ErrorKind::StepCount`]; a switch's program has no instruction unless the switch is
+//!   a device — [`ErrorKind::SwitchProgram`].
 //!
 //! Each instruction:
-//! - every node, link, buffer and chunk id it names exists — [`VerifyError::UnknownId`];
-//! - its chunk list is not empty — [`VerifyError::EmptyChunkList`] — and names no chunk twice —
-//!   [`VerifyError::RepeatedChunk`];
-//! - a send's or receive's peer is another node — [`VerifyError::PeerIsSelf`] — and a compute
-//!   node or a device — [`VerifyError::PeerIsSwitch`];
+//! - every node, link, buffer and chunk id it names exists — [`ErrorKind::UnknownId`];
+//! - its chunk list is not empty — [`ErrorKind::EmptyChunkList`] — and names no chunk twice —
+//!   [`ErrorKind::RepeatedChunk`];
+//! - a send's or receive's peer is another node — [`ErrorKind::PeerIsSelf`] — and a compute
+//!   node or a device — [`ErrorKind::PeerIsSwitch`];
 //! - a send's `link` has the sender as an endpoint and a receive's `link` has the receiver as
-//!   an endpoint — [`VerifyError::WrongLink`];
+//!   an endpoint — [`ErrorKind::WrongLink`];
 //! - a send's route `link, via…`, walked from the sender, is connected —
-//!   [`VerifyError::RouteBroken`] — and ends at `to` —
-//!   [`VerifyError::RouteEndsElsewhere`];
-//! - a local reduce or copy reads and writes different buffers — [`VerifyError::SameBuffer`];
+//!   [`ErrorKind::RouteBroken`] — and ends at `to` —
+//!   [`ErrorKind::RouteEndsElsewhere`];
+//! - a local reduce or copy reads and writes different buffers — [`ErrorKind::SameBuffer`];
 //! - a scale is in a phase whose op is [`ReduceOp::Mean`](crate::ReduceOp::Mean) —
-//!   [`VerifyError::ScaleNotMean`] — and divides by the number of compute nodes —
-//!   [`VerifyError::WrongDivisor`].
+//!   [`ErrorKind::ScaleNotMean`] — and divides by the number of compute nodes —
+//!   [`ErrorKind::WrongDivisor`].
 //!
 //! # 2. Conflict-free (`conflicts.rs`)
 //!
 //! In every step, every link direction carries at most `lanes` transfers. A send crosses every
 //! link of its route, each in the direction found by walking the route from the sender —
-//! [`VerifyError::LinkOverbooked`].
+//! [`ErrorKind::LinkOverbooked`].
 //!
 //! # 3. Matched (`matching.rs`)
 //!
 //! In every step, sends and receives pair up one to one: a send of `N` to `M` whose route ends
 //! with link `L` pairs with a receive on `M` naming `from: N`, `link: L` and the identical chunk
 //! list (same chunks, same order, hence the same size). A send without a partner is
-//! [`VerifyError::UnmatchedSend`], a receive without one [`VerifyError::UnmatchedRecv`]; when
+//! [`ErrorKind::UnmatchedSend`], a receive without one [`ErrorKind::UnmatchedRecv`]; when
 //! exactly one send and one receive are left over between the same sender, receiver and link,
-//! they are reported together as [`VerifyError::ChunkListMismatch`].
+//! they are reported together as [`ErrorKind::ChunkListMismatch`].
 //!
 //! Before pairing: no two sends of a step go from the same node to the same node, with routes
-//! ending on the same link, starting at the same chunk — [`VerifyError::DuplicateTransfer`]. A
+//! ending on the same link, starting at the same chunk — [`ErrorKind::DuplicateTransfer`]. A
 //! message is known by these four (and its step), so that runtimes and transports can tell every
 //! message of a step apart; such a pair is never needed (the second sends chunks the first
 //! already carries). A step with such a pair is not paired further.
@@ -99,25 +100,25 @@
 //!   the root holds `{root}` in every chunk, the other nodes nothing. Scratch buffers start
 //!   undefined.
 //! - A send, or the source of a local reduce or copy, reads a defined chunk —
-//!   [`VerifyError::ReadUndefined`].
+//!   [`ErrorKind::ReadUndefined`].
 //! - A store or copy replaces the destination's set and scaled flag with the incoming ones.
 //! - A reducing write (a receive with [`RecvMode::Reduce`](crate::RecvMode::Reduce), a local
-//!   reduce) has a defined destination — [`VerifyError::ReduceIntoUndefined`] — and an incoming
-//!   set disjoint from the destination's — [`VerifyError::InputCombinedTwice`] for sum and
-//!   prod and mean, [`Warning::InputCombinedTwice`] in the [`Report`] for max and min; neither
-//!   the destination nor the incoming value is scaled — [`VerifyError::CombineScaled`]; the
+//!   reduce) has a defined destination — [`ErrorKind::ReduceIntoUndefined`] — and an incoming
+//!   set disjoint from the destination's — [`ErrorKind::InputCombinedTwice`] for sum and
+//!   prod and mean, [`WarningKind::InputCombinedTwice`] in the [`Report`] for max and min; neither
+//!   the destination nor the incoming value is scaled — [`ErrorKind::CombineScaled`]; the
 //!   destination becomes the union, not scaled. Allgather and broadcast have no reducing writes at all —
-//!   [`VerifyError::ReduceInGather`].
+//!   [`ErrorKind::ReduceInGather`].
 //! - A scale, applied in program order among the writes, divides chunks that hold all compute
-//!   nodes' inputs — [`VerifyError::ScalePartial`] (an undefined chunk included) — and are not
-//!   scaled yet — [`VerifyError::ScaledTwice`]; they become scaled.
+//!   nodes' inputs — [`ErrorKind::ScalePartial`] (an undefined chunk included) — and are not
+//!   scaled yet — [`ErrorKind::ScaledTwice`]; they become scaled.
 //! - At the end, the data buffer holds exactly: allreduce — every chunk on every compute node
 //!   all compute nodes' inputs; reduce-scatter — every chunk on its owner all inputs (other
 //!   nodes are unconstrained); allgather — every chunk on every compute node exactly
 //!   `{owner}`; broadcast — every chunk on every compute node exactly `{root}`; reduce — every
-//!   chunk on the root all inputs — [`VerifyError::WrongResult`]. Under mean, with more than
+//!   chunk on the root all inputs — [`ErrorKind::WrongResult`]. Under mean, with more than
 //!   one compute node, every chunk of allreduce, reduce-scatter and reduce that holds all
-//!   inputs where the collective needs them is scaled — [`VerifyError::NotScaled`] (one
+//!   inputs where the collective needs them is scaled — [`ErrorKind::NotScaled`] (one
 //!   compute node's input is its own mean and needs none). Allgather and broadcast combine
 //!   nothing and need no scale.
 //!
@@ -125,14 +126,17 @@
 //! from it: reading, combining or checking a poisoned chunk reports nothing more, so a mistake
 //! is reported once rather than at every node its data reaches. A store of a good value clears
 //! the mark. (Consequences elsewhere — an input that never reached a data buffer — are still
-//! reported by the final check.) A phase whose symbolic state would exceed 2²⁷ words is not
-//! executed — [`VerifyError::TooLarge`].
+//! reported by the final check.) A phase whose symbolic state would exceed
+//! [`MAX_SYMBOLIC_WORDS`](crate::limits::MAX_SYMBOLIC_WORDS) words is not executed —
+//! [`ErrorKind::TooLarge`].
 //!
 //! # 5. Capacity (`capacity.rs`)
 //!
 //! In every step, a device holds at most `capacity` live chunks (a chunk of a device's buffer
 //! is live from a write to the last read before the next write; a write nothing reads, in its
-//! own step only) — [`VerifyError::CapacityExceeded`], once per device, at the first step over.
+//! own step only; a reducing write and a scale read the value they combine with, so they keep
+//! it live from its previous write) — [`ErrorKind::CapacityExceeded`], once per device, at the
+//! first step over. The size of a chunk is not checked against the device: the IR has no MTU.
 //!
 //! # 6. Balance (`report.rs`)
 //!
@@ -145,21 +149,24 @@ mod conflicts;
 mod error;
 mod handles;
 mod instrs;
+mod location;
 mod matching;
+mod message;
 mod names;
 mod phrases;
 mod report;
+mod sets;
 mod symbolic;
 
-pub use error::{VerifyError, VerifyErrors, Warning};
+pub use error::{ErrorKind, VerifyError, VerifyErrors, Warning, WarningKind};
+pub use location::Location;
 pub use names::{Action, AnyId, ChunkList, Expected, Named, NodeList, Transfer};
 pub use report::{DirectionInfo, PhaseReport, Report, StepReport};
 
-use crate::{BufferId, Instr, LinkId, Machine, NodeId, Phase, Schedule};
+/// The largest vector a phase may work on (see [`crate::limits`]).
+pub use crate::limits::MAX_VECTOR_BYTES;
 
-/// The largest vector a phase may work on, in bytes (256 TiB): byte counts of chunks, link
-/// loads and reports then fit in a `u64` with room to add.
-pub const MAX_VECTOR_BYTES: u64 = 1 << 48;
+use crate::{BufferId, Instr, LinkId, Machine, NodeId, Phase, Schedule};
 
 /// A schedule that passed every check. Only [`verify`] makes one, so anything that takes a
 /// `&VerifiedSchedule` (the runtime, the emitters) can trust it.

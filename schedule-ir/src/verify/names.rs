@@ -119,7 +119,7 @@ impl fmt::Display for Action {
     }
 }
 
-/// Any id, for [`VerifyError::UnknownId`](super::VerifyError::UnknownId). Displays as the raw id (`link#99`).
+/// Any id, for [`ErrorKind::UnknownId`](super::ErrorKind::UnknownId). Displays as the raw id (`link#99`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum AnyId {
     /// A node id.

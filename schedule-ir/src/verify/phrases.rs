@@ -1,7 +1,7 @@
 //! The phrases error messages are built from: collective kinds, node sets, results.
 
-use super::names::{Action, Expected, Named, NodeList};
-use crate::{Collective, NodeId, StepId};
+use super::names::{Action, Expected, NodeList};
+use crate::{Collective, StepId};
 use std::fmt;
 
 /// The short name of a collective's kind (`allreduce`, `broadcast`), without its root.
@@ -15,7 +15,7 @@ pub(crate) fn kind_name(collective: &Collective) -> &'static str {
     }
 }
 
-/// `"sends on"` / `"receives on"` for [`VerifyError::WrongLink`](super::VerifyError::WrongLink).
+/// `"sends on"` / `"receives on"` for [`ErrorKind::WrongLink`](super::ErrorKind::WrongLink).
 pub(super) fn uses(action: &Action) -> &'static str {
     match action {
         Action::Recv { .. } => "arrives on",
@@ -23,16 +23,16 @@ pub(super) fn uses(action: &Action) -> &'static str {
     }
 }
 
-/// The body of [`VerifyError::PeerIsSelf`](super::VerifyError::PeerIsSelf).
-pub(super) fn to_itself(node: &Named<NodeId>, action: &Action) -> String {
+/// The body of [`ErrorKind::PeerIsSelf`](super::ErrorKind::PeerIsSelf).
+pub(super) fn to_itself(node: &impl fmt::Display, action: &Action) -> String {
     match action {
         Action::Recv { .. } => format!("{node} receives from itself"),
         _ => format!("{node} sends to itself"),
     }
 }
 
-/// The body of [`VerifyError::PeerIsSwitch`](super::VerifyError::PeerIsSwitch).
-pub(super) fn to_switch(node: &Named<NodeId>, action: &Action) -> String {
+/// The body of [`ErrorKind::PeerIsSwitch`](super::ErrorKind::PeerIsSwitch).
+pub(super) fn to_switch(node: &impl fmt::Display, action: &Action) -> String {
     match action {
         Action::Send { to } => {
             format!("{node} sends to switch {to}, but only compute nodes receive")
@@ -44,7 +44,7 @@ pub(super) fn to_switch(node: &Named<NodeId>, action: &Action) -> String {
     }
 }
 
-/// The body of [`VerifyError::WrongResult`](super::VerifyError::WrongResult) after `{node} ends {step} with {chunk} `.
+/// The body of [`ErrorKind::WrongResult`](super::ErrorKind::WrongResult) after `{node} ends {step} with {chunk} `.
 pub(super) fn result_phrase(
     holds: &NodeList,
     collective: &Collective,
@@ -69,7 +69,7 @@ pub(super) fn result_phrase(
     s
 }
 
-/// `step 13` or `the phase (0 steps)`, for [`VerifyError::WrongResult`](super::VerifyError::WrongResult).
+/// `step 13` or `the phase (0 steps)`, for [`ErrorKind::WrongResult`](super::ErrorKind::WrongResult).
 pub(super) fn ends(step: &Option<StepId>) -> String {
     match step {
         Some(step) => step.to_string(),
@@ -77,7 +77,7 @@ pub(super) fn ends(step: &Option<StepId>) -> String {
     }
 }
 
-/// The body of [`VerifyError::ScalePartial`](super::VerifyError::ScalePartial) after
+/// The body of [`ErrorKind::ScalePartial`](super::ErrorKind::ScalePartial) after
 /// `{node} scales {chunk} of buffer `{buffer}` `.
 pub(super) fn scale_phrase(holds: &NodeList, count: usize, missing: &NodeList) -> String {
     if holds.is_empty() {

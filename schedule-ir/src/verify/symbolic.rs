@@ -1,18 +1,22 @@
 //! Pass 4, correct: symbolic execution of a phase, tracking which inputs each chunk combines.
 //!
-//! The state of one (compute node, buffer, chunk) is a bitset over the compute nodes (bit `i`
-//! for the `i`-th compute node in id order), empty meaning undefined, a *scaled* flag (the value
-//! was divided by a mean's [`Instr::Scale`]), and a *poisoned* flag set when an error was
-//! reported about the chunk (see the [module doc](super)).
+//! The state of one (compute node, buffer, chunk) is a set of compute nodes (bit `i` of a
+//! bitset for the `i`-th compute node in id order), empty meaning undefined, a *scaled* flag
+//! (the value was divided by a mean's [`Instr::Scale`]), and a *poisoned* flag set when an
+//! error was reported about the chunk (see the [module doc](super)). The sets are kept once
+//! each in a [`SetTable`] and the slots hold their ids, so that the state grows with the slots
+//! and the distinct sets, not with slots × compute nodes.
 
 use super::matching::Matching;
-use super::{action, buffer, node, step_id, step_instrs, Expected, NodeList, VerifyError, Warning};
+use super::sets::{SetId, SetTable};
+use super::{
+    action, buffer, node, step_id, step_instrs, ErrorKind, Expected, Location, NodeList,
+    VerifyError, Warning, WarningKind,
+};
+use crate::limits::MAX_SYMBOLIC_WORDS;
 use crate::{
     BufferId, ChunkId, Collective, Instr, Machine, NodeId, NodeKind, Phase, RecvMode, ReduceOp,
 };
-
-/// The most state words (`u64`) the pass may allocate for one phase: 1 GiB.
-const MAX_WORDS: usize = 1 << 27;
 
 /// Runs the pass on one well-formed, fully matched phase, appending every problem to `errors`.
 /// Returns the phase's warnings.
@@ -26,9 +30,14 @@ pub(super) fn check(
         return Vec::new();
     };
     for k in 0..phase.steps as usize {
+        if run.full {
+            return run.warnings;
+        }
         run.step(k, &matching.partner[k]);
     }
-    run.finish();
+    if !run.full {
+        run.finish();
+    }
     run.warnings
 }
 
@@ -48,16 +57,20 @@ struct Run<'a> {
     /// Words per set.
     words: usize,
     chunks: usize,
-    /// Every set, at `slot(ci, b, c) * words`.
-    sets: Vec<u64>,
+    /// The set of every slot (`slot(ci, b, c)`).
+    sets: Vec<SetId>,
+    /// The sets.
+    table: SetTable,
+    /// Whether the table ran out of room (the phase was reported too large and is abandoned).
+    full: bool,
     /// Every poisoned flag, at `slot(ci, b, c)`.
     poison: Vec<bool>,
     /// Every scaled flag, at `slot(ci, b, c)`.
     scaled: Vec<bool>,
     /// The set of all inputs.
-    all: Vec<u64>,
+    all: SetId,
     /// Sets read in the current step, in read order.
-    staged: Vec<u64>,
+    staged: Vec<SetId>,
     staged_poison: Vec<bool>,
     staged_scaled: Vec<bool>,
     /// Per flat instruction of the current step, where its reads start in `staged_poison`.
@@ -93,26 +106,32 @@ impl<'a> Run<'a> {
             .len()
             .checked_mul(buffers)
             .and_then(|x| x.checked_mul(chunks));
-        let total = slots.and_then(|s| s.checked_mul(words));
-        let (Some(slots), Some(total)) = (slots, total.filter(|&t| t <= MAX_WORDS)) else {
-            errors.push(VerifyError::TooLarge {
+        // A slot takes a set id and two flags: 6 bytes.
+        let total = slots
+            .and_then(|s| s.checked_mul(6))
+            .map(|b| (b as u64).div_ceil(8));
+        let (Some(slots), Some(total)) = (slots, total.filter(|&t| t <= MAX_SYMBOLIC_WORDS)) else {
+            errors.push(Location::phase(&phase.name).error(ErrorKind::TooLarge {
                 what: format!(
-                    "phase `{}`: words of symbolic state ({} compute nodes × {} buffers × {} chunks × {} words)",
+                    "phase `{}`: words of symbolic state ({} nodes × {} buffers × {} chunks, 6 bytes each)",
                     phase.name,
                     compute.len(),
                     buffers,
                     chunks,
-                    words
                 ),
-                count: total.map_or(u64::MAX, |t| t as u64),
-                limit: MAX_WORDS as u64,
-            });
+                count: total.unwrap_or(u64::MAX),
+                limit: MAX_SYMBOLIC_WORDS,
+            }));
             return None;
         };
+        // The rest is for the distinct sets: their words and about three of bookkeeping.
+        let room = (MAX_SYMBOLIC_WORDS - total) / (words as u64 + 3);
+        let mut table = SetTable::new(words, usize::try_from(room).unwrap_or(usize::MAX));
         let mut all = vec![0u64; words];
         for bit in 0..inputs {
             all[bit / 64] |= 1 << (bit % 64);
         }
+        let all = table.intern(&all).unwrap_or(SetId::EMPTY);
         let mut run = Run {
             machine,
             phase,
@@ -123,7 +142,9 @@ impl<'a> Run<'a> {
             inputs,
             words,
             chunks,
-            sets: vec![0; total],
+            sets: vec![SetId::EMPTY; slots],
+            table,
+            full: false,
             poison: vec![false; slots],
             scaled: vec![false; slots],
             all,
@@ -146,8 +167,34 @@ impl<'a> Run<'a> {
         self.cindex[n.index()] as usize
     }
 
-    fn set_bit(&mut self, slot: usize, bit: usize) {
-        self.sets[slot * self.words + bit / 64] |= 1 << (bit % 64);
+    /// Records that the table is full: the phase is reported too large, once, and abandoned.
+    fn out_of_room(&mut self) {
+        if !self.full {
+            self.full = true;
+            let what = format!(
+                "phase `{}`: distinct input sets of the symbolic state ({} words each)",
+                self.phase.name, self.words
+            );
+            let limit = self.table.len() as u64;
+            self.errors.push(
+                Location::phase(&self.phase.name).error(ErrorKind::TooLarge {
+                    what,
+                    count: limit + 1,
+                    limit,
+                }),
+            );
+        }
+    }
+
+    /// `a ∪ b`, or the empty set after reporting that the table is full.
+    fn union(&mut self, a: SetId, b: SetId) -> SetId {
+        match self.table.union(a, b) {
+            Some(id) => id,
+            None => {
+                self.out_of_room();
+                SetId::EMPTY
+            }
+        }
     }
 
     /// The initial data buffer of the phase's collective (scratch stays undefined).
@@ -166,7 +213,10 @@ impl<'a> Run<'a> {
                 };
                 if holds {
                     let s = self.slot(ci, data, chunk);
-                    self.set_bit(s, ci);
+                    match self.table.single(ci) {
+                        Some(id) => self.sets[s] = id,
+                        None => self.out_of_room(),
+                    }
                 }
             }
         }
@@ -192,6 +242,10 @@ impl<'a> Run<'a> {
             }
         }
         for (n, flat, instr) in step_instrs(phase, k) {
+            if self.full {
+                // Abandoned: nothing more is reported about this phase.
+                return;
+            }
             match instr {
                 Instr::Send { .. } => {}
                 Instr::Recv {
@@ -227,21 +281,17 @@ impl<'a> Run<'a> {
     /// Stages chunk `c` of buffer `b` of node `n` for an instruction of step `k`.
     fn read(&mut self, k: usize, n: NodeId, instr: &Instr, b: BufferId, c: ChunkId) {
         let s = self.slot(self.ci(n), b, c);
-        let set = &self.sets[s * self.words..(s + 1) * self.words];
+        let set = self.sets[s];
         let poisoned = self.poison[s];
-        let undefined = !poisoned && set.iter().all(|&w| w == 0);
-        self.staged.extend_from_slice(set);
+        let undefined = !poisoned && set == SetId::EMPTY;
+        self.staged.push(set);
         self.staged_poison.push(poisoned || undefined);
         self.staged_scaled.push(self.scaled[s]);
         if undefined {
-            self.errors.push(VerifyError::ReadUndefined {
-                phase: self.phase.name.clone(),
-                step: step_id(k),
-                node: node(self.machine, n),
+            let kind = ErrorKind::ReadUndefined {
                 action: action(self.machine, instr),
-                buffer: buffer(self.phase, b),
-                chunk: c,
-            });
+            };
+            self.errors.push(self.at(k, n, b, c).error(kind));
         }
     }
 
@@ -259,20 +309,18 @@ impl<'a> Run<'a> {
         reduce: bool,
     ) {
         let ci = self.ci(n);
-        let w = self.words;
         if reduce
             && matches!(
                 self.phase.collective,
                 Collective::AllGather | Collective::Broadcast { .. }
             )
         {
-            self.errors.push(VerifyError::ReduceInGather {
-                phase: self.phase.name.clone(),
-                step: step_id(k),
-                node: node(self.machine, n),
+            let kind = ErrorKind::ReduceInGather {
                 action: action(self.machine, instr),
                 collective: self.phase.collective,
-            });
+            };
+            let here = Location::step(&self.phase.name, step_id(k)).node(node(self.machine, n));
+            self.errors.push(here.error(kind));
             for &c in chunks {
                 let s = self.slot(ci, b, c);
                 self.poison[s] = true;
@@ -281,11 +329,11 @@ impl<'a> Run<'a> {
         }
         for (i, &c) in chunks.iter().enumerate() {
             let s = self.slot(ci, b, c);
-            let incoming = &self.staged[(from + i) * w..(from + i + 1) * w];
+            let incoming = self.staged[from + i];
             let in_poison = self.staged_poison[from + i];
-            let dst = &mut self.sets[s * w..(s + 1) * w];
+            let dst = self.sets[s];
             if !reduce {
-                dst.copy_from_slice(incoming);
+                self.sets[s] = incoming;
                 self.poison[s] = in_poison;
                 self.scaled[s] = self.staged_scaled[from + i];
                 continue;
@@ -294,71 +342,54 @@ impl<'a> Run<'a> {
                 self.poison[s] = true;
                 continue;
             }
-            if dst.iter().all(|&x| x == 0) {
+            if dst == SetId::EMPTY {
                 self.poison[s] = true;
-                self.errors.push(VerifyError::ReduceIntoUndefined {
-                    phase: self.phase.name.clone(),
-                    step: step_id(k),
-                    node: node(self.machine, n),
+                let kind = ErrorKind::ReduceIntoUndefined {
                     action: action(self.machine, instr),
-                    buffer: buffer(self.phase, b),
-                    chunk: c,
-                });
+                };
+                self.errors.push(self.at(k, n, b, c).error(kind));
                 continue;
             }
             if self.scaled[s] || self.staged_scaled[from + i] {
                 self.poison[s] = true;
-                self.errors.push(VerifyError::CombineScaled {
-                    phase: self.phase.name.clone(),
-                    step: step_id(k),
-                    node: node(self.machine, n),
+                let kind = ErrorKind::CombineScaled {
                     action: action(self.machine, instr),
-                    buffer: buffer(self.phase, b),
-                    chunk: c,
-                });
+                };
+                self.errors.push(self.at(k, n, b, c).error(kind));
                 continue;
             }
-            let overlap = dst.iter().zip(incoming).any(|(d, i)| d & i != 0);
-            let twice = if overlap {
-                let both: Vec<u64> = dst.iter().zip(incoming).map(|(d, i)| d & i).collect();
-                Some(self.nodes(&both))
+            let twice = if self.table.overlap(dst, incoming) {
+                Some(self.nodes(&self.table.both(dst, incoming)))
             } else {
                 None
             };
-            let dst = &mut self.sets[s * w..(s + 1) * w];
-            for (d, i) in dst
-                .iter_mut()
-                .zip(&self.staged[(from + i) * w..(from + i + 1) * w])
-            {
-                *d |= i;
+            self.sets[s] = self.union(dst, incoming);
+            if self.full {
+                return;
             }
             let Some(inputs) = twice else { continue };
-            let (phase, step) = (self.phase.name.clone(), step_id(k));
-            let (node, act) = (node(self.machine, n), action(self.machine, instr));
-            let (buffer, op) = (buffer(self.phase, b), self.phase.op);
+            let (location, act, op) = (
+                self.at(k, n, b, c),
+                action(self.machine, instr),
+                self.phase.op,
+            );
             if op.is_idempotent() {
-                self.warnings.push(Warning::InputCombinedTwice {
-                    phase,
-                    step,
-                    node,
-                    action: act,
-                    buffer,
-                    chunk: c,
-                    inputs,
-                    op,
+                self.warnings.push(Warning {
+                    location,
+                    kind: WarningKind::InputCombinedTwice {
+                        action: act,
+                        inputs,
+                        op,
+                    },
                 });
             } else {
                 self.poison[s] = true;
-                self.errors.push(VerifyError::InputCombinedTwice {
-                    phase,
-                    step,
-                    node,
-                    action: act,
-                    buffer,
-                    chunk: c,
-                    inputs,
-                    op,
-                });
+                self.errors
+                    .push(location.error(ErrorKind::InputCombinedTwice {
+                        action: act,
+                        inputs,
+                        op,
+                    }));
             }
         }
     }
@@ -367,40 +398,37 @@ impl<'a> Run<'a> {
     /// inputs, not yet scaled.
     fn scale(&mut self, k: usize, n: NodeId, b: BufferId, chunks: &[ChunkId]) {
         let ci = self.ci(n);
-        let w = self.words;
         for &c in chunks {
             let s = self.slot(ci, b, c);
             if self.poison[s] {
                 continue;
             }
-            let have = &self.sets[s * w..(s + 1) * w];
-            let error = if have != self.all.as_slice() {
-                let missing: Vec<u64> = self.all.iter().zip(have).map(|(x, h)| x & !h).collect();
-                VerifyError::ScalePartial {
-                    phase: self.phase.name.clone(),
-                    step: step_id(k),
-                    node: node(self.machine, n),
-                    buffer: buffer(self.phase, b),
-                    chunk: c,
-                    holds: self.nodes(have),
+            let have = self.sets[s];
+            // Equal sets have equal ids.
+            let error = if have != self.all {
+                let missing = self.table.minus(self.all, have);
+                ErrorKind::ScalePartial {
+                    holds: self.nodes(self.table.get(have)),
                     count: self.inputs,
                     missing: self.nodes(&missing),
                 }
             } else if self.scaled[s] {
-                VerifyError::ScaledTwice {
-                    phase: self.phase.name.clone(),
-                    step: step_id(k),
-                    node: node(self.machine, n),
-                    buffer: buffer(self.phase, b),
-                    chunk: c,
-                }
+                ErrorKind::ScaledTwice
             } else {
                 self.scaled[s] = true;
                 continue;
             };
             self.poison[s] = true;
-            self.errors.push(error);
+            self.errors.push(self.at(k, n, b, c).error(error));
         }
+    }
+
+    /// Where chunk `c` of buffer `b` of node `n` is in step `k`.
+    fn at(&self, k: usize, n: NodeId, b: BufferId, c: ChunkId) -> Location {
+        Location::step(&self.phase.name, step_id(k))
+            .node(node(self.machine, n))
+            .buffer(Some(buffer(self.phase, b)))
+            .chunk(c)
     }
 
     /// The nodes of a set.
@@ -423,7 +451,7 @@ impl<'a> Run<'a> {
     fn finish(&mut self) {
         let w = self.words;
         let p = self.inputs;
-        let all = self.all.clone();
+        let all = self.table.get(self.all).to_vec();
         // A mean's result must have been divided, unless there is one input (its own mean).
         let must_scale = self.phase.op == ReduceOp::Mean && p > 1;
         let single = |n: NodeId, cindex: &[u32]| {
@@ -433,6 +461,8 @@ impl<'a> Run<'a> {
             set
         };
         let phase = self.phase;
+        let last = (phase.steps as usize).checked_sub(1).map(step_id);
+        let data = buffer(phase, BufferId(0));
         for ci in 0..p {
             let n = self.compute[ci];
             for (c, chunk) in phase.chunks.iter().enumerate() {
@@ -463,39 +493,36 @@ impl<'a> Run<'a> {
                 };
                 let chunk = ChunkId(u32::try_from(c).unwrap_or(u32::MAX));
                 let s = self.slot(ci, BufferId(0), chunk);
-                let have = &self.sets[s * w..(s + 1) * w];
+                let have = self.table.get(self.sets[s]);
                 if self.poison[s] {
                     continue;
                 }
+                let here = Location::phase(&phase.name)
+                    .at_step(last)
+                    .node(node(self.machine, n))
+                    .buffer(Some(data.clone()))
+                    .chunk(chunk);
                 if have == want.as_slice() {
                     if must_scale
                         && !self.scaled[s]
                         && matches!(expected, Expected::AllInputs { .. })
                     {
-                        self.errors.push(VerifyError::NotScaled {
-                            phase: phase.name.clone(),
-                            step: (phase.steps as usize).checked_sub(1).map(step_id),
-                            node: node(self.machine, n),
-                            chunk,
+                        self.errors.push(here.error(ErrorKind::NotScaled {
                             collective: phase.collective,
                             count: p,
-                        });
+                        }));
                     }
                     continue;
                 }
                 let missing: Vec<u64> = want.iter().zip(have).map(|(x, h)| x & !h).collect();
                 let extra: Vec<u64> = have.iter().zip(&want).map(|(h, x)| h & !x).collect();
-                let error = VerifyError::WrongResult {
-                    phase: phase.name.clone(),
-                    step: (phase.steps as usize).checked_sub(1).map(step_id),
-                    node: node(self.machine, n),
-                    chunk,
+                let error = here.error(ErrorKind::WrongResult {
                     collective: phase.collective,
                     holds: self.nodes(have),
                     expected,
                     missing: self.nodes(&missing),
                     extra: self.nodes(&extra),
-                };
+                });
                 self.errors.push(error);
             }
         }

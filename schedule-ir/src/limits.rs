@@ -1,0 +1,27 @@
+//! Every size limit of this crate, in one place, with why it is what it is.
+//!
+//! The verifier refuses a schedule over a limit with
+//! [`ErrorKind::TooLarge`](crate::verify::ErrorKind::TooLarge), whose message gives the count
+//! and the limit; messages and hints elsewhere that mention a limit are built from these
+//! constants (see [`vector_bytes_phrase`]).
+
+/// The most entities of one kind (nodes, links, chunks, buffers) and steps a schedule may
+/// have: ids are `u32`, and every id must fit one.
+pub const MAX_COUNT: u64 = u32::MAX as u64;
+
+/// The largest vector a phase may work on, in bytes (2^48, 256 TiB): byte counts of chunks,
+/// link loads and reports then fit in a `u64` with room to add.
+pub const MAX_VECTOR_BYTES: u64 = 1 << 48;
+
+/// The most words (`u64`, 8 bytes) of symbolic state the correctness pass may use for one
+/// phase (2^27 words, 1 GiB), so that a phase too large to prove is refused rather than
+/// exhausting memory. The state is 6 bytes per (state node, buffer, chunk) slot — a set id and
+/// two flags — checked before the run, plus every distinct input set (⌈compute nodes / 64⌉
+/// words and about 3 of bookkeeping each), checked as sets appear.
+pub const MAX_SYMBOLIC_WORDS: u64 = 1 << 27;
+
+/// [`MAX_VECTOR_BYTES`] in words: `2^48 bytes (256 TiB)`.
+pub fn vector_bytes_phrase() -> String {
+    let power = MAX_VECTOR_BYTES.trailing_zeros();
+    format!("2^{power} bytes ({} TiB)", MAX_VECTOR_BYTES >> 40)
+}
