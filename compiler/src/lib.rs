@@ -29,6 +29,7 @@ pub mod draw;
 pub mod embed;
 pub mod emit;
 pub mod error;
+pub mod lab;
 pub mod limits;
 pub mod lower;
 pub mod machine;

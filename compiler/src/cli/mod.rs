@@ -149,6 +149,11 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Run the schedule on an emulated network (namespaces, veth pairs, tc) whose links have
+    /// the topology's bandwidths, scaled, and measure it against the cost model.
+    ///
+    /// Example: sudo topoc lab run examples/ladder8.ron --scale 0.002 --sizes 1MiB,16MiB
+    Lab(topoc::lab::LabArgs),
 }
 
 /// Links and nodes to take out of service for this run, beyond the file's own
@@ -275,6 +280,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             layout,
             output.as_deref(),
         ),
+        Command::Lab(args) => topoc::lab::main(args),
     }
 }
 
