@@ -37,6 +37,16 @@ fn debug() -> bool {
 impl Procs {
     /// Starts every process of `specs`, their standard error going to files in `dir`.
     pub fn spawn(specs: &[Spec], dir: &Path) -> Result<Procs, String> {
+        Self::spawn_with_env(specs, dir, &[])
+    }
+
+    /// [`Procs::spawn`] with extra environment variables. A spec without a namespace runs
+    /// where the launcher runs.
+    pub fn spawn_with_env(
+        specs: &[Spec],
+        dir: &Path,
+        env: &[(&str, &str)],
+    ) -> Result<Procs, String> {
         let (tx, lines) = channel();
         let mut procs = Procs {
             names: Vec::new(),
@@ -47,13 +57,19 @@ impl Procs {
             stderr: Vec::new(),
         };
         for (i, spec) in specs.iter().enumerate() {
-            let err_path = dir.join(format!("{}.stderr", spec.name));
+            let err_path = dir.join(format!("{}.stderr", spec.name.replace(['/', ' '], "_")));
             let err = std::fs::File::create(&err_path)
                 .map_err(|e| format!("cannot create {}: {e}", err_path.display()))?;
-            let mut child = Command::new("ip")
-                .args(["netns", "exec", &spec.namespace])
-                .arg(&spec.program)
+            let mut command = if spec.namespace.is_empty() {
+                Command::new(&spec.program)
+            } else {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &spec.namespace]).arg(&spec.program);
+                c
+            };
+            let mut child = command
                 .args(&spec.args)
+                .envs(env.iter().copied())
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(err)

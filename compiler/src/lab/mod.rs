@@ -25,6 +25,7 @@
 //! The kernel here has no `netem`, so the lab adds no latency of its own: α is what the
 //! namespaces, veths and TCP give, measured, and used in the calibrated estimate.
 
+mod baseline;
 mod launch;
 mod measure;
 mod net;
@@ -105,9 +106,23 @@ pub struct RunArgs {
     /// The exchange phase to run (the first when absent).
     #[arg(long)]
     phase: Option<String>,
+    /// Also run this baseline over the same links, alternating with the schedule.
+    #[arg(long, value_enum, default_value_t = Baseline::None)]
+    baseline: Baseline,
+    /// Rounds per size: each runs the schedule, then the baseline (warm-up and timed runs).
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
     /// Report format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Baseline {
+    /// No baseline.
+    None,
+    /// MPI_Allreduce of MPICH (f32 sum), over shortest-path IP routes between node addresses.
+    Mpi,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -227,9 +242,19 @@ fn lab_run(args: &RunArgs) -> Result<ExitCode, String> {
     };
     let timeout = Duration::from_secs(60);
     let calibration = measure::calibrate(&session, timeout).map_err(|e| format!("error: calibration: {e}"))?;
+    let mpi = match args.baseline {
+        Baseline::None => None,
+        Baseline::Mpi => Some(baseline::build(dir.path()).map_err(|e| format!("error: {e}"))?),
+    };
     let mut rows = Vec::new();
     for &bytes in &sizes {
-        rows.push(measure_size(&session, &verified, &phase, bytes, args.scale, &calibration)?);
+        let plan = SizePlan {
+            bytes,
+            scale: args.scale,
+            rounds: args.rounds.max(1),
+            mpi: mpi.as_deref(),
+        };
+        rows.push(measure_size(&session, &verified, &phase, &plan, &calibration)?);
     }
     drop(lab);
     let report = Report {
@@ -246,15 +271,24 @@ fn lab_run(args: &RunArgs) -> Result<ExitCode, String> {
     Ok(if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
-/// Runs one size and sets it beside the model.
+/// How to measure one size.
+struct SizePlan<'a> {
+    bytes: u64,
+    scale: f64,
+    rounds: usize,
+    /// The baseline program, if one runs.
+    mpi: Option<&'a std::path::Path>,
+}
+
+/// Runs one size, alternating with the baseline, and sets it beside the model.
 fn measure_size(
     s: &Session<'_>,
     verified: &schedule_ir::VerifiedSchedule,
     phase: &schedule_ir::Phase,
-    bytes: u64,
-    scale: f64,
+    plan: &SizePlan<'_>,
     cal: &Calibration,
 ) -> Result<SizeRow, String> {
+    let (bytes, scale) = (plan.bytes, plan.scale);
     let elements = (bytes / phase.dtype.size_bytes()).max(1);
     let sized = crate::trial::adjust(verified.clone(), None, Some(elements))?;
     let p = sized
@@ -268,9 +302,22 @@ fn measure_size(
     let estimate = schedule_ir::cost::estimate(&nominal, &p).seconds;
     let calibrated_seconds = schedule_ir::cost::estimate(&calibrated, &p).seconds;
     let timeout = Duration::from_secs_f64((30.0 + 20.0 * calibrated_seconds).min(600.0));
-    let (times, hashes) = s
-        .run_schedule(&sized, &p.name, timeout)
-        .map_err(|e| format!("error: {} at {bytes} bytes: {e}", machine.name))?;
+    let fail = |e: String| format!("error: {} at {bytes} bytes: {e}", machine.name);
+    let (mut times, mut base, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..plan.rounds {
+        let (t, h) = s.run_schedule(&sized, &p.name, timeout).map_err(fail)?;
+        times.extend(t);
+        if !hashes.is_empty() && hashes != h {
+            return Err(fail("two rounds gave different results".into()));
+        }
+        hashes = h;
+        if let Some(program) = plan.mpi {
+            let elements = bytes / 4;
+            let t = baseline::run(s.net, machine, program, s.dir, elements, s.runs, timeout)
+                .map_err(|e| fail(format!("baseline: {e}")))?;
+            base.extend(t);
+        }
+    }
     let checked = measure::check(&sized, &p, s.seed, &hashes).map_err(|e| format!("error: {e}"))?;
     Ok(SizeRow {
         bytes,
@@ -278,7 +325,7 @@ fn measure_size(
         min_seconds: times.iter().copied().fold(f64::INFINITY, f64::min),
         estimate_seconds: estimate,
         calibrated_seconds,
-        baseline_seconds: None,
+        baseline_seconds: (!base.is_empty()).then(|| measure::median(&base)),
         checked,
     })
 }
@@ -303,12 +350,12 @@ fn print_report(r: &Report, format: Format) -> Result<(), String> {
         c.efficiency() * 100.0
     );
     println!(
-        "{:>10}  {:>11}  {:>11}  {:>11}  {:>9}  {:>11}  {}",
-        "size", "measured", "estimate", "calibrated", "meas/cal", "baseline", "result"
+        "{:>10}  {:>11}  {:>11}  {:>11}  {:>9}  {:>11}  {:>9}  {}",
+        "size", "measured", "estimate", "calibrated", "meas/cal", "MPI", "MPI/meas", "result"
     );
     for row in &r.sizes {
         println!(
-            "{:>10}  {:>9.2}ms  {:>9.2}ms  {:>9.2}ms  {:>9.2}  {:>11}  {}",
+            "{:>10}  {:>9.2}ms  {:>9.2}ms  {:>9.2}ms  {:>9.2}  {:>11}  {:>9}  {}",
             crate::simulate::format_bytes(row.bytes),
             row.median_seconds * 1e3,
             row.estimate_seconds * 1e3,
@@ -316,6 +363,8 @@ fn print_report(r: &Report, format: Format) -> Result<(), String> {
             row.median_seconds / row.calibrated_seconds,
             row.baseline_seconds
                 .map_or_else(|| "-".to_string(), |b| format!("{:.2}ms", b * 1e3)),
+            row.baseline_seconds
+                .map_or_else(|| "-".to_string(), |b| format!("{:.2}", b / row.median_seconds)),
             match row.checked {
                 Some(true) => "reference ok, bit-identical",
                 Some(false) => "MISMATCH",

@@ -8,6 +8,10 @@ use std::process::Command;
 /// The prefix of every namespace the lab creates; the launcher's process id follows it.
 pub const PREFIX: &str = "tlab";
 
+/// The MTU of every veth: large packets keep the kernel's per-packet work (which the node
+/// processes' CPUs pay) small next to the shaped transfer time.
+pub const MTU: u32 = 60_000;
+
 /// A built network. Dropping it deletes its namespaces, and with them every interface, bridge,
 /// queue and route inside.
 #[derive(Debug)]
@@ -57,6 +61,9 @@ impl Lab {
                 ip(ns, &["link", "set", "br0", "up"])?;
             } else {
                 let Some(address) = net.node_address[i] else { continue };
+                // The node address is loopback's only address, so that a program that takes
+                // an interface's first address (UCX over TCP) gets it.
+                ip(ns, &["addr", "del", "127.0.0.1/8", "dev", "lo"])?;
                 ip(ns, &["addr", "add", &format!("{address}/32"), "dev", "lo"])?;
                 run(
                     "ip",
@@ -72,11 +79,13 @@ impl Lab {
         }
         for r in &net.routes {
             let ns = &net.namespaces[r.node.index()];
+            let Some(src) = net.node_address[r.node.index()] else { continue };
+            // From the node address, which every node has a route back to.
             ip(
                 ns,
                 &[
                     "route", "add", &format!("{}/32", r.dest), "via", &r.gateway.to_string(),
-                    "dev", &r.dev,
+                    "dev", &r.dev, "src", &src.to_string(),
                 ],
             )?;
         }
@@ -96,15 +105,16 @@ impl Lab {
             ],
         )?;
         let rate = plan.rate_bits.to_string() + "bit";
-        // One millisecond of traffic, and never less than a few full-size packets.
-        let burst = (plan.rate_bits / 8 / 1000).max(16 * 1024).to_string();
+        // A bucket of one millisecond of traffic, and never less than one packet.
+        let burst = (plan.rate_bits / 8 / 1000).max(u64::from(MTU) + 1024).to_string();
+        let mtu = MTU.to_string();
         for side in 0..2 {
             let (ns, dev) = (ns[side], plan.ifname[side].as_str());
             match plan.address[side] {
                 Some((ip4, len)) => ip(ns, &["addr", "add", &format!("{ip4}/{len}"), "dev", dev])?,
                 None => ip(ns, &["link", "set", dev, "master", "br0"])?,
             }
-            ip(ns, &["link", "set", dev, "up"])?;
+            ip(ns, &["link", "set", dev, "mtu", &mtu, "up"])?;
             run(
                 "tc",
                 &[
