@@ -16,6 +16,8 @@ pub struct Spec {
     pub namespace: String,
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Scheduling priority (`nice -n`), 0 for the launcher's own.
+    pub nice: i32,
 }
 
 /// Running processes, killed when dropped if they have not finished.
@@ -61,12 +63,15 @@ impl Procs {
             let err = std::fs::File::create(&err_path)
                 .map_err(|e| format!("cannot create {}: {e}", err_path.display()))?;
             let mut command = if spec.namespace.is_empty() {
-                Command::new(&spec.program)
+                Command::new("nice")
             } else {
                 let mut c = Command::new("ip");
-                c.args(["netns", "exec", &spec.namespace]).arg(&spec.program);
+                c.args(["netns", "exec", &spec.namespace, "nice"]);
                 c
             };
+            command
+                .args(["-n", &spec.nice.to_string()])
+                .arg(&spec.program);
             let mut child = command
                 .args(&spec.args)
                 .envs(env.iter().copied())
@@ -109,12 +114,14 @@ impl Procs {
             }
         }
         loop {
-            for i in 0..got.len() {
-                let Some(line) = &got[i] else { continue };
-                if !line.starts_with(word) {
-                    let what = format!("said `{line}` where `{word}` was due");
-                    return Err(self.failure(i, &what));
-                }
+            let wrong = got.iter().enumerate().find_map(|(i, l)| {
+                l.as_ref()
+                    .filter(|l| !l.starts_with(word))
+                    .map(|l| (i, l.clone()))
+            });
+            if let Some((i, line)) = wrong {
+                let what = format!("said `{line}` where `{word}` was due");
+                return Err(self.failure(i, &what));
             }
             if got.iter().all(Option::is_some) {
                 break;
@@ -138,10 +145,9 @@ impl Procs {
                 }
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
                     let i = got.iter().position(Option::is_none).unwrap_or(0);
-                    return Err(self.failure(
-                        i,
-                        &format!("did not say `{word}` within {timeout:.0?}"),
-                    ));
+                    return Err(
+                        self.failure(i, &format!("did not say `{word}` within {timeout:.0?}"))
+                    );
                 }
             }
         }
@@ -172,7 +178,9 @@ impl Procs {
             loop {
                 match self.children[i].try_wait() {
                     Ok(Some(status)) if status.success() => break,
-                    Ok(Some(status)) => return Err(self.failure(i, &format!("exited with {status}"))),
+                    Ok(Some(status)) => {
+                        return Err(self.failure(i, &format!("exited with {status}")))
+                    }
                     Ok(None) if Instant::now() < deadline => {
                         std::thread::sleep(Duration::from_millis(10));
                     }
@@ -182,6 +190,31 @@ impl Procs {
             }
         }
         Ok(())
+    }
+
+    /// Asks every process to end (SIGTERM, which lets `mpiexec` end its ranks), waits up to
+    /// `grace` for them, then kills what is left.
+    pub fn terminate(mut self, grace: Duration) {
+        self.stdins.clear();
+        for child in &self.children {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                // SAFETY: plain system call on the id of a child this launcher started and
+                // has not yet reaped, so the id cannot have been reused.
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                }
+            }
+        }
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline
+            && self
+                .children
+                .iter_mut()
+                .any(|c| matches!(c.try_wait(), Ok(None)))
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
     }
 
     /// Kills every process and describes the failure of process `i` with its standard error.

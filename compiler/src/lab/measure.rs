@@ -61,6 +61,8 @@ pub struct Session<'a> {
     pub machine: &'a Machine,
     pub seed: u64,
     pub runs: usize,
+    /// Scheduling priority of every process the lab starts (`nice -n`).
+    pub nice: i32,
 }
 
 /// The inputs the launcher checks in process at most: above it the check is skipped.
@@ -77,7 +79,8 @@ impl Session<'_> {
         timeout: Duration,
     ) -> Result<(Vec<f64>, Vec<u64>), String> {
         let sched_path = self.dir.join("schedule.ron");
-        let text = schedule_ir::serial::to_string(schedule.schedule(), schedule_ir::serial::Format::Ron);
+        let text =
+            schedule_ir::serial::to_string(schedule.schedule(), schedule_ir::serial::Format::Ron);
         std::fs::write(&sched_path, text).map_err(|e| format!("cannot write the schedule: {e}"))?;
         let wiring_path = self.dir.join("wiring.ron");
         let specs: Vec<Spec> = self
@@ -87,6 +90,7 @@ impl Session<'_> {
                 name: self.machine.node_name(n),
                 namespace: self.net.namespaces[n.index()].clone(),
                 program: self.exe.clone(),
+                nice: self.nice,
                 args: vec![
                     "lab".into(),
                     "node".into(),
@@ -133,7 +137,12 @@ impl Session<'_> {
 
 /// Checks node results (as hashes) against the in-process run of the same inputs, and that
 /// run against the reference reduction. `None` when the inputs are too large to check here.
-pub fn check(schedule: &VerifiedSchedule, phase: &Phase, seed: u64, hashes: &[u64]) -> Result<Option<bool>, String> {
+pub fn check(
+    schedule: &VerifiedSchedule,
+    phase: &Phase,
+    seed: u64,
+    hashes: &[u64],
+) -> Result<Option<bool>, String> {
     let machine = &schedule.schedule().machine;
     let nodes = machine.compute_nodes().count();
     let bytes = u128::from(phase.elements) * nodes as u128 * u128::from(phase.dtype.size_bytes());
@@ -143,7 +152,8 @@ pub fn check(schedule: &VerifiedSchedule, phase: &Phase, seed: u64, hashes: &[u6
     let len = usize::try_from(phase.elements).map_err(|e| e.to_string())?;
     let inputs = generate_all(phase, seed, nodes, len);
     let fail = |e: runtime_lite::Error| format!("in-process run of phase `{}`: {e}", phase.name);
-    let outputs = runtime_lite::run_phase_any(schedule, &phase.name, inputs.clone()).map_err(fail)?;
+    let outputs =
+        runtime_lite::run_phase_any(schedule, &phase.name, inputs.clone()).map_err(fail)?;
     let expected = runtime_lite::reference_any(machine, phase, &inputs).map_err(fail)?;
     runtime_lite::compare_any(machine, phase, &inputs, &expected, &outputs).map_err(fail)?;
     let local = hashes_of(&outputs);
@@ -207,14 +217,24 @@ pub fn lab_machine(machine: &Machine, scale: f64, efficiency: f64, alpha: Option
 pub fn calibrate(s: &Session<'_>, timeout: Duration) -> Result<Calibration, String> {
     let m = s.machine;
     let compute: Vec<_> = m.compute_nodes().collect();
-    let direct = m.links.iter().enumerate().find(|(_, l)| {
-        !s.net.switch[l.a.index()] && !s.net.switch[l.b.index()]
-    });
+    let direct = m
+        .links
+        .iter()
+        .enumerate()
+        .find(|(_, l)| !s.net.switch[l.a.index()] && !s.net.switch[l.b.index()]);
     let (a, b, a_addr, b_addr, path, rate) = if let Some((i, l)) = direct {
-        let (Some((pa, _)), Some((pb, _))) = (s.net.links[i].address[0], s.net.links[i].address[1]) else {
+        let (Some((pa, _)), Some((pb, _))) = (s.net.links[i].address[0], s.net.links[i].address[1])
+        else {
             return Err(format!("link `{}` has no addresses", l.name));
         };
-        (l.a.index(), l.b.index(), pa, pb, format!("link {}", l.name), s.net.links[i].rate_bits)
+        (
+            l.a.index(),
+            l.b.index(),
+            pa,
+            pb,
+            format!("link {}", l.name),
+            s.net.links[i].rate_bits,
+        )
     } else {
         // Two compute nodes on the same switch: their single links.
         let first_link = |n: usize| {
@@ -236,7 +256,10 @@ pub fn calibrate(s: &Session<'_>, timeout: Duration) -> Result<Calibration, Stri
             return Err("no addresses to calibrate between".into());
         };
         let rate = s.net.links[lx].rate_bits.min(s.net.links[ly].rate_bits);
-        let path = format!("links {} and {} through their switch", m.links[lx].name, m.links[ly].name);
+        let path = format!(
+            "links {} and {} through their switch",
+            m.links[lx].name, m.links[ly].name
+        );
         (x.index(), y.index(), ax, ay, path, rate)
     };
     let port = (super::plan::PORT + 1).to_string();
@@ -244,6 +267,7 @@ pub fn calibrate(s: &Session<'_>, timeout: Duration) -> Result<Calibration, Stri
         name: format!("{} (pong)", m.nodes[b].name),
         namespace: s.net.namespaces[b].clone(),
         program: s.exe.clone(),
+        nice: s.nice,
         args: vec!["lab".into(), "pong".into(), format!("{b_addr}:{port}")],
     };
     let mut server = Procs::spawn(&[pong], s.dir)?;
@@ -252,6 +276,7 @@ pub fn calibrate(s: &Session<'_>, timeout: Duration) -> Result<Calibration, Stri
         name: format!("{} (ping)", m.nodes[a].name),
         namespace: s.net.namespaces[a].clone(),
         program: s.exe.clone(),
+        nice: s.nice,
         args: vec!["lab".into(), "ping".into(), format!("{b_addr}:{port}")],
     };
     let _ = a_addr;

@@ -60,7 +60,9 @@ impl Lab {
                 ip(ns, &["link", "add", "br0", "type", "bridge"])?;
                 ip(ns, &["link", "set", "br0", "up"])?;
             } else {
-                let Some(address) = net.node_address[i] else { continue };
+                let Some(address) = net.node_address[i] else {
+                    continue;
+                };
                 // The node address is loopback's only address, so that a program that takes
                 // an interface's first address (UCX over TCP) gets it.
                 ip(ns, &["addr", "del", "127.0.0.1/8", "dev", "lo"])?;
@@ -68,8 +70,14 @@ impl Lab {
                 run(
                     "ip",
                     &[
-                        "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1",
-                        "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0",
+                        "netns",
+                        "exec",
+                        ns,
+                        "sysctl",
+                        "-qw",
+                        "net.ipv4.ip_forward=1",
+                        "net.ipv4.conf.all.rp_filter=0",
+                        "net.ipv4.conf.default.rp_filter=0",
                     ],
                 )?;
             }
@@ -79,13 +87,22 @@ impl Lab {
         }
         for r in &net.routes {
             let ns = &net.namespaces[r.node.index()];
-            let Some(src) = net.node_address[r.node.index()] else { continue };
+            let Some(src) = net.node_address[r.node.index()] else {
+                continue;
+            };
             // From the node address, which every node has a route back to.
             ip(
                 ns,
                 &[
-                    "route", "add", &format!("{}/32", r.dest), "via", &r.gateway.to_string(),
-                    "dev", &r.dev, "src", &src.to_string(),
+                    "route",
+                    "add",
+                    &format!("{}/32", r.dest),
+                    "via",
+                    &r.gateway.to_string(),
+                    "dev",
+                    &r.dev,
+                    "src",
+                    &src.to_string(),
                 ],
             )?;
         }
@@ -100,13 +117,25 @@ impl Lab {
         run(
             "ip",
             &[
-                "link", "add", &plan.ifname[0], "netns", ns[0], "type", "veth", "peer", "name",
-                &plan.ifname[1], "netns", ns[1],
+                "link",
+                "add",
+                &plan.ifname[0],
+                "netns",
+                ns[0],
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &plan.ifname[1],
+                "netns",
+                ns[1],
             ],
         )?;
         let rate = plan.rate_bits.to_string() + "bit";
         // A bucket of one millisecond of traffic, and never less than one packet.
-        let burst = (plan.rate_bits / 8 / 1000).max(u64::from(MTU) + 1024).to_string();
+        let burst = (plan.rate_bits / 8 / 1000)
+            .max(u64::from(MTU) + 1024)
+            .to_string();
         let mtu = MTU.to_string();
         for side in 0..2 {
             let (ns, dev) = (ns[side], plan.ifname[side].as_str());
@@ -146,8 +175,12 @@ pub fn cleanup(all: bool) -> Result<Vec<String>, String> {
         .map_err(|e| format!("cannot run `ip netns list`: {e}"))?;
     let mut removed = Vec::new();
     for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let Some(name) = line.split_whitespace().next() else { continue };
-        let Some(rest) = name.strip_prefix(PREFIX) else { continue };
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        let Some(rest) = name.strip_prefix(PREFIX) else {
+            continue;
+        };
         let pid: String = rest.chars().take_while(char::is_ascii_digit).collect();
         let alive = !pid.is_empty() && std::path::Path::new(&format!("/proc/{pid}")).exists();
         if all || !alive {

@@ -100,12 +100,14 @@ pub fn hash_bytes(bytes: &[u8]) -> u64 {
 /// The echo end of the ping-pong: accepts one connection on `listen` and sends every message
 /// back once it has it whole (a 8-byte length, then the bytes), until the peer closes.
 pub fn pong(listen: SocketAddr, timeout: Duration) -> Result<(), String> {
-    let listener = TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let listener =
+        TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     println!("ready");
     std::io::stdout().flush().map_err(|e| e.to_string())?;
     let (mut s, _) = listener.accept().map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     let mut buffer = Vec::new();
     loop {
         let mut len = [0u8; 8];
@@ -114,11 +116,15 @@ pub fn pong(listen: SocketAddr, timeout: Duration) -> Result<(), String> {
         }
         let n = u64::from_le_bytes(len);
         if n > MAX_PING {
-            return Err(format!("a ping of {n} bytes is larger than the largest ({MAX_PING})"));
+            return Err(format!(
+                "a ping of {n} bytes is larger than the largest ({MAX_PING})"
+            ));
         }
         buffer.resize(usize::try_from(n).unwrap_or(0), 0);
         s.read_exact(&mut buffer).map_err(|e| e.to_string())?;
-        s.write_all(&len).and_then(|()| s.write_all(&buffer)).map_err(|e| e.to_string())?;
+        s.write_all(&len)
+            .and_then(|()| s.write_all(&buffer))
+            .map_err(|e| e.to_string())?;
     }
 }
 
@@ -143,7 +149,8 @@ pub fn ping(peer: SocketAddr, timeout: Duration) -> Result<(), String> {
         }
     };
     s.set_nodelay(true).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(timeout))
+        .map_err(|e| e.to_string())?;
     let mut back = Vec::new();
     for (size, reps) in PINGS {
         let message = vec![0x5au8; usize::try_from(size).unwrap_or(0)];
@@ -163,4 +170,3 @@ pub fn ping(peer: SocketAddr, timeout: Duration) -> Result<(), String> {
     }
     Ok(())
 }
-

@@ -132,7 +132,11 @@ pub fn plan(machine: &Machine, scale: f64, prefix: &str) -> Result<NetPlan, Stri
         namespaces,
         switch,
         links,
-        ends: machine.links.iter().map(|l| (l.a.index(), l.b.index())).collect(),
+        ends: machine
+            .links
+            .iter()
+            .map(|l| (l.a.index(), l.b.index()))
+            .collect(),
         node_address,
         routes: Vec::new(),
         wiring: Wiring { port: PORT, ends },
@@ -181,7 +185,9 @@ fn segments(machine: &Machine, switch: &[bool]) -> Result<Vec<usize>, String> {
         count += 1;
     }
     if count > 16 {
-        return Err(format!("{count} switch segments; the lab addresses at most 16"));
+        return Err(format!(
+            "{count} switch segments; the lab addresses at most 16"
+        ));
     }
     Ok(segment)
 }
