@@ -132,7 +132,9 @@ impl Lab {
             ],
         )?;
         let rate = plan.rate_bits.to_string() + "bit";
-        // A bucket of one millisecond of traffic, and never less than one packet.
+        // A bucket of one millisecond of traffic, and never less than one packet; a queue of up
+        // to a second, so that flows sharing a link (through a switch) are delayed, not
+        // dropped into TCP's retransmission timeouts.
         let burst = (plan.rate_bits / 8 / 1000)
             .max(u64::from(MTU) + 1024)
             .to_string();
@@ -148,7 +150,7 @@ impl Lab {
                 "tc",
                 &[
                     "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst",
-                    &burst, "latency", "100ms",
+                    &burst, "latency", "1s",
                 ],
             )?;
         }
