@@ -152,7 +152,7 @@ enum Command {
     /// Run the schedule on an emulated network (namespaces, veth pairs, tc) whose links have
     /// the topology's bandwidths, scaled, and measure it against the cost model.
     ///
-    /// Example: sudo topoc lab run examples/ladder8.ron --scale 0.002 --sizes 1MiB,16MiB
+    /// Example: topoc lab run examples/ladder8.ron --scale 0.0005 --sizes 1MiB,16MiB (as root)
     Lab(topoc::lab::LabArgs),
 }
 

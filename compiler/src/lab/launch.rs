@@ -220,8 +220,6 @@ impl Procs {
     /// Kills every process and describes the failure of process `i` with its standard error.
     fn failure(&mut self, i: usize, what: &str) -> String {
         self.kill();
-        // The failing process may have been the first to notice; give the others' reports a
-        // moment to land in their files.
         let stderr = self
             .stderr
             .get(i)

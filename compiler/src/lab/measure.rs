@@ -222,7 +222,7 @@ pub fn calibrate(s: &Session<'_>, timeout: Duration) -> Result<Calibration, Stri
         .iter()
         .enumerate()
         .find(|(_, l)| !s.net.switch[l.a.index()] && !s.net.switch[l.b.index()]);
-    let (a, b, a_addr, b_addr, path, rate) = if let Some((i, l)) = direct {
+    let (a, b, _a_addr, b_addr, path, rate) = if let Some((i, l)) = direct {
         let (Some((pa, _)), Some((pb, _))) = (s.net.links[i].address[0], s.net.links[i].address[1])
         else {
             return Err(format!("link `{}` has no addresses", l.name));
@@ -279,7 +279,6 @@ pub fn calibrate(s: &Session<'_>, timeout: Duration) -> Result<Calibration, Stri
         nice: s.nice,
         args: vec!["lab".into(), "ping".into(), format!("{b_addr}:{port}")],
     };
-    let _ = a_addr;
     let mut client = Procs::spawn(&[ping], s.dir)?;
     let small = client.expect("rtt", timeout)?;
     let large = client.expect("rtt", timeout)?;

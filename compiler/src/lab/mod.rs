@@ -50,7 +50,7 @@ enum LabCommand {
     /// Build the emulated network of a topology, run its schedule at each size and print the
     /// measured times beside the cost model's (needs root: namespaces, veth pairs and tc).
     ///
-    /// Example: topoc lab run examples/ladder8.ron --scale 0.002 --sizes 1MiB,16MiB
+    /// Example: topoc lab run examples/ladder8.ron --scale 0.0005 --sizes 1MiB,16MiB
     Run(RunArgs),
     /// Delete the namespaces of labs that are no longer running (or of all labs, with --all).
     ///
@@ -91,8 +91,8 @@ enum LabCommand {
 pub struct RunArgs {
     /// A topology file (compiled first) or a schedule (RON or JSON).
     input: PathBuf,
-    /// Every link's bandwidth is multiplied by this (0.002: 100 Gbit/s becomes 200 Mbit/s).
-    #[arg(long, default_value_t = 0.002)]
+    /// Every link's bandwidth is multiplied by this (0.0005: 100 Gbit/s becomes 50 Mbit/s).
+    #[arg(long, default_value_t = 0.0005)]
     scale: f64,
     /// Message sizes, comma-separated (B, KiB, MiB, GiB).
     #[arg(long, default_value = "1MiB,16MiB")]
