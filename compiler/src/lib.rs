@@ -32,6 +32,7 @@ pub mod embed;
 pub mod emit;
 pub mod error;
 pub mod import;
+pub mod lab;
 pub mod limits;
 pub mod lower;
 pub mod machine;

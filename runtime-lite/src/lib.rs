@@ -94,6 +94,8 @@ mod error;
 mod exec;
 mod inprocess;
 pub mod inputs;
+#[cfg(feature = "link")]
+pub mod link;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 mod plan;

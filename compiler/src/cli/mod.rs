@@ -175,6 +175,11 @@ enum Command {
     ///
     /// Example: topoc import nccl-xml examples/import/dgx-a100.xml -o dgx-a100.ron
     Import(import::ImportArgs),
+    /// Run the schedule on an emulated network (namespaces, veth pairs, tc) whose links have
+    /// the topology's bandwidths, scaled, and measure it against the cost model.
+    ///
+    /// Example: topoc lab run examples/ladder8.ron --scale 0.0005 --sizes 1MiB,16MiB (as root)
+    Lab(topoc::lab::LabArgs),
 }
 
 /// Links and nodes to take out of service for this run, beyond the file's own
@@ -311,6 +316,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             output.as_deref(),
         ),
         Command::Import(args) => import::import(&args),
+        Command::Lab(args) => topoc::lab::main(args),
     }
 }
 
