@@ -87,8 +87,10 @@
 //! # Ok(()) }
 //! ```
 
+mod budget;
 mod buffer;
 mod completion;
+mod digest;
 mod element;
 mod error;
 mod exec;
@@ -109,12 +111,14 @@ mod test_common;
 #[cfg(test)]
 mod tests;
 
+pub use budget::{Limits, Needs, DEFAULT_MEMORY_BUDGET, DEFAULT_WORK_BUDGET};
 pub use buffer::{AnyBuffer, Buffers};
 pub use completion::{Completion, Status};
+pub use digest::{Digest, ScheduleDigest};
 pub use element::Element;
 pub use error::Error;
 pub use exec::{run_node_phase, run_node_phase_any, NodeExecutor};
-pub use inprocess::{run_phase, run_phase_any, InProcess};
+pub use inprocess::{run_phase, run_phase_any, run_phase_any_within, InProcess};
 pub use reference::{compare, compare_any, reference, reference_any};
 pub use transport::{Expected, Message, MessageKey, Transport};
 

@@ -97,6 +97,7 @@
 //! get the timeout error above. A rank that fails should end the job the same way: the example
 //! `bsp_allreduce` prints the error and calls `MPI_Abort`.
 
+mod agree;
 mod error;
 mod node;
 mod transport;
