@@ -71,6 +71,10 @@ set -e
 
 execs=$(grep -ho 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
 corpus=$(find "$fuzz/corpus/$target" -type f | wc -l)
-crashes=$(find "$fuzz/artifacts/$target" -type f | wc -l)
-echo "fuzz/run.sh $target: ${seconds}s, $execs executions, corpus $corpus files, $crashes crash file(s) in fuzz/artifacts/$target, log $log"
+# libFuzzer names what it saves by kind: crash-, timeout-, oom- and leak- files are failures;
+# slow-unit- files are inputs that merely ran slowly (-report_slow_units) and are no crash.
+crashes=$(find "$fuzz/artifacts/$target" -type f \( -name 'crash-*' -o -name 'timeout-*' \
+    -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)
+slow=$(find "$fuzz/artifacts/$target" -type f -name 'slow-unit-*' | wc -l)
+echo "fuzz/run.sh $target: ${seconds}s, $execs executions, corpus $corpus files, $crashes crash file(s) and $slow slow unit(s) in fuzz/artifacts/$target, log $log"
 exit "$status"

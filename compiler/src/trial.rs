@@ -3,6 +3,8 @@
 //!
 //! This is what `topoc run` does, and what the example suite does for every file.
 
+use rand::distr::uniform::SampleUniform;
+use rand::distr::Uniform;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use runtime_lite::{Buffers, Limits, Needs};
@@ -147,42 +149,50 @@ pub fn bit_identical(a: &Buffers, b: &Buffers) -> bool {
 /// Random vectors for `nodes` nodes: values in a range where the op stays meaningful (products
 /// near 1 so they neither overflow nor vanish; integer sums that also exercise wrapping).
 ///
-/// Each element is one draw (an `f64` or an `i64` in the range) converted to the element type,
-/// written straight into its vector: no temporary copy of the whole input.
+/// Each element is drawn from a uniform distribution of its own type, set up once, and
+/// written straight into its vector: no per-element set-up and no temporary copy.
 pub fn random_inputs(dtype: DType, op: ReduceOp, nodes: usize, len: usize, seed: u64) -> Buffers {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    fn vectors<T>(
-        rng: &mut ChaCha8Rng,
+    fn vectors<T: SampleUniform + Copy>(
+        seed: u64,
         nodes: usize,
         len: usize,
-        mut draw: impl FnMut(&mut ChaCha8Rng) -> T,
+        low: T,
+        high: T,
+        inclusive: bool,
     ) -> Vec<Vec<T>> {
-        (0..nodes)
-            .map(|_| (0..len).map(|_| draw(rng)).collect())
-            .collect()
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let dist = if inclusive {
+            Uniform::new_inclusive(low, high)
+        } else {
+            Uniform::new(low, high)
+        };
+        match dist {
+            Ok(dist) => (0..nodes)
+                .map(|_| (&mut rng).sample_iter(&dist).take(len).collect())
+                .collect(),
+            // Unreachable for the fixed, non-empty ranges below.
+            Err(_) => vec![vec![low; len]; nodes],
+        }
     }
-    let floats = match op {
-        ReduceOp::Prod => 0.5..1.5,
-        ReduceOp::Sum | ReduceOp::Mean => -1.0..1.0,
-        ReduceOp::Max | ReduceOp::Min => -1000.0..1000.0,
+    let (lo, hi) = match op {
+        ReduceOp::Prod => (0.5, 1.5),
+        ReduceOp::Sum | ReduceOp::Mean => (-1.0, 1.0),
+        ReduceOp::Max | ReduceOp::Min => (-1000.0, 1000.0),
     };
-    let wide = dtype == DType::I64;
-    let ints = match op {
-        ReduceOp::Prod => -3..=3,
-        ReduceOp::Sum | ReduceOp::Mean if wide => i64::MIN / 2..=i64::MAX / 2,
-        ReduceOp::Sum | ReduceOp::Mean => i64::from(i32::MIN) / 2..=i64::from(i32::MAX) / 2,
-        ReduceOp::Max | ReduceOp::Min if wide => i64::MIN..=i64::MAX,
-        ReduceOp::Max | ReduceOp::Min => i64::from(i32::MIN)..=i64::from(i32::MAX),
+    let (low, high) = match (op, dtype == DType::I64) {
+        (ReduceOp::Prod, _) => (-3, 3),
+        (ReduceOp::Sum | ReduceOp::Mean, true) => (i64::MIN / 2, i64::MAX / 2),
+        (ReduceOp::Sum | ReduceOp::Mean, false) => {
+            (i64::from(i32::MIN) / 2, i64::from(i32::MAX) / 2)
+        }
+        (ReduceOp::Max | ReduceOp::Min, true) => (i64::MIN, i64::MAX),
+        (ReduceOp::Max | ReduceOp::Min, false) => (i64::from(i32::MIN), i64::from(i32::MAX)),
     };
-    let r = &mut rng;
+    let (s, n) = (seed, nodes);
     match dtype {
-        DType::F32 => Buffers::F32(vectors(r, nodes, len, |r| {
-            r.random_range(floats.clone()) as f32
-        })),
-        DType::F64 => Buffers::F64(vectors(r, nodes, len, |r| r.random_range(floats.clone()))),
-        DType::I32 => Buffers::I32(vectors(r, nodes, len, |r| {
-            r.random_range(ints.clone()) as i32
-        })),
-        DType::I64 => Buffers::I64(vectors(r, nodes, len, |r| r.random_range(ints.clone()))),
+        DType::F32 => Buffers::F32(vectors(s, n, len, lo as f32, hi as f32, false)),
+        DType::F64 => Buffers::F64(vectors(s, n, len, lo, hi, false)),
+        DType::I32 => Buffers::I32(vectors(s, n, len, low as i32, high as i32, true)),
+        DType::I64 => Buffers::I64(vectors(s, n, len, low, high, true)),
     }
 }

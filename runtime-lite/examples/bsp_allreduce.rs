@@ -17,13 +17,15 @@
 //! `runtime_lite::inputs::generate(op, seed + s, i, elements)`. Exit status: 0 when every
 //! check passes, 1 when one fails, 2 on an error: one found while setting up (a bad file, a
 //! wrong number of ranks) stops every rank together; one found while running ends the job
-//! with `MPI_Abort`, since the other ranks may be waiting for this one.
+//! with `MPI_Abort`, since the other ranks may be waiting for this one. A run a rank cannot
+//! hold within the runtime's default memory budget is refused while setting up, before any
+//! vector is allocated.
 
 use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::{CommunicatorCollectives, Root};
 use runtime_lite::mpi::{MpiElement, MpiError, MpiNode};
-use runtime_lite::{compare, inputs, reference, Error, InProcess};
+use runtime_lite::{compare, inputs, reference, Error, InProcess, Limits, Needs};
 use schedule_ir::{DType, Phase, ReduceOp, VerifiedSchedule};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -132,8 +134,11 @@ impl From<Error> for Failure {
 /// Loads the schedule, takes this rank's node and runs the program for the phase's element
 /// type. Returns whether every check passed (the same answer on every rank).
 fn program(world: &SimpleCommunicator, options: &Options) -> Result<bool, Failure> {
-    let loaded = load(options);
-    // Go on only if every rank could load the schedule (the file may differ between hosts).
+    let loaded = load(options).and_then(|(schedule, phase)| {
+        fits(&schedule, &phase, world.rank()).map(|()| (schedule, phase))
+    });
+    // Go on only if every rank could load the schedule (the file may differ between hosts)
+    // and can hold what it runs.
     let mut failed_somewhere = 0i32;
     world.all_reduce_into(
         &i32::from(loaded.is_err()),
@@ -181,6 +186,32 @@ fn load(options: &Options) -> Result<(VerifiedSchedule, Phase), String> {
         }
         .to_string()),
     }
+}
+
+/// Refuses, before anything is allocated, a run this rank cannot hold within the default
+/// [`Limits`]: its node's buffers and messages plus its model; rank 0 also replays every node
+/// in one process and holds, per node, the inputs, the reference, the gathered results and the
+/// model. (A rank past the number of compute nodes is left to `MpiNode::new` to report.)
+fn fits(schedule: &VerifiedSchedule, phase: &Phase, rank: i32) -> Result<(), String> {
+    let machine = &schedule.schedule().machine;
+    let limits = Limits::default();
+    let vector = phase.elements.saturating_mul(phase.dtype.size_bytes());
+    let Some(node) = usize::try_from(rank)
+        .ok()
+        .and_then(|r| machine.compute_nodes().nth(r))
+    else {
+        return Ok(());
+    };
+    let mine = Needs::node(phase, node);
+    let replay = if rank == 0 {
+        let all = Needs::in_process(machine, phase);
+        all.memory_bytes()
+            .saturating_add(all.data_bytes.saturating_mul(4))
+    } else {
+        0
+    };
+    mine.check(&phase.name, &limits, vector.saturating_add(replay))
+        .map_err(|e| e.to_string())
 }
 
 /// The BSP program proper, then the checks.

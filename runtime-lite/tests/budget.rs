@@ -160,3 +160,28 @@ fn a_schedule_past_the_work_budget_is_refused() {
         .unwrap();
     assert_eq!(out, vec![vec![6; 1 << 16]; 2]);
 }
+
+/// Devices (reducing switches) hold a data buffer of the vector's length too, in process.
+#[test]
+fn device_buffers_count() {
+    let machine = in_network_machine(3);
+    let phase = in_network_allreduce(3, "grads", 1 << 20);
+    let needs = Needs::in_process(&machine, &phase);
+    assert_eq!(needs.nodes, 4);
+    assert_eq!(needs.data_bytes, 4 * (4 << 20));
+    let schedule = verified_one(machine, phase);
+    let limits = Limits {
+        memory_bytes: 3 * (4 << 20) + needs.message_bytes,
+        ..Limits::default()
+    };
+    let err = InProcess::<f32>::with_limits(&schedule, "grads", &limits).unwrap_err();
+    assert!(
+        err.to_string().contains("(data 16.0 MiB on 4 node(s), scratch 0 B"),
+        "{err}"
+    );
+    let out = InProcess::<f32>::new(&schedule, "grads")
+        .unwrap()
+        .run(vec![vec![1.0; 1 << 20], vec![2.0; 1 << 20], vec![4.0; 1 << 20]])
+        .unwrap();
+    assert_eq!(out, vec![vec![7.0; 1 << 20]; 3]);
+}
