@@ -17,7 +17,7 @@
 use super::error::MpiError;
 use super::transport::Deadline;
 use crate::digest::{Digest, ScheduleDigest};
-use mpi::point_to_point::Destination;
+use mpi::point_to_point::{Destination, MatchedReceiveVec};
 use mpi::request::Request;
 use mpi::topology::Communicator;
 use mpi::traits::{CommunicatorCollectives, Source};
