@@ -79,7 +79,7 @@ fn number(text: &str) -> Result<u64, String> {
 
 fn main() -> ExitCode {
     let Some(universe) = mpi::initialize() else {
-        eprintln!("bsp_allreduce: MPI could not be initialised");
+        say("bsp_allreduce: MPI could not be initialised".into());
         return ExitCode::from(2);
     };
     let world = universe.world();
@@ -93,25 +93,36 @@ fn main() -> ExitCode {
         Err(Failure::Usage(message)) => {
             // Every rank parses the same command line: rank 0 speaks for all.
             if rank == 0 {
-                eprintln!("bsp_allreduce: {message}");
+                say(format!("bsp_allreduce: {message}"));
             }
             ExitCode::from(2)
         }
         Err(Failure::Setup(message)) => {
             // The ranks agreed to stop before running anything: finalise and exit.
             if let Some(message) = message {
-                eprintln!("bsp_allreduce: rank {rank}: error: {message}");
+                say(format!("bsp_allreduce: rank {rank}: error: {message}"));
             }
+            // Every rank is here: wait until all have spoken, since the launcher may end the
+            // job as soon as one rank exits with an error.
+            world.barrier();
             ExitCode::from(2)
         }
         Err(Failure::Runtime(error)) => {
             // The other ranks may be waiting for this one: end the job. Give the launcher a
             // moment to pass the message on before it tears the job down.
-            eprintln!("bsp_allreduce: rank {rank}: error: {error}");
+            say(format!("bsp_allreduce: rank {rank}: error: {error}"));
             std::thread::sleep(Duration::from_millis(200));
             world.abort(2)
         }
     }
+}
+
+/// Writes `line` to standard error in one write, so that the launcher, which merges every
+/// rank's output, cannot interleave it with another rank's (`eprintln!` writes piece by piece).
+fn say(mut line: String) {
+    use std::io::Write;
+    line.push('\n');
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// Why the program stopped.

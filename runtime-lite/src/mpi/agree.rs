@@ -199,9 +199,11 @@ pub(crate) fn agree_phase<C: Communicator>(
                     .immediate_send_with_tag(scope, &words[..], 0)
             })
             .collect();
-        let mut result = Ok(());
+        // Hear every peer (or wait out the deadline) before judging, so that the peer named
+        // is the lowest-ranked one that conflicts, whatever the order of arrival.
+        let mut conflicts: Vec<(usize, String)> = Vec::new();
         let mut waiting: Vec<usize> = (0..size).filter(|&r| r != rank).collect();
-        while result.is_ok() && !waiting.is_empty() {
+        while !waiting.is_empty() && !deadline.passed() {
             let mut i = 0;
             while let Some(&r) = waiting.get(i) {
                 let probed = i32::try_from(r)
@@ -218,29 +220,32 @@ pub(crate) fn agree_phase<C: Communicator>(
                     None => Some("that rank sent terms this rank cannot read".to_string()),
                 };
                 if let Some(detail) = detail {
-                    result = Err(MpiError::PhaseMismatch {
-                        phase: phase.to_string(),
-                        node: name(rank),
-                        peer: name(r),
-                        rank: r,
-                        detail,
-                    });
-                    break;
+                    conflicts.push((r, detail));
                 }
             }
-            if result.is_ok() && !waiting.is_empty() {
-                if let Some(&r) = waiting.first().filter(|_| deadline.passed()) {
-                    result = Err(MpiError::AgreeTimeout {
-                        phase: phase.to_string(),
-                        node: name(rank),
-                        peer: name(r),
-                        rank: r,
-                        waited: deadline.waited(),
-                    });
-                }
-                std::thread::yield_now();
-            }
+            std::thread::yield_now();
         }
+        conflicts.sort();
+        waiting.sort_unstable();
+        let result = if let Some((r, detail)) = conflicts.into_iter().next() {
+            Err(MpiError::PhaseMismatch {
+                phase: phase.to_string(),
+                node: name(rank),
+                peer: name(r),
+                rank: r,
+                detail,
+            })
+        } else if let Some(&r) = waiting.first() {
+            Err(MpiError::AgreeTimeout {
+                phase: phase.to_string(),
+                node: name(rank),
+                peer: name(r),
+                rank: r,
+                waited: deadline.waited(),
+            })
+        } else {
+            Ok(())
+        };
         // The terms are a few words, sent eagerly: the sends complete as soon as MPI has
         // copied them. Wait for them within the deadline; past it, leave them to MPI.
         while result.is_ok() && !sends.is_empty() && !deadline.passed() {
