@@ -68,7 +68,11 @@ pub fn topology(text: &str) {
             took <= COMPILE_BUDGET,
             "compiling with {} took {took:?}, over the budget of {COMPILE_BUDGET:?} ({})",
             algorithm.as_deref().unwrap_or("auto"),
-            if compiled.is_ok() { "compiled" } else { "refused" }
+            if compiled.is_ok() {
+                "compiled"
+            } else {
+                "refused"
+            }
         );
         match compiled {
             // `auto` gives the same schedule as one of the forced methods: check it once.

@@ -94,7 +94,12 @@ fn main() {
         let report = if odd && mode == "silent-peer" {
             "silent".to_string()
         } else {
-            let me = schedule.schedule().machine.compute_nodes().nth(rank).unwrap();
+            let me = schedule
+                .schedule()
+                .machine
+                .compute_nodes()
+                .nth(rank)
+                .unwrap();
             let run = MpiTransport::new(&comm, &schedule, "grads").and_then(|t| {
                 let mut transport = t.with_timeout(timeout);
                 runtime_lite::run_node_phase_any(&schedule, "grads", me, &mut data, &mut transport)
@@ -117,7 +122,11 @@ fn main() {
         println!("rank {rank}: vanishing");
         std::process::exit(3);
     }
-    let phase = if odd && mode == "other-phase" { "b" } else { "grads" };
+    let phase = if odd && mode == "other-phase" {
+        "b"
+    } else {
+        "grads"
+    };
     let report = if odd && mode == "silent-agree" {
         "silent".to_string()
     } else {

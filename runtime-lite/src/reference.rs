@@ -190,9 +190,9 @@ pub fn compare<T: Element>(
 fn same_bits<T: Element>(a: &[T], b: &[T]) -> bool {
     a.len() == b.len()
         && a.chunks(64).zip(b.chunks(64)).all(|(x, y)| {
-            x.iter()
-                .zip(y)
-                .fold(true, |all, (u, v)| all & (u.to_bits_u64() == v.to_bits_u64()))
+            x.iter().zip(y).fold(true, |all, (u, v)| {
+                all & (u.to_bits_u64() == v.to_bits_u64())
+            })
         })
 }
 

@@ -14,7 +14,8 @@ fn run_broken(break_it: impl FnOnce(&mut Phase)) -> Result<Vec<Vec<i32>>, Error>
     break_it(&mut phase);
     assert_ne!(phase, before, "the test must change the phase");
     let schedule = build_schedule(ring_machine(3), vec![phase]);
-    InProcess::<i32>::from_schedule(&schedule, "grads", &Limits::default())?.run(vec![vec![0; 30]; 3])
+    InProcess::<i32>::from_schedule(&schedule, "grads", &Limits::default())?
+        .run(vec![vec![0; 30]; 3])
 }
 
 fn message(result: Result<Vec<Vec<i32>>, Error>) -> String {
@@ -158,7 +159,8 @@ fn a_runner_is_usable_again_after_an_error() {
     let mut phase = ring_allreduce(3, "grads", ReduceOp::Sum, DType::I32, 30);
     phase.programs[0].steps[3].retain(|i| !matches!(i, Instr::Recv { .. }));
     let schedule = build_schedule(ring_machine(3), vec![phase]);
-    let mut runner = InProcess::<i32>::from_schedule(&schedule, "grads", &Limits::default()).unwrap();
+    let mut runner =
+        InProcess::<i32>::from_schedule(&schedule, "grads", &Limits::default()).unwrap();
     let first = runner.run(vec![vec![1; 30]; 3]).unwrap_err().to_string();
     let second = runner.run(vec![vec![1; 30]; 3]).unwrap_err().to_string();
     assert_eq!(first, second);

@@ -176,12 +176,17 @@ fn device_buffers_count() {
     };
     let err = InProcess::<f32>::with_limits(&schedule, "grads", &limits).unwrap_err();
     assert!(
-        err.to_string().contains("(data 16.0 MiB on 4 node(s), scratch 0 B"),
+        err.to_string()
+            .contains("(data 16.0 MiB on 4 node(s), scratch 0 B"),
         "{err}"
     );
     let out = InProcess::<f32>::new(&schedule, "grads")
         .unwrap()
-        .run(vec![vec![1.0; 1 << 20], vec![2.0; 1 << 20], vec![4.0; 1 << 20]])
+        .run(vec![
+            vec![1.0; 1 << 20],
+            vec![2.0; 1 << 20],
+            vec![4.0; 1 << 20],
+        ])
         .unwrap();
     assert_eq!(out, vec![vec![7.0; 1 << 20]; 3]);
 }

@@ -484,7 +484,13 @@ fn a_vector_past_the_memory_budget_stops_every_rank_before_allocating() {
     let file = schedule_file(
         "huge",
         ring_machine(4),
-        vec![ring_allreduce(4, "grads", ReduceOp::Sum, DType::F32, 1 << 46)],
+        vec![ring_allreduce(
+            4,
+            "grads",
+            ReduceOp::Sum,
+            DType::F32,
+            1 << 46,
+        )],
     );
     let Some(job) = mpirun(4, &example("bsp_allreduce"), &[file.0.to_str().unwrap()]) else {
         return;

@@ -4,11 +4,11 @@
 //! work than `--memory-budget` and `--work-budget` allow (see `runtime_lite::Limits`).
 
 use super::{load_verified, ReportFormat};
+use runtime_lite::Limits;
 use schedule_ir::DType;
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
-use runtime_lite::Limits;
 use topoc::simulate::parse_size;
 use topoc::trial::{adjust, run_phase_within, PhaseRun};
 
@@ -98,9 +98,7 @@ pub fn run(
 
 /// The limits from the `--memory-budget` and `--work-budget` sizes.
 pub fn budget(memory: &str, work: &str) -> Result<Limits, String> {
-    let size = |flag: &str, text: &str| {
-        parse_size(text).map_err(|e| format!("error: {flag}: {e}"))
-    };
+    let size = |flag: &str, text: &str| parse_size(text).map_err(|e| format!("error: {flag}: {e}"));
     Ok(Limits {
         memory_bytes: size("--memory-budget", memory)?,
         work_bytes: size("--work-budget", work)?,

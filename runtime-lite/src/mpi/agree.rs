@@ -146,14 +146,16 @@ impl PhaseTerms {
     /// Why a peer with `theirs` cannot run the phase with this rank, or `None` if it can.
     fn conflict(&self, theirs: &PhaseTerms) -> Option<String> {
         if !theirs.ok {
-            return Some(if theirs.len != theirs.elements && theirs.name == self.name {
-                format!(
-                    "its buffer has {} elements but the phase works on {} (it reports why)",
-                    theirs.len, theirs.elements
-                )
-            } else {
-                "that rank could not start the phase (it reports why)".to_string()
-            });
+            return Some(
+                if theirs.len != theirs.elements && theirs.name == self.name {
+                    format!(
+                        "its buffer has {} elements but the phase works on {} (it reports why)",
+                        theirs.len, theirs.elements
+                    )
+                } else {
+                    "that rank could not start the phase (it reports why)".to_string()
+                },
+            );
         }
         if theirs.name != self.name {
             Some("that rank runs another phase".to_string())

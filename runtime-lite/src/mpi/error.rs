@@ -66,7 +66,9 @@ pub enum MpiError {
 
     /// Before a phase's first message, a peer rank turned out to run another phase, another
     /// element type or a buffer of another length, or could not start the phase.
-    #[error("phase `{phase}`: node {node} and {peer} (rank {rank}) cannot run it together: {detail}")]
+    #[error(
+        "phase `{phase}`: node {node} and {peer} (rank {rank}) cannot run it together: {detail}"
+    )]
     PhaseMismatch {
         /// The phase this rank runs.
         phase: String,

@@ -140,9 +140,9 @@ pub use node::MpiNode;
 pub use transport::{MpiTransport, DEFAULT_TIMEOUT};
 
 use crate::element::Element;
-use mpi::datatype::Equivalence;
 #[cfg(doc)]
 use crate::ScheduleDigest;
+use mpi::datatype::Equivalence;
 #[cfg(doc)]
 use schedule_ir::NodeId;
 

@@ -178,13 +178,9 @@ pub(crate) fn no_device_programs(schedule: &Schedule, phase: Option<&str>) -> Re
         if phase.is_some_and(|name| name != p.name) {
             continue;
         }
-        let busy = machine
-            .nodes
-            .iter()
-            .zip(&p.programs)
-            .find(|(n, program)| {
-                n.kind != NodeKind::Compute && program.steps.iter().any(|s| !s.is_empty())
-            });
+        let busy = machine.nodes.iter().zip(&p.programs).find(|(n, program)| {
+            n.kind != NodeKind::Compute && program.steps.iter().any(|s| !s.is_empty())
+        });
         if let Some((device, _)) = busy {
             return Err(MpiError::DeviceProgram {
                 phase: p.name.clone(),
@@ -355,7 +351,12 @@ mod tests {
                     under MPI only compute nodes run, one per rank, so nothing would run it: run \
                     the schedule in one process (`topoc run`, `runtime_lite::run_phase`), or \
                     compile it for MPI without reducing devices";
-        assert_eq!(Wire::new(&s, "grads", 0, 2, MIN_TAG_UB).unwrap_err().to_string(), want);
+        assert_eq!(
+            Wire::new(&s, "grads", 0, 2, MIN_TAG_UB)
+                .unwrap_err()
+                .to_string(),
+            want
+        );
         assert_eq!(no_device_programs(&s, None).unwrap_err().to_string(), want);
         // A device whose programs are empty (a NIC ring through a plain switch) is fine.
         let mut s = s;
