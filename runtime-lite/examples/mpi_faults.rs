@@ -100,10 +100,19 @@ fn main() {
                 .compute_nodes()
                 .nth(rank)
                 .unwrap();
-            let run = MpiTransport::new(&comm, &schedule, "grads").and_then(|t| {
-                let mut transport = t.with_timeout(timeout);
-                runtime_lite::run_node_phase_any(&schedule, "grads", me, &mut data, &mut transport)
-            });
+            let run = match MpiTransport::new(&comm, &schedule, "grads") {
+                Ok(t) => {
+                    let mut transport = t.with_timeout(timeout);
+                    runtime_lite::run_node_phase_any(
+                        &schedule,
+                        "grads",
+                        me,
+                        &mut data,
+                        &mut transport,
+                    )
+                }
+                Err(e) => Err(e),
+            };
             outcome(run)
         };
         println!("rank {rank}: {report}");
