@@ -59,10 +59,12 @@ log="$fuzz/logs/$target-$(date +%Y%m%d-%H%M%S).log"
 cd "$fuzz"
 # Safe Rust only: no sanitizer (memory errors cannot happen; panics, overflows, hangs and
 # memory blow-ups are what we look for). Debug assertions and overflow checks stay on.
+# The targets assert their own budgets per compile and per run (src/lib.rs); libFuzzer's
+# -timeout only catches a hang, so it allows every method's compile budget of one input.
 set +e
 "${cargo[@]}" fuzz run "$target" "$fuzz/corpus/$target" "$seeds" \
     --sanitizer none --target-dir "$target_dir" \
-    -- -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=16384 \
+    -- -max_total_time="$seconds" -timeout=120 -rss_limit_mb=2048 -max_len=16384 \
     -dict="$fuzz/dict/$target.dict" -print_final_stats=1 \
     -artifact_prefix="$fuzz/artifacts/$target/" "$@" \
     2>&1 | tee "$log" | grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|==[0-9]+== ERROR|stat::|SUMMARY|thread .* panicked|Test unit|error)'
@@ -71,6 +73,10 @@ set -e
 
 execs=$(grep -ho 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
 corpus=$(find "$fuzz/corpus/$target" -type f | wc -l)
-crashes=$(find "$fuzz/artifacts/$target" -type f | wc -l)
-echo "fuzz/run.sh $target: ${seconds}s, $execs executions, corpus $corpus files, $crashes crash file(s) in fuzz/artifacts/$target, log $log"
+# libFuzzer names what it saves by kind: crash-, timeout-, oom- and leak- files are failures;
+# slow-unit- files are inputs that merely ran slowly (-report_slow_units) and are no crash.
+crashes=$(find "$fuzz/artifacts/$target" -type f \( -name 'crash-*' -o -name 'timeout-*' \
+    -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)
+slow=$(find "$fuzz/artifacts/$target" -type f -name 'slow-unit-*' | wc -l)
+echo "fuzz/run.sh $target: ${seconds}s, $execs executions, corpus $corpus files, $crashes crash file(s) and $slow slow unit(s) in fuzz/artifacts/$target, log $log"
 exit "$status"

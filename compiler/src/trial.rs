@@ -3,15 +3,13 @@
 //!
 //! This is what `topoc run` does, and what the example suite does for every file.
 
+use rand::distr::uniform::SampleUniform;
+use rand::distr::Uniform;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use runtime_lite::Buffers;
+use runtime_lite::{Buffers, Limits, Needs};
 use schedule_ir::{DType, Phase, ReduceOp, VerifiedSchedule};
 use serde::Serialize;
-
-/// The most input data `run` will allocate for one phase (all nodes), in bytes. Each phase
-/// holds a few copies of it (inputs, reference, two results).
-const MAX_INPUT_BYTES: u128 = 2 << 30;
 
 /// The outcome of running one phase.
 #[derive(Clone, Debug, Serialize)]
@@ -74,35 +72,48 @@ pub fn adjust(
     })
 }
 
-/// Runs one phase twice on random data seeded by `seed` and compares with the reference.
+/// Runs one phase twice on random data seeded by `seed` and compares with the reference,
+/// within the runtime's default [`Limits`].
 pub fn run_phase(
     verified: &VerifiedSchedule,
     phase: &Phase,
     seed: u64,
 ) -> Result<PhaseRun, String> {
+    run_phase_within(verified, phase, seed, &Limits::default())
+}
+
+/// [`run_phase`] within `limits`. The memory counted is the run's (see [`Needs`]) plus the
+/// two vectors per node held beside it: the inputs and the reference. Refused, before any
+/// input is made, past the budget.
+///
+/// Order, to hold at most three vectors per node besides the runtime's own buffers: make the
+/// inputs, compute the reference, run on a copy of the inputs and compare, drop the
+/// reference, then run again in place on the inputs and compare the two runs bit for bit.
+pub fn run_phase_within(
+    verified: &VerifiedSchedule,
+    phase: &Phase,
+    seed: u64,
+    limits: &Limits,
+) -> Result<PhaseRun, String> {
     let machine = &verified.schedule().machine;
     let nodes = machine.compute_nodes().count();
-    let bytes = u128::from(phase.elements) * nodes as u128 * u128::from(phase.dtype.size_bytes());
-    if bytes > MAX_INPUT_BYTES {
-        return Err(format!(
-            "error: phase `{}` needs {} MiB of input data ({} elements × {} nodes); use --elements to run a smaller vector",
-            phase.name,
-            bytes >> 20,
-            phase.elements,
-            nodes
-        ));
-    }
+    let fail = |e: runtime_lite::Error| format!("error: running phase `{}`: {e}", phase.name);
+    let needs = Needs::in_process(machine, phase);
+    needs
+        .check(&phase.name, limits, needs.data_bytes.saturating_mul(2))
+        .map_err(fail)?;
     let len = usize::try_from(phase.elements)
         .map_err(|_| format!("error: phase `{}` is too long to run here", phase.name))?;
     let inputs = random_inputs(phase.dtype, phase.op, nodes, len, seed);
-    let fail = |e: runtime_lite::Error| format!("error: running phase `{}`: {e}", phase.name);
-    let first = runtime_lite::run_phase_any(verified, &phase.name, inputs.clone()).map_err(fail)?;
-    let second =
-        runtime_lite::run_phase_any(verified, &phase.name, inputs.clone()).map_err(fail)?;
     let expected = runtime_lite::reference_any(machine, phase, &inputs).map_err(fail)?;
+    let first = runtime_lite::run_phase_any_within(verified, &phase.name, inputs.clone(), limits)
+        .map_err(fail)?;
     let mismatch = runtime_lite::compare_any(machine, phase, &inputs, &expected, &first)
         .err()
         .map(|e| e.to_string());
+    drop(expected);
+    let second =
+        runtime_lite::run_phase_any_within(verified, &phase.name, inputs, limits).map_err(fail)?;
     Ok(PhaseRun {
         phase: phase.name.clone(),
         collective: phase.collective.describe(machine),
@@ -137,56 +148,51 @@ pub fn bit_identical(a: &Buffers, b: &Buffers) -> bool {
 
 /// Random vectors for `nodes` nodes: values in a range where the op stays meaningful (products
 /// near 1 so they neither overflow nor vanish; integer sums that also exercise wrapping).
+///
+/// Each element is drawn from a uniform distribution of its own type, set up once, and
+/// written straight into its vector: no per-element set-up and no temporary copy.
 pub fn random_inputs(dtype: DType, op: ReduceOp, nodes: usize, len: usize, seed: u64) -> Buffers {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut floats = |lo: f64, hi: f64| -> Vec<Vec<f64>> {
-        (0..nodes)
-            .map(|_| (0..len).map(|_| rng.random_range(lo..hi)).collect())
-            .collect()
+    fn vectors<T: SampleUniform + Copy>(
+        seed: u64,
+        nodes: usize,
+        len: usize,
+        low: T,
+        high: T,
+        inclusive: bool,
+    ) -> Vec<Vec<T>> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let dist = if inclusive {
+            Uniform::new_inclusive(low, high)
+        } else {
+            Uniform::new(low, high)
+        };
+        match dist {
+            Ok(dist) => (0..nodes)
+                .map(|_| (&mut rng).sample_iter(&dist).take(len).collect())
+                .collect(),
+            // Unreachable for the fixed, non-empty ranges below.
+            Err(_) => vec![vec![low; len]; nodes],
+        }
+    }
+    let (lo, hi) = match op {
+        ReduceOp::Prod => (0.5, 1.5),
+        ReduceOp::Sum | ReduceOp::Mean => (-1.0, 1.0),
+        ReduceOp::Max | ReduceOp::Min => (-1000.0, 1000.0),
     };
+    let (low, high) = match (op, dtype == DType::I64) {
+        (ReduceOp::Prod, _) => (-3, 3),
+        (ReduceOp::Sum | ReduceOp::Mean, true) => (i64::MIN / 2, i64::MAX / 2),
+        (ReduceOp::Sum | ReduceOp::Mean, false) => {
+            (i64::from(i32::MIN) / 2, i64::from(i32::MAX) / 2)
+        }
+        (ReduceOp::Max | ReduceOp::Min, true) => (i64::MIN, i64::MAX),
+        (ReduceOp::Max | ReduceOp::Min, false) => (i64::from(i32::MIN), i64::from(i32::MAX)),
+    };
+    let (s, n) = (seed, nodes);
     match dtype {
-        DType::F32 | DType::F64 => {
-            let (lo, hi) = match op {
-                ReduceOp::Prod => (0.5, 1.5),
-                ReduceOp::Sum | ReduceOp::Mean => (-1.0, 1.0),
-                ReduceOp::Max | ReduceOp::Min => (-1000.0, 1000.0),
-            };
-            let v = floats(lo, hi);
-            if dtype == DType::F32 {
-                Buffers::F32(
-                    v.into_iter()
-                        .map(|n| n.into_iter().map(|x| x as f32).collect())
-                        .collect(),
-                )
-            } else {
-                Buffers::F64(v)
-            }
-        }
-        DType::I32 | DType::I64 => {
-            let mut ints = |lo: i64, hi: i64| -> Vec<Vec<i64>> {
-                (0..nodes)
-                    .map(|_| (0..len).map(|_| rng.random_range(lo..=hi)).collect())
-                    .collect()
-            };
-            let wide = dtype == DType::I64;
-            let v = match op {
-                ReduceOp::Prod => ints(-3, 3),
-                ReduceOp::Sum | ReduceOp::Mean if wide => ints(i64::MIN / 2, i64::MAX / 2),
-                ReduceOp::Sum | ReduceOp::Mean => {
-                    ints(i64::from(i32::MIN) / 2, i64::from(i32::MAX) / 2)
-                }
-                ReduceOp::Max | ReduceOp::Min if wide => ints(i64::MIN, i64::MAX),
-                ReduceOp::Max | ReduceOp::Min => ints(i32::MIN.into(), i32::MAX.into()),
-            };
-            if wide {
-                Buffers::I64(v)
-            } else {
-                Buffers::I32(
-                    v.into_iter()
-                        .map(|n| n.into_iter().map(|x| x as i32).collect())
-                        .collect(),
-                )
-            }
-        }
+        DType::F32 => Buffers::F32(vectors(s, n, len, lo as f32, hi as f32, false)),
+        DType::F64 => Buffers::F64(vectors(s, n, len, lo, hi, false)),
+        DType::I32 => Buffers::I32(vectors(s, n, len, low as i32, high as i32, true)),
+        DType::I64 => Buffers::I64(vectors(s, n, len, low, high, true)),
     }
 }

@@ -3,43 +3,79 @@
 //! only when a promise of the product is broken:
 //!
 //! - nothing panics, overflows, hangs or exhausts memory on any input;
+//! - every input is dealt with within a budget: compiling (or refusing) a topology within
+//!   [`COMPILE_BUDGET`] per method, running a verified phase within [`RUN_LIMITS`] and
+//!   [`RUN_BUDGET`] — or refusing it, before allocating, within [`REFUSAL_BUDGET`];
 //! - every refused topology comes with at least one problem, and every problem renders with a
 //!   location in the file;
 //! - the compiler never produces a schedule its own verifier refuses;
 //! - a verified schedule reads back unchanged from its RON and JSON text;
-//! - a verified phase, cut down to a few elements, still verifies, runs, matches the reference
+//! - a verified phase that the runtime accepts within its limits runs, matches the reference
 //!   reduction and gives bit-identical results twice.
+//!
+//! Nothing is skipped for being large: a machine of any size is compiled, and a phase of any
+//! length is run or refused. Large inputs are the compiler's and the runtime's to refuse, and
+//! the targets check that they do, and quickly.
 
+use runtime_lite::Limits;
 use schedule_ir::{serial, Phase, Schedule, VerifiedSchedule};
+use std::time::{Duration, Instant};
 use topoc::{diag, Error, Options};
 
-/// Machines with more compute nodes are parsed and built but not compiled: a ring allreduce on
-/// `p` nodes has `2p(p-1)` transfers, and compiling large machines tells the fuzzer nothing
-/// new while slowing it down a hundredfold.
-pub const MAX_COMPILE_NODES: usize = 48;
+/// The most one compile (one method, or `auto`) of one input may take, refusal included: the
+/// compiler sizes a lowering before making it and refuses what is too large (see
+/// `compiler/src/limits.rs`), so even the largest machine it accepts compiles well within
+/// this in a fuzz build (release, with debug assertions).
+pub const COMPILE_BUDGET: Duration = Duration::from_secs(8);
 
-/// The vector length phases are cut down to before they run.
-pub const TINY: u64 = 40;
+/// The memory and work a verified phase may use when run by the targets. The runtime refuses
+/// anything larger before allocating it.
+pub const RUN_LIMITS: Limits = Limits {
+    memory_bytes: 64 << 20,
+    work_bytes: 256 << 20,
+};
+
+/// The most one run of a phase within [`RUN_LIMITS`] may take (two runs, the reference and
+/// the comparison).
+pub const RUN_BUDGET: Duration = Duration::from_secs(5);
+
+/// The most the runtime may take to refuse a phase over [`RUN_LIMITS`]: it must not have
+/// allocated or run anything first.
+pub const REFUSAL_BUDGET: Duration = Duration::from_millis(500);
 
 /// The topology target: parse, build the machine, compile with `auto` and with every method
 /// forced, render every diagnostic, and check every schedule produced.
 pub fn topology(text: &str) {
-    let machine = match topoc::compile::load(text) {
-        Ok((_, machine)) => machine,
+    let loaded = match topoc::compile::load(text) {
+        Ok(loaded) => loaded,
         Err(e) => return refused(text, &e),
     };
-    if machine.compute_nodes().len() > MAX_COMPILE_NODES {
-        return;
-    }
     let mut algorithms = vec![None];
     algorithms.extend(
         topoc::lower::Method::ALL
-            .iter()
-            .map(|m| Some(m.name().to_string())),
+            .into_iter()
+            .map(|m| Some(topoc::lower::Choice::Method(m))),
     );
     let mut checked: Vec<Schedule> = Vec::new();
     for algorithm in algorithms {
-        match topoc::compile_source(text, &Options { algorithm }) {
+        let options = Options {
+            algorithm,
+            ..Options::default()
+        };
+        let start = Instant::now();
+        let compiled = topoc::compile(&loaded, &options);
+        let took = start.elapsed();
+        assert!(
+            took <= COMPILE_BUDGET,
+            "compiling with {} took {took:?}, over the budget of {COMPILE_BUDGET:?} ({})",
+            algorithm.unwrap_or_default(),
+            if compiled.is_ok() {
+                "compiled"
+            } else {
+                "refused"
+            }
+        );
+        match compiled {
             // `auto` gives the same schedule as one of the forced methods: check it once.
             Ok(compiled) if checked.contains(compiled.schedule.schedule()) => {}
             Ok(compiled) => {
@@ -92,7 +128,7 @@ fn refused(text: &str, error: &Error) {
 }
 
 /// A verified schedule: its report renders, it survives both text formats, and every phase
-/// runs correctly on a tiny vector.
+/// runs correctly within the run limits, or is refused quickly.
 pub fn check_verified(verified: &VerifiedSchedule) {
     let schedule = verified.schedule();
     let _ = verified.report().to_string();
@@ -107,30 +143,36 @@ pub fn check_verified(verified: &VerifiedSchedule) {
         );
     }
     for phase in &schedule.phases {
-        run_tiny(schedule, phase);
+        run_within_limits(verified, phase);
     }
 }
 
-/// Runs `phase` cut down to at most [`TINY`] elements and compares with the reference.
-fn run_tiny(schedule: &Schedule, phase: &Phase) {
-    let small = phase.with_elements(phase.elements.min(TINY));
-    let one = Schedule {
-        format_version: schedule.format_version,
-        machine: schedule.machine.clone(),
-        phases: vec![small],
-    };
-    let verified = schedule_ir::verify(one).unwrap_or_else(|e| {
-        panic!(
-            "phase `{}` cut down to {TINY} elements fails verification: {e:#?}",
-            phase.name
-        )
-    });
-    let small = &verified.schedule().phases[0];
-    let run = topoc::trial::run_phase(&verified, small, 7)
-        .unwrap_or_else(|e| panic!("verified phase `{}` does not run: {e}", phase.name));
-    assert!(
-        run.ok(),
-        "verified phase `{}` runs wrong: {run:?}",
-        phase.name
-    );
+/// Runs `phase` as it is, within [`RUN_LIMITS`], and compares with the reference; a phase
+/// over the limits must be refused, by the runtime's estimate, within [`REFUSAL_BUDGET`].
+fn run_within_limits(verified: &VerifiedSchedule, phase: &Phase) {
+    let start = Instant::now();
+    let run = topoc::trial::run_phase_within(verified, phase, 7, &RUN_LIMITS);
+    let took = start.elapsed();
+    match run {
+        Ok(run) => {
+            assert!(
+                run.ok(),
+                "verified phase `{}` runs wrong: {run:?}",
+                phase.name
+            );
+            assert!(
+                took <= RUN_BUDGET,
+                "phase `{}` ran within the limits but took {took:?}, over {RUN_BUDGET:?}",
+                phase.name
+            );
+        }
+        Err(e) if e.contains("over the memory budget") || e.contains("over the work budget") => {
+            assert!(
+                took <= REFUSAL_BUDGET,
+                "phase `{}` was refused only after {took:?}: {e}",
+                phase.name
+            );
+        }
+        Err(e) => panic!("verified phase `{}` does not run: {e}", phase.name),
+    }
 }

@@ -17,13 +17,15 @@
 //! `runtime_lite::inputs::generate(op, seed + s, i, elements)`. Exit status: 0 when every
 //! check passes, 1 when one fails, 2 on an error: one found while setting up (a bad file, a
 //! wrong number of ranks) stops every rank together; one found while running ends the job
-//! with `MPI_Abort`, since the other ranks may be waiting for this one.
+//! with `MPI_Abort`, since the other ranks may be waiting for this one. A run a rank cannot
+//! hold within the runtime's default memory budget is refused while setting up, before any
+//! vector is allocated.
 
 use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::{CommunicatorCollectives, Root};
 use runtime_lite::mpi::{MpiElement, MpiError, MpiNode};
-use runtime_lite::{compare, inputs, reference, Error, InProcess};
+use runtime_lite::{compare, inputs, reference, Error, InProcess, Limits, Needs};
 use schedule_ir::{DType, Phase, ReduceOp, VerifiedSchedule};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -77,7 +79,7 @@ fn number(text: &str) -> Result<u64, String> {
 
 fn main() -> ExitCode {
     let Some(universe) = mpi::initialize() else {
-        eprintln!("bsp_allreduce: MPI could not be initialised");
+        say("bsp_allreduce: MPI could not be initialised".into());
         return ExitCode::from(2);
     };
     let world = universe.world();
@@ -91,25 +93,36 @@ fn main() -> ExitCode {
         Err(Failure::Usage(message)) => {
             // Every rank parses the same command line: rank 0 speaks for all.
             if rank == 0 {
-                eprintln!("bsp_allreduce: {message}");
+                say(format!("bsp_allreduce: {message}"));
             }
             ExitCode::from(2)
         }
         Err(Failure::Setup(message)) => {
             // The ranks agreed to stop before running anything: finalise and exit.
             if let Some(message) = message {
-                eprintln!("bsp_allreduce: rank {rank}: error: {message}");
+                say(format!("bsp_allreduce: rank {rank}: error: {message}"));
             }
+            // Every rank is here: wait until all have spoken, since the launcher may end the
+            // job as soon as one rank exits with an error.
+            world.barrier();
             ExitCode::from(2)
         }
         Err(Failure::Runtime(error)) => {
             // The other ranks may be waiting for this one: end the job. Give the launcher a
             // moment to pass the message on before it tears the job down.
-            eprintln!("bsp_allreduce: rank {rank}: error: {error}");
+            say(format!("bsp_allreduce: rank {rank}: error: {error}"));
             std::thread::sleep(Duration::from_millis(200));
             world.abort(2)
         }
     }
+}
+
+/// Writes `line` to standard error in one write, so that the launcher, which merges every
+/// rank's output, cannot interleave it with another rank's (`eprintln!` writes piece by piece).
+fn say(mut line: String) {
+    use std::io::Write;
+    line.push('\n');
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 /// Why the program stopped.
@@ -132,8 +145,11 @@ impl From<Error> for Failure {
 /// Loads the schedule, takes this rank's node and runs the program for the phase's element
 /// type. Returns whether every check passed (the same answer on every rank).
 fn program(world: &SimpleCommunicator, options: &Options) -> Result<bool, Failure> {
-    let loaded = load(options);
-    // Go on only if every rank could load the schedule (the file may differ between hosts).
+    let loaded = load(options).and_then(|(schedule, phase)| {
+        fits(&schedule, &phase, world.rank()).map(|()| (schedule, phase))
+    });
+    // Go on only if every rank could load the schedule (the file may differ between hosts)
+    // and can hold what it runs.
     let mut failed_somewhere = 0i32;
     world.all_reduce_into(
         &i32::from(loaded.is_err()),
@@ -181,6 +197,32 @@ fn load(options: &Options) -> Result<(VerifiedSchedule, Phase), String> {
         }
         .to_string()),
     }
+}
+
+/// Refuses, before anything is allocated, a run this rank cannot hold within the default
+/// [`Limits`]: its node's buffers and messages plus its model; rank 0 also replays every node
+/// in one process and holds, per node, the inputs, the reference, the gathered results and the
+/// model. (A rank past the number of compute nodes is left to `MpiNode::new` to report.)
+fn fits(schedule: &VerifiedSchedule, phase: &Phase, rank: i32) -> Result<(), String> {
+    let machine = &schedule.schedule().machine;
+    let limits = Limits::default();
+    let vector = phase.elements.saturating_mul(phase.dtype.size_bytes());
+    let Some(node) = usize::try_from(rank)
+        .ok()
+        .and_then(|r| machine.compute_nodes().nth(r))
+    else {
+        return Ok(());
+    };
+    let mine = Needs::node(phase, node);
+    let replay = if rank == 0 {
+        let all = Needs::in_process(machine, phase);
+        all.memory_bytes()
+            .saturating_add(all.data_bytes.saturating_mul(4))
+    } else {
+        0
+    };
+    mine.check(&phase.name, &limits, vector.saturating_add(replay))
+        .map_err(|e| e.to_string())
 }
 
 /// The BSP program proper, then the checks.

@@ -1,5 +1,9 @@
-//! Dtype-erased buffers, for callers that learn the element type at run time (the CLI).
+//! Dtype-erased buffers, for callers that learn the element type at run time (the CLI), and
+//! the allocation of the runtime's own buffers.
 
+use crate::element::Element;
+use crate::error::Error;
+use crate::plan::PhaseInfo;
 use schedule_ir::DType;
 
 /// One node's vector, of any element type the runtime supports.
@@ -122,3 +126,24 @@ from_vec!(f32, F32);
 from_vec!(f64, F64);
 from_vec!(i32, I32);
 from_vec!(i64, I64);
+
+/// `count` vectors of the phase's length, zeroed; an error rather than an abort if they
+/// cannot be allocated.
+pub(crate) fn zeroed_buffers<T: Element>(
+    count: usize,
+    info: &PhaseInfo,
+) -> Result<Vec<Vec<T>>, Error> {
+    let mut buffers = Vec::with_capacity(count);
+    for _ in 0..count {
+        let mut buffer = Vec::new();
+        buffer
+            .try_reserve_exact(info.elements)
+            .map_err(|_| Error::TooLarge {
+                phase: info.name.clone(),
+                elements: info.elements as u64,
+            })?;
+        buffer.resize(info.elements, T::ZERO);
+        buffers.push(buffer);
+    }
+    Ok(buffers)
+}

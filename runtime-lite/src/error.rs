@@ -89,6 +89,42 @@ pub enum Error {
         elements: u64,
     },
 
+    /// Running the phase would hold more memory than the budget allows (see
+    /// [`Limits`](crate::Limits)); nothing was allocated.
+    #[error(
+        "phase `{phase}` needs about {} of memory to run ({detail}), over the memory budget of \
+         {}: run a shorter vector or raise the budget",
+        crate::budget::bytes(*.needed),
+        crate::budget::bytes(*.budget)
+    )]
+    OverMemoryBudget {
+        /// The phase.
+        phase: String,
+        /// Bytes the run would hold at once.
+        needed: u64,
+        /// The budget.
+        budget: u64,
+        /// What the bytes are: data, scratch, messages.
+        detail: String,
+    },
+
+    /// Running the phase would read and write more bytes than the work budget allows (see
+    /// [`Limits`](crate::Limits)); nothing was run.
+    #[error(
+        "phase `{phase}` moves and combines about {} in all, over the work budget of {}: run a \
+         shorter vector or raise the budget",
+        crate::budget::bytes(*.needed),
+        crate::budget::bytes(*.budget)
+    )]
+    OverWorkBudget {
+        /// The phase.
+        phase: String,
+        /// Bytes the run would read and write.
+        needed: u64,
+        /// The budget.
+        budget: u64,
+    },
+
     /// The schedule contains something the runtime cannot execute (an id out of range, a chunk
     /// outside the vector, …). A verified schedule never does; this guards the runtime anyway.
     #[error("phase `{phase}`: cannot execute the schedule at {location}: {detail}")]

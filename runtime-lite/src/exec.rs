@@ -11,6 +11,7 @@
 //!
 //! [`NodeExecutor::run`] strings the parts together over a [`Transport`].
 
+use crate::budget::{Limits, Needs};
 use crate::element::Element;
 use crate::error::Error;
 use crate::plan::{self, NodePlan, PhaseInfo, StepPlan, WriteOp};
@@ -41,12 +42,30 @@ impl<T: Element> NodeExecutor<T> {
     /// Fails if there is no such phase, if `node` is not a compute node of the machine, or if
     /// the phase is compiled for another element type than `T`.
     pub fn new(schedule: &VerifiedSchedule, phase: &str, node: NodeId) -> Result<Self, Error> {
-        Self::from_schedule(schedule.schedule(), phase, node)
+        Self::with_limits(schedule, phase, node, &Limits::default())
     }
 
-    /// [`NodeExecutor::new`] without the proof of verification: for the runtime's own tests
-    /// of its guards against schedules the verifier would refuse.
-    pub(crate) fn from_schedule(s: &Schedule, phase: &str, node: NodeId) -> Result<Self, Error> {
+    /// [`NodeExecutor::new`] within `limits`: fails with [`Error::OverMemoryBudget`] or
+    /// [`Error::OverWorkBudget`], before allocating anything, if this node's part of the phase
+    /// needs more (see [`Needs::node`]; the node's data buffer is counted, as the caller must
+    /// hold it).
+    pub fn with_limits(
+        schedule: &VerifiedSchedule,
+        phase: &str,
+        node: NodeId,
+        limits: &Limits,
+    ) -> Result<Self, Error> {
+        Self::from_schedule(schedule.schedule(), phase, node, limits)
+    }
+
+    /// [`NodeExecutor::with_limits`] without the proof of verification: for the runtime's own
+    /// tests of its guards against schedules the verifier would refuse.
+    pub(crate) fn from_schedule(
+        s: &Schedule,
+        phase: &str,
+        node: NodeId,
+        limits: &Limits,
+    ) -> Result<Self, Error> {
         let p = plan::find_phase(s, phase)?;
         check_dtype::<T>(&p.name, p.dtype)?;
         match s.machine.nodes.get(node.index()) {
@@ -64,6 +83,7 @@ impl<T: Element> NodeExecutor<T> {
             Some(_) => {}
         }
         let info = Arc::new(plan::phase_info(&s.machine, p)?);
+        Needs::node(p, node).check(&p.name, limits, 0)?;
         let node_plan = plan::plan_node(&info, &s.machine, p, node)?;
         Self::from_plan(info, node_plan)
     }
@@ -71,18 +91,7 @@ impl<T: Element> NodeExecutor<T> {
     /// An executor for an already lowered plan (shared phase information). Fails, rather than
     /// aborting, if the scratch buffers cannot be allocated.
     pub(crate) fn from_plan(info: Arc<PhaseInfo>, plan: NodePlan) -> Result<Self, Error> {
-        let mut scratch = Vec::new();
-        for _ in 1..info.buffers {
-            let mut buffer = Vec::new();
-            buffer
-                .try_reserve_exact(info.elements)
-                .map_err(|_| Error::TooLarge {
-                    phase: info.name.clone(),
-                    elements: info.elements as u64,
-                })?;
-            buffer.resize(info.elements, T::ZERO);
-            scratch.push(buffer);
-        }
+        let scratch = crate::buffer::zeroed_buffers(info.buffers.saturating_sub(1), &info)?;
         Ok(NodeExecutor {
             info,
             plan,
@@ -149,6 +158,15 @@ impl<T: Element> NodeExecutor<T> {
 
     /// Checks the data buffer's length and resets the scratch buffers to zero.
     pub(crate) fn start(&mut self, len: usize) -> Result<(), Error> {
+        self.check_len(len)?;
+        for buffer in &mut self.scratch {
+            buffer.fill(T::ZERO);
+        }
+        Ok(())
+    }
+
+    /// Refuses a data buffer of `len` elements if the phase works on another length.
+    pub(crate) fn check_len(&self, len: usize) -> Result<(), Error> {
         if len != self.info.elements {
             return Err(Error::WrongLength {
                 phase: self.info.name.clone(),
@@ -156,9 +174,6 @@ impl<T: Element> NodeExecutor<T> {
                 expected: self.info.elements as u64,
                 found: len as u64,
             });
-        }
-        for buffer in &mut self.scratch {
-            buffer.fill(T::ZERO);
         }
         Ok(())
     }

@@ -8,7 +8,8 @@
 //! transfer costs one copy out of the sender's buffer and one copy or combine into the
 //! receiver's; message vectors are recycled, so after the first step nothing is allocated.
 
-use crate::buffer::Buffers;
+use crate::budget::{Limits, Needs};
+use crate::buffer::{zeroed_buffers, Buffers};
 use crate::completion::{Completion, Devices};
 use crate::element::Element;
 use crate::error::Error;
@@ -45,15 +46,27 @@ impl<T: Element> InProcess<T> {
     /// Prepares every compute node to run the phase called `phase`. Fails if there is no such
     /// phase or it is compiled for another element type than `T`.
     pub fn new(schedule: &VerifiedSchedule, phase: &str) -> Result<Self, Error> {
-        Self::from_schedule(schedule.schedule(), phase)
+        Self::with_limits(schedule, phase, &Limits::default())
     }
 
-    /// [`InProcess::new`] without the proof of verification: for the runtime's own tests of
-    /// its guards against schedules the verifier would refuse.
-    pub(crate) fn from_schedule(s: &Schedule, phase: &str) -> Result<Self, Error> {
+    /// [`InProcess::new`] within `limits`: fails with [`Error::OverMemoryBudget`] or
+    /// [`Error::OverWorkBudget`], before allocating anything, if the run needs more (see
+    /// [`Needs::in_process`]; the callers' data buffers are counted, as they must hold them).
+    pub fn with_limits(
+        schedule: &VerifiedSchedule,
+        phase: &str,
+        limits: &Limits,
+    ) -> Result<Self, Error> {
+        Self::from_schedule(schedule.schedule(), phase, limits)
+    }
+
+    /// [`InProcess::with_limits`] without the proof of verification: for the runtime's own
+    /// tests of its guards against schedules the verifier would refuse.
+    pub(crate) fn from_schedule(s: &Schedule, phase: &str, limits: &Limits) -> Result<Self, Error> {
         let p = plan::find_phase(s, phase)?;
         check_dtype::<T>(&p.name, p.dtype)?;
         let info = Arc::new(plan::phase_info(&s.machine, p)?);
+        Needs::in_process(&s.machine, p).check(&p.name, limits, 0)?;
         let mut position = vec![None; s.machine.nodes.len()];
         let mut executors = Vec::with_capacity(info.compute.len() + info.devices.len());
         for (i, &node) in info.compute.iter().chain(&info.devices).enumerate() {
@@ -66,7 +79,7 @@ impl<T: Element> InProcess<T> {
         Ok(InProcess {
             compute: info.compute.len(),
             units: Devices::new(s, p),
-            device_buffers: vec![Vec::new(); info.devices.len()],
+            device_buffers: zeroed_buffers(info.devices.len(), &info)?,
             phase: p.name.clone(),
             steps: p.steps,
             inboxes: (0..executors.len()).map(|_| Vec::new()).collect(),
@@ -109,10 +122,8 @@ impl<T: Element> InProcess<T> {
                 found: buffers.len(),
             });
         }
-        let len = buffers.first().map_or(0, Vec::len);
         for device in &mut self.device_buffers {
-            device.clear();
-            device.resize(len, T::ZERO);
+            device.fill(T::ZERO);
         }
         let all = buffers.iter().chain(self.device_buffers.iter());
         for (executor, buffer) in self.executors.iter_mut().zip(all) {
@@ -166,6 +177,29 @@ pub fn run_phase<T: Element>(
     inputs: Vec<Vec<T>>,
 ) -> Result<Vec<Vec<T>>, Error> {
     InProcess::new(schedule, phase)?.run(inputs)
+}
+
+/// [`run_phase_any`] within `limits` (see [`InProcess::with_limits`]).
+pub fn run_phase_any_within(
+    schedule: &VerifiedSchedule,
+    phase: &str,
+    inputs: Buffers,
+    limits: &Limits,
+) -> Result<Buffers, Error> {
+    fn run<T: Element>(
+        schedule: &VerifiedSchedule,
+        phase: &str,
+        inputs: Vec<Vec<T>>,
+        limits: &Limits,
+    ) -> Result<Vec<Vec<T>>, Error> {
+        InProcess::with_limits(schedule, phase, limits)?.run(inputs)
+    }
+    Ok(match inputs {
+        Buffers::F32(v) => Buffers::F32(run(schedule, phase, v, limits)?),
+        Buffers::F64(v) => Buffers::F64(run(schedule, phase, v, limits)?),
+        Buffers::I32(v) => Buffers::I32(run(schedule, phase, v, limits)?),
+        Buffers::I64(v) => Buffers::I64(run(schedule, phase, v, limits)?),
+    })
 }
 
 /// [`run_phase`] on dtype-erased buffers; refuses buffers whose element type is not the

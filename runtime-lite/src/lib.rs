@@ -13,8 +13,17 @@
 //! - [`Element`]: the element types (`f32`, `f64`, `i32`, `i64`) and how they combine;
 //!   [`AnyBuffer`] and [`Buffers`] for element types chosen at run time;
 //! - [`inputs`]: deterministic inputs from `(seed, node)`, the same in every process;
+//! - [`Limits`], [`Needs`]: the memory and work a run needs, estimated from the schedule before
+//!   anything is allocated, and the budget past which a run is refused (4 GiB and 64 GiB by
+//!   default);
+//! - [`ScheduleDigest`]: a stable digest of a schedule, so that processes can check they run
+//!   the same one;
 //! - `mpi` (cargo feature `mpi`): the MPI transport and `mpi::MpiNode`, one compute node per
-//!   MPI rank, for BSP programs launched with `mpirun`;
+//!   MPI rank, for BSP programs launched with `mpirun`. The ranks agree on the schedule's
+//!   digest when they set up, and on the phase, element type and length before a phase's first
+//!   message. Schedules in which a device reduces in the network (a NIC or switch that runs a
+//!   program) do not run over MPI — only compute nodes have ranks — and are refused at set-up,
+//!   naming the device; run them in process;
 //! - [`Error`]: everything that can go wrong, in the names the user wrote.
 //!
 //! # Pipeline
@@ -46,8 +55,29 @@
 //! 2. **transfer**: the messages go to their receivers — moved between nodes in process, or
 //!    through the [`Transport`];
 //! 3. **write**: once every expected message has arrived and been checked, the node applies
-//!    its receives and local reduce/copy destinations **in program order**: `Store` replaces
-//!    the chunks, `Reduce` sets `dst = dst ⊕ incoming` with the phase's op.
+//!    its writes **in program order**: a receive's `Store` replaces the chunks and its `Reduce`
+//!    sets `dst = dst ⊕ incoming` with the phase's op; a local
+//!    [`Reduce`](schedule_ir::Instr::Reduce) sets `dst = dst ⊕ src`, a local
+//!    [`Copy`](schedule_ir::Instr::Copy) sets `dst = src` (the source as it was at the start
+//!    of the step); a [`Scale`](schedule_ir::Instr::Scale) divides its chunks in place by its
+//!    divisor (only in a phase whose op is a mean: the sum becomes the mean; integers divide
+//!    truncating, see [`Element`]).
+//!
+//! Devices (switches with a capacity: reducing NICs and switches) run programs too, in
+//! process: the in-process driver keeps their buffers, runs them in lockstep with the compute
+//! nodes and records a [`Completion`] per piece of a segment they receive.
+//!
+//! # Limits
+//!
+//! A schedule's size says nothing about what running it costs: a few kilobytes can name a
+//! vector of 2⁴⁰ elements, a dozen scratch buffers or a thousand copies of the whole vector.
+//! Every driver first estimates what the run needs ([`Needs`]: data, scratch and message
+//! buffers per node; bytes copied and combined) and refuses, with
+//! [`Error::OverMemoryBudget`] or [`Error::OverWorkBudget`] and nothing allocated, a run past
+//! its [`Limits`]: [`DEFAULT_MEMORY_BUDGET`] (4 GiB) and [`DEFAULT_WORK_BUDGET`] (64 GiB)
+//! unless the caller sets others ([`InProcess::with_limits`], [`NodeExecutor::with_limits`],
+//! `MpiNode::set_limits`, `topoc run --memory-budget/--work-budget`). Within the budget, time
+//! is proportional to the work the schedule states.
 //!
 //! Buffer 0 is the caller's vector (input before the phase, result after). Scratch buffers
 //! are set to zero at the start of every run. Sends with a route (`via`) go end to end:
@@ -87,8 +117,10 @@
 //! # Ok(()) }
 //! ```
 
+mod budget;
 mod buffer;
 mod completion;
+mod digest;
 mod element;
 mod error;
 mod exec;
@@ -111,12 +143,14 @@ mod test_common;
 #[cfg(test)]
 mod tests;
 
+pub use budget::{Limits, Needs, DEFAULT_MEMORY_BUDGET, DEFAULT_WORK_BUDGET};
 pub use buffer::{AnyBuffer, Buffers};
 pub use completion::{Completion, Status};
+pub use digest::{Digest, ScheduleDigest};
 pub use element::Element;
 pub use error::Error;
 pub use exec::{run_node_phase, run_node_phase_any, NodeExecutor};
-pub use inprocess::{run_phase, run_phase_any, InProcess};
+pub use inprocess::{run_phase, run_phase_any, run_phase_any_within, InProcess};
 pub use reference::{compare, compare_any, reference, reference_any};
 pub use transport::{Expected, Message, MessageKey, Transport};
 

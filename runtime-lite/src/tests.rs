@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::test_common::*;
-use crate::{Error, InProcess, NodeExecutor};
+use crate::{Error, InProcess, Limits, NodeExecutor};
 use schedule_ir::{ChunkId, DType, Instr, NodeId, Phase, ReduceOp};
 
 /// Runs the 3-node ring allreduce broken by `break_it`, unverified, in process.
@@ -14,7 +14,8 @@ fn run_broken(break_it: impl FnOnce(&mut Phase)) -> Result<Vec<Vec<i32>>, Error>
     break_it(&mut phase);
     assert_ne!(phase, before, "the test must change the phase");
     let schedule = build_schedule(ring_machine(3), vec![phase]);
-    InProcess::<i32>::from_schedule(&schedule, "grads")?.run(vec![vec![0; 30]; 3])
+    InProcess::<i32>::from_schedule(&schedule, "grads", &Limits::default())?
+        .run(vec![vec![0; 30]; 3])
 }
 
 fn message(result: Result<Vec<Vec<i32>>, Error>) -> String {
@@ -136,7 +137,7 @@ fn a_transfer_to_a_switch_and_a_switch_with_a_program() {
     }
     let schedule = build_schedule(star_machine(3), vec![phase]);
     assert_eq!(
-        InProcess::<i32>::from_schedule(&schedule, "grads").unwrap_err().to_string(),
+        InProcess::<i32>::from_schedule(&schedule, "grads", &Limits::default()).unwrap_err().to_string(),
         "phase `grads`: cannot execute the schedule at node N0, step 0, instruction 1: the peer S is a switch; transfers go between compute nodes and devices"
     );
 
@@ -145,7 +146,7 @@ fn a_transfer_to_a_switch_and_a_switch_with_a_program() {
     phase.programs[3].steps = vec![vec![instr], Vec::new()];
     let schedule = build_schedule(star_machine(3), vec![phase]);
     assert_eq!(
-        NodeExecutor::<i32>::from_schedule(&schedule, "grads", NodeId(0))
+        NodeExecutor::<i32>::from_schedule(&schedule, "grads", NodeId(0), &Limits::default())
             .unwrap_err()
             .to_string(),
         "phase `grads`: cannot execute the schedule at node S: the node is a switch but its program has instructions"
@@ -158,7 +159,8 @@ fn a_runner_is_usable_again_after_an_error() {
     let mut phase = ring_allreduce(3, "grads", ReduceOp::Sum, DType::I32, 30);
     phase.programs[0].steps[3].retain(|i| !matches!(i, Instr::Recv { .. }));
     let schedule = build_schedule(ring_machine(3), vec![phase]);
-    let mut runner = InProcess::<i32>::from_schedule(&schedule, "grads").unwrap();
+    let mut runner =
+        InProcess::<i32>::from_schedule(&schedule, "grads", &Limits::default()).unwrap();
     let first = runner.run(vec![vec![1; 30]; 3]).unwrap_err().to_string();
     let second = runner.run(vec![vec![1; 30]; 3]).unwrap_err().to_string();
     assert_eq!(first, second);
@@ -177,6 +179,14 @@ fn a_vector_too_large_to_allocate_is_an_error() {
         chunk.start = phase.elements;
     }
     let schedule = build_schedule(ring_machine(2), vec![phase]);
-    let err = InProcess::<f64>::from_schedule(&schedule, "grads").unwrap_err();
+    // The budget refuses it before anything is allocated …
+    let err = InProcess::<f64>::from_schedule(&schedule, "grads", &Limits::default()).unwrap_err();
+    assert!(matches!(err, Error::OverMemoryBudget { .. }), "{err}");
+    // … and without a budget, the failed allocation is an error, not an abort.
+    let unlimited = Limits {
+        memory_bytes: u64::MAX,
+        work_bytes: u64::MAX,
+    };
+    let err = InProcess::<f64>::from_schedule(&schedule, "grads", &unlimited).unwrap_err();
     assert!(matches!(err, Error::TooLarge { .. }), "{err}");
 }

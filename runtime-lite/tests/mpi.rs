@@ -80,13 +80,27 @@ struct Job {
 
 /// Runs `program args` on `ranks` ranks, killing it if it outlives [`JOB_LIMIT`].
 fn mpirun(ranks: usize, program: &Path, args: &[&str]) -> Option<Job> {
+    mpmd(&[(ranks, program, args)])
+}
+
+/// Runs several programs in one MPI job (`mpirun -np R1 P1 A1 : -np R2 P2 A2 …`), ranks
+/// numbered in that order, killing it if it outlives [`JOB_LIMIT`].
+fn mpmd(parts: &[(usize, &Path, &[&str])]) -> Option<Job> {
     let (mpirun, flags) = launcher()?;
     let _one_at_a_time = JOBS.lock().unwrap_or_else(|e| e.into_inner());
-    let mut child = Command::new(mpirun)
-        .args(flags)
-        .args(["-np", &ranks.to_string()])
-        .arg(program)
-        .args(args)
+    let mut command = Command::new(mpirun);
+    command.args(flags);
+    for (i, (ranks, program, args)) in parts.iter().enumerate() {
+        if i > 0 {
+            command.arg(":");
+        }
+        command
+            .args(["-np", &ranks.to_string()])
+            .arg(program)
+            .args(*args);
+    }
+    let shown = format!("{command:?}");
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -122,13 +136,7 @@ fn mpirun(ranks: usize, program: &Path, args: &[&str]) -> Option<Job> {
         stdout: stdout.join().unwrap(),
         stderr: stderr.join().unwrap(),
     };
-    eprintln!(
-        "mpirun -np {ranks} {} {}\n{}{}",
-        program.display(),
-        args.join(" "),
-        job.stdout,
-        job.stderr
-    );
+    eprintln!("{shown}\n{}{}", job.stdout, job.stderr);
     Some(job)
 }
 
@@ -322,6 +330,12 @@ fn a_buffer_of_the_wrong_length_is_reported() {
         reports[1],
         "error: phase `grads`: the buffer of node N1 has 999 elements but the phase works on 1000"
     );
+    // The others learn of it before the first message, not after a timeout.
+    assert_eq!(
+        reports[0],
+        "error: phase `grads`: node N0 and N1 (rank 1) cannot run it together: its buffer has \
+         999 elements but the phase works on 1000 (it reports why)"
+    );
     all_failed(&reports, usize::MAX);
 }
 
@@ -353,4 +367,143 @@ fn a_rank_that_cannot_set_up_stops_every_rank() {
              not go on"
         );
     }
+}
+
+#[test]
+fn ranks_given_different_schedules_all_fail_naming_what_differs() {
+    let Some(reports) = faults("other-schedule") else {
+        return;
+    };
+    for (r, report) in reports.iter().enumerate() {
+        let peer = if r == 1 { 0 } else { 1 };
+        assert!(
+            report.starts_with(&format!(
+                "error: the ranks were given different schedules: node N{r} (rank {r}) and rank \
+                 {peer} differ in the phases' collective, op, element type or length (schedule \
+                 digest "
+            )),
+            "rank {r}: {report}"
+        );
+        assert!(
+            report.ends_with("); start every rank with the same schedule"),
+            "{report}"
+        );
+    }
+}
+
+/// The finding: `bsp_allreduce` started with a sum schedule on one rank and a max schedule of
+/// the same machine and size on three reported success on every rank. Now every rank fails
+/// before the first message.
+#[test]
+fn an_mpmd_job_with_two_schedules_fails_on_every_rank() {
+    let sum = schedule_file(
+        "ring4-sum",
+        ring_machine(4),
+        vec![ring_allreduce(4, "grads", ReduceOp::Sum, DType::F32, 1000)],
+    );
+    let max = schedule_file(
+        "ring4-max",
+        ring_machine(4),
+        vec![ring_allreduce(4, "grads", ReduceOp::Max, DType::F32, 1000)],
+    );
+    let program = example("bsp_allreduce");
+    let (a, b) = (sum.0.to_str().unwrap(), max.0.to_str().unwrap());
+    let Some(job) = mpmd(&[(1, &program, &[a]), (3, &program, &[b])]) else {
+        return;
+    };
+    assert!(!job.success, "{}{}", job.stdout, job.stderr);
+    assert!(!job.stdout.contains("superstep"), "{}", job.stdout);
+    for r in 0..4 {
+        assert!(
+            job.stderr.contains(&format!(
+                "bsp_allreduce: rank {r}: error: the ranks were given different schedules: node \
+                 N{r} (rank {r}) and rank {}",
+                if r == 0 { 1 } else { 0 }
+            )),
+            "rank {r}:\n{}",
+            job.stderr
+        );
+    }
+}
+
+#[test]
+fn ranks_running_different_phases_all_fail_before_the_first_message() {
+    let Some(reports) = faults("other-phase") else {
+        return;
+    };
+    assert_eq!(
+        reports[0],
+        "error: phase `grads`: node N0 and N1 (rank 1) cannot run it together: that rank runs \
+         another phase"
+    );
+    assert_eq!(
+        reports[1],
+        "error: phase `b`: node N1 and N0 (rank 0) cannot run it together: that rank runs \
+         another phase"
+    );
+    all_failed(&reports, 1);
+}
+
+#[test]
+fn a_rank_that_does_not_run_the_phase_is_reported_while_agreeing() {
+    let Some(reports) = faults("silent-agree") else {
+        return;
+    };
+    assert_eq!(reports[1], "silent");
+    for r in [0, 2, 3] {
+        assert!(
+            reports[r].starts_with(&format!(
+                "error: phase `grads`: node N{r} heard nothing from N1 (rank 1) within 2"
+            )),
+            "{}",
+            reports[r]
+        );
+    }
+}
+
+#[test]
+fn an_in_network_schedule_is_refused_at_set_up_naming_the_device() {
+    let Some(reports) = faults("device") else {
+        return;
+    };
+    for report in &reports {
+        assert_eq!(
+            report,
+            "error: phase `grads`: device NIC0 runs a program (it reduces in the network), but \
+             under MPI only compute nodes run, one per rank, so nothing would run it: run the \
+             schedule in one process (`topoc run`, `runtime_lite::run_phase`), or compile it for \
+             MPI without reducing devices"
+        );
+    }
+}
+
+/// The finding: a verified schedule of 2⁴⁶ elements made `bsp_allreduce` allocate its vectors
+/// before the runtime's size check, and abort. Now every rank stops while setting up.
+#[test]
+fn a_vector_past_the_memory_budget_stops_every_rank_before_allocating() {
+    let file = schedule_file(
+        "huge",
+        ring_machine(4),
+        vec![ring_allreduce(
+            4,
+            "grads",
+            ReduceOp::Sum,
+            DType::F32,
+            1 << 46,
+        )],
+    );
+    let Some(job) = mpirun(4, &example("bsp_allreduce"), &[file.0.to_str().unwrap()]) else {
+        return;
+    };
+    assert!(!job.success);
+    assert!(
+        job.stderr.contains(
+            "bsp_allreduce: rank 1: error: phase `grads` needs about 576.0 TiB of memory to run \
+             (data 256.0 TiB on 1 node(s), scratch 0 B, messages 64.0 TiB, copies held beside \
+             the run 256.0 TiB)"
+        ),
+        "{}",
+        job.stderr
+    );
+    assert!(!job.stderr.contains("memory allocation"), "{}", job.stderr);
 }

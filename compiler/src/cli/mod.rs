@@ -123,6 +123,13 @@ enum Command {
         /// Report format.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
+        /// Most memory a phase's run may hold: every node's input, result, scratch and
+        /// message buffers, the reference (B, KiB, MiB, GiB; KB, MB, GB).
+        #[arg(long, default_value = "4GiB")]
+        memory_budget: String,
+        /// Most bytes a phase's run may copy and combine, over every node and step.
+        #[arg(long, default_value = "64GiB")]
+        work_budget: String,
     },
     /// Estimate the time of every phase over message sizes, beside its lower bound.
     ///
@@ -286,6 +293,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             seed,
             phase,
             format,
+            memory_budget,
+            work_budget,
         } => run::run(
             &input,
             dtype.map(Into::into),
@@ -293,6 +302,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             seed,
             phase.as_deref(),
             format,
+            run::budget(&memory_budget, &work_budget)?,
         ),
         Command::Simulate {
             input,

@@ -1,12 +1,16 @@
 //! `topoc run`: execute every phase in one process on random data and compare each node's
 //! result with a plain reference reduction; run twice and compare the two runs bit for bit.
+//! Each phase's run is refused, before its inputs are made, if it would need more memory or
+//! work than `--memory-budget` and `--work-budget` allow (see `runtime_lite::Limits`).
 
 use super::{load_verified, ReportFormat};
+use runtime_lite::Limits;
 use schedule_ir::DType;
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
-use topoc::trial::{adjust, run_phase, PhaseRun};
+use topoc::simulate::parse_size;
+use topoc::trial::{adjust, run_phase_within, PhaseRun};
 
 pub fn run(
     path: &Path,
@@ -15,6 +19,7 @@ pub fn run(
     seed: u64,
     only: Option<&str>,
     format: ReportFormat,
+    limits: Limits,
 ) -> Result<ExitCode, String> {
     let verified = load_verified(path)?;
     let verified = adjust(verified, dtype, elements)?;
@@ -35,7 +40,7 @@ pub fn run(
             continue;
         }
         let phase_seed = seed.wrapping_add(index as u64);
-        runs.push(run_phase(&verified, phase, phase_seed)?);
+        runs.push(run_phase_within(&verified, phase, phase_seed, &limits)?);
     }
     let all_ok = runs.iter().all(PhaseRun::ok);
     match format {
@@ -88,5 +93,14 @@ pub fn run(
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    })
+}
+
+/// The limits from the `--memory-budget` and `--work-budget` sizes.
+pub fn budget(memory: &str, work: &str) -> Result<Limits, String> {
+    let size = |flag: &str, text: &str| parse_size(text).map_err(|e| format!("error: {flag}: {e}"));
+    Ok(Limits {
+        memory_bytes: size("--memory-budget", memory)?,
+        work_bytes: size("--work-budget", work)?,
     })
 }

@@ -28,6 +28,79 @@ pub enum MpiError {
     )]
     PeerSetup,
 
+    /// A device (a NIC or switch reducing in the network) runs a program in a phase; under
+    /// MPI only compute nodes have ranks.
+    #[error(
+        "phase `{phase}`: device {device} runs a program (it reduces in the network), but under \
+         MPI only compute nodes run, one per rank, so nothing would run it: run the schedule in \
+         one process (`topoc run`, `runtime_lite::run_phase`), or compile it for MPI without \
+         reducing devices"
+    )]
+    DeviceProgram {
+        /// The phase.
+        phase: String,
+        /// The device's name.
+        device: String,
+    },
+
+    /// The ranks were given different schedules (their digests differ).
+    #[error(
+        "the ranks were given different schedules: node {node} (rank {rank}) and rank {peer} \
+         differ in {what} (schedule digest {mine} here, {theirs} on rank {peer}); start every \
+         rank with the same schedule"
+    )]
+    ScheduleMismatch {
+        /// This rank's node.
+        node: String,
+        /// This rank.
+        rank: usize,
+        /// The first rank whose schedule differs.
+        peer: usize,
+        /// What differs, in words.
+        what: &'static str,
+        /// This rank's schedule digest.
+        mine: crate::Digest,
+        /// The peer's.
+        theirs: crate::Digest,
+    },
+
+    /// Before a phase's first message, a peer rank turned out to run another phase, another
+    /// element type or a buffer of another length, or could not start the phase.
+    #[error(
+        "phase `{phase}`: node {node} and {peer} (rank {rank}) cannot run it together: {detail}"
+    )]
+    PhaseMismatch {
+        /// The phase this rank runs.
+        phase: String,
+        /// This rank's node.
+        node: String,
+        /// The peer's node.
+        peer: String,
+        /// The peer's rank.
+        rank: usize,
+        /// What differs.
+        detail: String,
+    },
+
+    /// Before a phase's first message, a peer did not say which phase it runs in time.
+    #[error(
+        "phase `{phase}`: node {node} heard nothing from {peer} (rank {rank}) within \
+         {waited:.1?} while agreeing on the phase to run: that rank has stopped, is stuck, or \
+         runs something else"
+    )]
+    AgreeTimeout {
+        /// The phase this rank runs.
+        phase: String,
+        /// This rank's node.
+        node: String,
+        /// The silent peer's node.
+        peer: String,
+        /// Its rank.
+        rank: usize,
+        /// How long this rank waited.
+        waited: Duration,
+    },
+
     /// The machine has more link directions and lanes than the MPI library has tags.
     #[error(
         "machine `{machine}` needs {needed} distinct MPI tags per step (2 directions × links × \

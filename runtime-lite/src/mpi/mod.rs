@@ -18,6 +18,34 @@
 //! rank. The communicator must have exactly one rank per compute node, or setting up fails
 //! with [`MpiError::WorldSize`].
 //!
+//! Devices — NICs and switches that reduce in the network and run programs of their own — have
+//! no rank either, so a schedule in which a device runs a program (in-network reduction, seed
+//! 003's fabric with a reducing switch) cannot run over MPI: [`MpiNode::new`] (and
+//! [`MpiTransport::new`] for the phase) refuses it on every rank with
+//! [`MpiError::DeviceProgram`], naming the phase and the device. Such schedules run in one
+//! process ([`run_phase`](crate::run_phase), `topoc run`), where the driver runs the devices.
+//! A fabric whose switch does not reduce compiles to a NIC ring, which runs over MPI.
+//!
+//! # Agreement
+//!
+//! Ranks that were given different schedules would exchange messages that fit and compute
+//! something else — a sum on one rank, a max on the others — and report success. So before
+//! anything is exchanged:
+//! - [`MpiNode::new`] gathers every rank's set-up status and the [`ScheduleDigest`] of its
+//!   schedule (128-bit FNV-1a of its canonical RON text; see [`crate::ScheduleDigest`]); if
+//!   they differ, every rank fails with [`MpiError::ScheduleMismatch`], which names the first
+//!   rank that differs and what differs (the machine, the phases' names, their collective, op,
+//!   element type or length, or their programs);
+//! - the first [`MpiNode::run`] of a phase (and the first with another element type) sends
+//!   every other rank the phase's name digest, the element type, the phase's length and the
+//!   buffer's length, on a communicator of its own, within the timeout; a rank that runs
+//!   another phase, another element type or a buffer of the wrong length makes every rank fail
+//!   ([`MpiError::PhaseMismatch`]) before the first message, and a rank that does not run the
+//!   phase at all is reported after the timeout ([`MpiError::AgreeTimeout`]).
+//!
+//! [`MpiTransport`] used directly (with [`NodeExecutor`](crate::NodeExecutor)) does neither:
+//! agreeing is the caller's business there.
+//!
 //! # One step
 //!
 //! The node executor hands the transport the step's outgoing messages and the list of
@@ -70,11 +98,15 @@
 //! # Failures
 //!
 //! Nothing here hangs for ever or panics on what the peers send:
-//! - a wrong number of ranks, or a machine too large for the tags: an error from
-//!   [`MpiNode::new`] or [`MpiTransport::new`] on every rank; [`MpiNode::new`] also agrees
-//!   with the other ranks first, so if one rank cannot set up (it was given another schedule),
-//!   the others fail with [`MpiError::PeerSetup`] instead of waiting for it;
-//! - a wrong buffer length or element type: an error on that rank before anything is sent;
+//! - a wrong number of ranks, a machine too large for the tags, or a device with a program: an
+//!   error from [`MpiNode::new`] or [`MpiTransport::new`] on every rank; [`MpiNode::new`] also
+//!   agrees with the other ranks first, so if one rank cannot set up (it was given a schedule
+//!   for another machine), the others fail with [`MpiError::PeerSetup`] instead of waiting for
+//!   it, and if all can but their schedules differ, all fail with
+//!   [`MpiError::ScheduleMismatch`];
+//! - a run past the node's [`Limits`](crate::Limits) (see [`MpiNode::set_limits`]), a wrong
+//!   buffer length or element type: an error on that rank before anything is sent, and
+//!   [`MpiError::PhaseMismatch`] on the others (through [`MpiNode`]);
 //! - a message of the wrong size: received, then reported with the phase, step, node, peer and
 //!   link;
 //! - a peer that does not send a message, or does not take one, within the timeout (default
@@ -97,6 +129,7 @@
 //! get the timeout error above. A rank that fails should end the job the same way: the example
 //! `bsp_allreduce` prints the error and calls `MPI_Abort`.
 
+mod agree;
 mod error;
 mod node;
 mod transport;
@@ -107,6 +140,8 @@ pub use node::MpiNode;
 pub use transport::{MpiTransport, DEFAULT_TIMEOUT};
 
 use crate::element::Element;
+#[cfg(doc)]
+use crate::ScheduleDigest;
 use mpi::datatype::Equivalence;
 #[cfg(doc)]
 use schedule_ir::NodeId;

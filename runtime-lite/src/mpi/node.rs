@@ -1,13 +1,15 @@
 //! [`MpiNode`]: the embedding API for a BSP node-level program under MPI — this process's node
 //! of a verified schedule, its phases run by name.
 
+use super::agree::{agree_phase, agree_schedule, PhaseTerms, Setup};
 use super::transport::{tag_ub, MpiTransport, DEFAULT_TIMEOUT};
-use super::wire::{rank_node, tag_space, Wire};
+use super::wire::{no_device_programs, rank_node, tag_space, Wire};
 use super::{MpiElement, MpiError};
+use crate::budget::Limits;
 use crate::buffer::AnyBuffer;
+use crate::digest::{Digest, ScheduleDigest};
 use crate::error::Error;
 use crate::exec::NodeExecutor;
-use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::CommunicatorCollectives;
 use schedule_ir::{NodeId, VerifiedSchedule};
@@ -40,11 +42,17 @@ use std::time::Duration;
 /// ```
 pub struct MpiNode {
     comm: SimpleCommunicator,
+    /// A second duplicate, for agreeing on a phase before its first message: nothing else
+    /// travels on it, so those words can never be taken for a step's message.
+    agreement: SimpleCommunicator,
+    /// The compute nodes' names, by rank.
+    names: Vec<String>,
     schedule: VerifiedSchedule,
     node: NodeId,
     rank: usize,
     tag_ub: i32,
     timeout: Option<Duration>,
+    limits: Limits,
     phases: HashMap<String, Slot>,
 }
 
@@ -80,25 +88,36 @@ impl MpiNode {
         let rank = usize::try_from(comm.rank()).unwrap_or(usize::MAX);
         let tag_ub = tag_ub(comm);
         let machine = &schedule.schedule().machine;
-        let checked = rank_node(machine, rank, size)
-            .and_then(|node| tag_space(machine, tag_ub).map(|_| node));
-        let mut failed_somewhere = 0i32;
-        comm.all_reduce_into(
-            &i32::from(checked.is_err()),
-            &mut failed_somewhere,
-            SystemOperation::max(),
-        );
+        let checked = rank_node(machine, rank, size).and_then(|node| {
+            tag_space(machine, tag_ub)?;
+            no_device_programs(schedule.schedule(), None)?;
+            Ok(node)
+        });
+        let digest = ScheduleDigest::of(schedule.schedule());
+        let name = checked
+            .as_ref()
+            .map_or_else(|_| format!("rank {rank}"), |&n| machine.node_name(n));
+        let agreed = agree_schedule(comm, checked.is_ok(), &digest, &name);
         let node = checked?;
-        if failed_somewhere != 0 {
-            return Err(MpiError::PeerSetup.into());
+        match agreed {
+            Setup::Agreed => {}
+            Setup::PeerFailed => return Err(MpiError::PeerSetup.into()),
+            Setup::Mismatch(e) => return Err(e.into()),
         }
+        let names = machine
+            .compute_nodes()
+            .map(|n| machine.node_name(n))
+            .collect();
         Ok(MpiNode {
             comm: comm.duplicate(),
+            agreement: comm.duplicate(),
+            names,
             schedule,
             node,
             rank,
             tag_ub,
             timeout: Some(DEFAULT_TIMEOUT),
+            limits: Limits::default(),
             phases: HashMap::new(),
         })
     }
@@ -111,41 +130,73 @@ impl MpiNode {
     /// type or `data` has the wrong length, if a message arrives with the wrong size, or if a
     /// peer does not send or take a message within the timeout.
     pub fn run<T: MpiElement>(&mut self, phase: &str, data: &mut [T]) -> Result<(), Error> {
-        let slot = match self.phases.get_mut(phase) {
-            Some(slot) => slot,
-            None => {
-                let wire = Wire::new(
-                    self.schedule.schedule(),
+        let ready = self
+            .phases
+            .get(phase)
+            .is_some_and(|slot| slot.executor.is::<NodeExecutor<T>>());
+        if !ready {
+            self.prepare::<T>(phase, data.len())?;
+        }
+        let slot = self
+            .phases
+            .get_mut(phase)
+            .ok_or_else(|| internal(phase, "the phase was not prepared"))?;
+        let executor = slot
+            .executor
+            .downcast_mut::<NodeExecutor<T>>()
+            .ok_or_else(|| internal(phase, "the cached executor has another element type"))?;
+        let mut transport =
+            MpiTransport::from_wire(&self.comm, Arc::clone(&slot.wire), self.timeout);
+        executor.run(data, &mut transport)
+    }
+
+    /// The first run of `phase` with element type `T` on a buffer of `len` elements: plans
+    /// the phase within the limits, and agrees with every other rank on the phase, the element
+    /// type and the length before any message. Every rank takes part even if its own checks
+    /// fail, so that the others learn of it at once; its own error comes first.
+    fn prepare<T: MpiElement>(&mut self, phase: &str, len: usize) -> Result<(), Error> {
+        let schedule = self.schedule.schedule();
+        let local = (|| {
+            let wire = match self.phases.get(phase) {
+                Some(slot) => Arc::clone(&slot.wire),
+                None => Arc::new(Wire::new(
+                    schedule,
                     phase,
                     self.rank,
                     usize::try_from(self.comm.size()).unwrap_or(0),
                     self.tag_ub,
-                )?;
-                let executor = NodeExecutor::<T>::new(&self.schedule, phase, self.node)?;
-                self.phases
-                    .entry(phase.to_string())
-                    .or_insert_with(|| Slot {
-                        wire: Arc::new(wire),
-                        executor: Box::new(executor),
-                    })
-            }
+                )?),
+            };
+            let executor =
+                NodeExecutor::<T>::with_limits(&self.schedule, phase, self.node, &self.limits)?;
+            executor.check_len(len)?;
+            Ok::<_, Error>((wire, executor))
+        })();
+        let elements = schedule.phase(phase).map_or(0, |p| p.elements);
+        let terms = PhaseTerms {
+            ok: local.is_ok(),
+            name: Digest::of(phase.as_bytes()),
+            dtype: T::DTYPE,
+            elements,
+            len: len as u64,
         };
-        if !slot.executor.is::<NodeExecutor<T>>() {
-            // The phase ran before with another element type; this refuses `T` if the phase
-            // is not compiled for it.
-            slot.executor = Box::new(NodeExecutor::<T>::new(&self.schedule, phase, self.node)?);
-        }
-        let executor = slot
-            .executor
-            .downcast_mut::<NodeExecutor<T>>()
-            .ok_or_else(|| Error::Malformed {
-                phase: phase.to_string(),
-                location: "the MPI node".into(),
-                detail: "internal error: the cached executor has another element type".into(),
-            })?;
-        let mut transport =
-            MpiTransport::from_wire(&self.comm, Arc::clone(&slot.wire), self.timeout);
-        executor.run(data, &mut transport)
+        let agreed = agree_phase(&self.agreement, phase, &terms, &self.names, self.timeout);
+        let (wire, executor) = local?;
+        agreed?;
+        self.phases.insert(
+            phase.to_string(),
+            Slot {
+                wire,
+                executor: Box::new(executor),
+            },
+        );
+        Ok(())
+    }
+
+    /// Sets the limits a phase's run must stay within (see [`Limits`]); they apply to phases
+    /// not run yet. The default is [`Limits::default`].
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
     }
 
     /// [`MpiNode::run`] on a dtype-erased buffer.
@@ -203,5 +254,14 @@ impl MpiNode {
     /// The node's own communicator (a duplicate of the one it was built with).
     pub fn communicator(&self) -> &SimpleCommunicator {
         &self.comm
+    }
+}
+
+/// An error that the node's own bookkeeping makes impossible; reported rather than panicking.
+fn internal(phase: &str, detail: &str) -> Error {
+    Error::Malformed {
+        phase: phase.to_string(),
+        location: "the MPI node".into(),
+        detail: format!("internal error: {detail}"),
     }
 }

@@ -162,7 +162,7 @@ impl<T: MpiElement, C: Communicator> Transport<T> for MpiTransport<'_, C> {
 
 /// Gives up on a request that may never complete: takes it out of its scope and leaves it to
 /// MPI. The caller must then never free the request's buffer.
-fn abandon<'a, D: ?Sized, S: Scope<'a>>(request: Request<'a, D, S>) {
+pub(crate) fn abandon<'a, D: ?Sized, S: Scope<'a>>(request: Request<'a, D, S>) {
     // SAFETY: `into_raw` requires the request to complete while its buffer lives; the only
     // caller leaks the buffers (`mem::forget`) whenever it abandons a request, so they live
     // for ever.
@@ -170,24 +170,24 @@ fn abandon<'a, D: ?Sized, S: Scope<'a>>(request: Request<'a, D, S>) {
 }
 
 /// A deadline, or none.
-struct Deadline {
+pub(crate) struct Deadline {
     start: Instant,
     timeout: Option<Duration>,
 }
 
 impl Deadline {
-    fn new(timeout: Option<Duration>) -> Self {
+    pub(crate) fn new(timeout: Option<Duration>) -> Self {
         Deadline {
             start: Instant::now(),
             timeout,
         }
     }
 
-    fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.timeout.is_some_and(|t| self.start.elapsed() >= t)
     }
 
-    fn waited(&self) -> Duration {
+    pub(crate) fn waited(&self) -> Duration {
         self.start.elapsed()
     }
 }

@@ -5,7 +5,7 @@ use super::error::MpiError;
 use crate::error::Error;
 use crate::plan::find_phase;
 use crate::transport::MessageKey;
-use schedule_ir::{LinkId, Machine, NodeId, Schedule, StepId};
+use schedule_ir::{LinkId, Machine, NodeId, NodeKind, Schedule, StepId};
 
 /// The tag upper bound every MPI library guarantees at least.
 pub(crate) const MIN_TAG_UB: i32 = 32767;
@@ -53,6 +53,7 @@ impl Wire {
         let p = find_phase(schedule, phase)?;
         let machine = &schedule.machine;
         let node = rank_node(machine, rank, size)?;
+        no_device_programs(schedule, Some(&p.name))?;
         let mut ranks = vec![None; machine.nodes.len()];
         for (r, n) in machine.compute_nodes().enumerate() {
             if let Some(cell) = ranks.get_mut(n.index()) {
@@ -165,6 +166,29 @@ pub(crate) fn rank_node(machine: &Machine, rank: usize, size: usize) -> Result<N
             compute: count,
         }),
     }
+}
+
+/// Refuses a schedule in which a device (a NIC or switch that reduces in the network) runs a
+/// program in `phase` (every phase, if `None`): only compute nodes have ranks, so nothing would
+/// run the device's part, and its peers would wait at the first step for messages no rank
+/// sends.
+pub(crate) fn no_device_programs(schedule: &Schedule, phase: Option<&str>) -> Result<(), MpiError> {
+    let machine = &schedule.machine;
+    for p in &schedule.phases {
+        if phase.is_some_and(|name| name != p.name) {
+            continue;
+        }
+        let busy = machine.nodes.iter().zip(&p.programs).find(|(n, program)| {
+            n.kind != NodeKind::Compute && program.steps.iter().any(|s| !s.is_empty())
+        });
+        if let Some((device, _)) = busy {
+            return Err(MpiError::DeviceProgram {
+                phase: p.name.clone(),
+                device: device.name.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// How a machine's messages share the tags.
@@ -306,6 +330,38 @@ mod tests {
         // The switch (node 4) has no rank.
         let err = w.outgoing([key(0, 3, 2, 4, 0)].iter()).unwrap_err();
         assert!(err.to_string().contains("S is not a compute node"), "{err}");
+    }
+
+    /// In-network reduction: the switch of a star reduces and sends the sums back, so it runs
+    /// a program; no rank could run it.
+    #[test]
+    fn a_device_with_a_program_is_refused() {
+        let mut machine = star_machine(2);
+        machine.nodes[2].name = "NIC0".into();
+        machine.nodes[2].capacity = Some(4);
+        let mut phase = star_allreduce(2, "grads", ReduceOp::Sum, DType::F32, 8);
+        phase.programs[2].steps = vec![Vec::new(); phase.steps as usize];
+        phase.programs[2].steps[0].push(schedule_ir::Instr::Copy {
+            src: schedule_ir::BufferId(0),
+            dst: schedule_ir::BufferId(0),
+            chunks: vec![ChunkId(0)],
+        });
+        let s = build_schedule(machine, vec![phase]);
+        let want = "phase `grads`: device NIC0 runs a program (it reduces in the network), but \
+                    under MPI only compute nodes run, one per rank, so nothing would run it: run \
+                    the schedule in one process (`topoc run`, `runtime_lite::run_phase`), or \
+                    compile it for MPI without reducing devices";
+        assert_eq!(
+            Wire::new(&s, "grads", 0, 2, MIN_TAG_UB)
+                .unwrap_err()
+                .to_string(),
+            want
+        );
+        assert_eq!(no_device_programs(&s, None).unwrap_err().to_string(), want);
+        // A device whose programs are empty (a NIC ring through a plain switch) is fine.
+        let mut s = s;
+        s.phases[0].programs[2].steps[0].clear();
+        assert!(no_device_programs(&s, None).is_ok());
     }
 
     #[test]

@@ -69,6 +69,35 @@ fn link(name: String, a: usize, b: usize) -> Link {
     }
 }
 
+/// `p` compute nodes `N0..N{p-1}` around a reducing switch `NIC0` (node `p`, one segment
+/// unit); link `Li` joins `Ni` and `NIC0`.
+pub fn in_network_machine(p: usize) -> Machine {
+    let mut machine = star_machine(p);
+    machine.name = format!("in-network-{p}");
+    machine.nodes[p].name = "NIC0".into();
+    machine.nodes[p].capacity = Some(1);
+    machine
+}
+
+/// An f32 sum allreduce on [`in_network_machine`]: in step 0 `N0` stores its vector in the
+/// switch, in step 1 the others add theirs, in step 2 the switch sends the sum to every node.
+pub fn in_network_allreduce(p: usize, name: &str, elements: u64) -> Phase {
+    let machine = in_network_machine(p);
+    let shape = Shape::new(Collective::AllReduce, ReduceOp::Sum, DType::F32, elements);
+    let mut b = PhaseBuilder::new(&machine, name, shape, 1, 0, 3);
+    b.phase.programs[p].steps = vec![Vec::new(); 3];
+    for i in 0..p {
+        let mode = if i == 0 {
+            RecvMode::Store
+        } else {
+            RecvMode::Reduce
+        };
+        b.transfer(usize::from(i > 0), i, p, &[i], 0, 0, &[0], mode);
+        b.transfer(2, p, i, &[i], 0, 0, &[0], RecvMode::Store);
+    }
+    b.build()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Phase builder
 
