@@ -76,12 +76,23 @@ pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             .hint("the rate at which a node combines data, in Gbit/s, e.g. `reduce_gbps: 800.0`; leave it out to make reduction free in the estimates")]);
         }
     }
+    if let Some(latency) = file.switch_latency_us {
+        if !(latency.is_finite() && latency >= 0.0) {
+            return Err(vec![Problem::at(
+                path!["switch_latency_us"],
+                format!("a switch latency must be zero or more, not {latency}"),
+                "not a non-negative number",
+            )
+            .hint("what a transfer pays for each switch it passes through, in µs, e.g. `switch_latency_us: 0.3`")]);
+        }
+    }
     let machine = generate(file)?;
     check_connected(&machine)?;
     let common = file.machine.common();
     let machine = overrides::apply(machine, common.link_overrides)?;
     let mut machine = failures::apply(machine, common.failed_links, common.failed_nodes)?;
     machine.reduce_gbps = file.reduce_gbps;
+    machine.switch_latency_us = file.switch_latency_us.unwrap_or(0.0);
     let compute = machine.compute_nodes().len();
     if compute < 2 {
         return Err(vec![Problem::at(

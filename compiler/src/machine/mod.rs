@@ -96,6 +96,9 @@ pub struct Machine {
     /// How fast each compute node combines data, in Gbit/s (the file's `reduce_gbps`): only
     /// the cost model reads it.
     pub reduce_gbps: Option<f64>,
+    /// What a transfer pays, in µs, for each switch it is forwarded by (the file's
+    /// `switch_latency_us`, 0 when absent): only the cost model reads it.
+    pub switch_latency_us: f64,
 }
 
 /// What a network device can do for in-network reduction (seed 003).
@@ -160,6 +163,7 @@ impl Machine {
             devices: BTreeMap::new(),
             failed: Failed::default(),
             reduce_gbps: None,
+            switch_latency_us: 0.0,
         }
     }
 
@@ -281,6 +285,7 @@ impl Machine {
                 })
                 .collect(),
             reduce_gbps: self.reduce_gbps,
+            switch_latency_us: self.switch_latency_us,
         }
     }
 }

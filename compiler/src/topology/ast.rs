@@ -21,6 +21,10 @@ pub struct TopologyFile {
     /// combining is free in the estimates.
     #[serde(default)]
     pub reduce_gbps: Option<f64>,
+    /// What a transfer pays, in microseconds, for each switch its route passes through, on
+    /// top of the latencies of the links it crosses. Absent: switches add nothing.
+    #[serde(default)]
+    pub switch_latency_us: Option<f64>,
     /// The BSP program: compute phases and the exchange phases to compile. When empty, one
     /// allreduce phase (see [`Exchange::default_phase`]) is compiled.
     #[serde(default)]

@@ -101,6 +101,16 @@ pub enum VerifyError {
         /// The value found.
         value: String,
     },
+    /// The machine's switch latency is negative or not finite.
+    #[error(
+        "machine `{machine}`: switch_latency_us = {value}, but it must be zero or more and finite"
+    )]
+    InvalidSwitchLatency {
+        /// The machine's name.
+        machine: String,
+        /// The value found.
+        value: String,
+    },
     /// Two phases have the same name.
     #[error("schedule: two phases are called `{name}`; phase names must be unique")]
     DuplicatePhaseName {

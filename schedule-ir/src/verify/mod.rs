@@ -29,6 +29,7 @@
 //! - `bandwidth_gbps` is positive and finite, `latency_us` is non-negative and finite, `lanes`
 //!   is at least 1 — [`VerifyError::InvalidLink`];
 //! - `reduce_gbps`, when given, is positive and finite — [`VerifyError::InvalidReduceRate`].
+//! - `switch_latency_us` is zero or more and finite — [`VerifyError::InvalidSwitchLatency`].
 //!
 //! Each phase:
 //! - buffer 0 exists and is [`BufferKind::Data`](crate::BufferKind::Data) —
