@@ -68,6 +68,11 @@ pub enum Shape {
         /// The size of each dimension.
         dims: Vec<usize>,
     },
+    /// A torus without its wrap-around links, nodes in the torus's order.
+    Mesh {
+        /// The size of each dimension.
+        dims: Vec<usize>,
+    },
     /// Every two nodes joined by one link.
     FullMesh,
     /// A tree of switches and processors, root first.

@@ -162,6 +162,24 @@ pub enum MachineDecl {
         #[serde(default)]
         link_overrides: Vec<LinkSetting>,
     },
+    /// A mesh: one node per point of a grid of the given sizes, linked to its neighbours along
+    /// each dimension, without wrap-around links (a torus with its wrap-around links left out).
+    Mesh {
+        /// The size of each dimension (each at least 2).
+        dims: Vec<u32>,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
+    },
     /// `nodes` compute nodes, every two joined by a link.
     FullMesh {
         /// Number of nodes (at least 2).
@@ -286,6 +304,11 @@ impl MachineDecl {
                 failed_nodes,
                 ..
             }
+            | MachineDecl::Mesh {
+                failed_links,
+                failed_nodes,
+                ..
+            }
             | MachineDecl::FullMesh {
                 failed_links,
                 failed_nodes,
@@ -339,6 +362,12 @@ impl MachineDecl {
                 ..
             }
             | MachineDecl::Torus {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Mesh {
                 failed_links,
                 failed_nodes,
                 link_overrides,
