@@ -43,7 +43,7 @@ fn params(rng: &mut ChaCha8Rng) -> String {
 /// A random machine: its `machine:` text and the name of one compute node (a root).
 fn machine(rng: &mut ChaCha8Rng) -> (String, String) {
     let link = params(rng);
-    match rng.random_range(0..10) {
+    match rng.random_range(0..11) {
         0 => (
             format!("Ring(nodes: {}, link: ({link}))", rng.random_range(2..=8)),
             "N0".into(),
@@ -78,6 +78,16 @@ fn machine(rng: &mut ChaCha8Rng) -> (String, String) {
         ),
         5 => (tree(rng, &link), "p0".into()),
         6 => (fabric(rng), "H0R0".into()),
+        7 => {
+            let dims: Vec<String> = (0..rng.random_range(1..=2))
+                .map(|_| rng.random_range(2..=4).to_string())
+                .collect();
+            let origin = vec!["0"; dims.len()].join(",");
+            (
+                format!("Mesh(dims: [{}], link: ({link}))", dims.join(", ")),
+                format!("N({origin})"),
+            )
+        }
         _ => (graph(rng, &link), "n0".into()),
     }
 }

@@ -113,7 +113,8 @@ mod tests {
         // 3 rows of 3 links along dimension 1, 4 columns of 2 along dimension 0.
         assert_eq!(m.link_count(), 9 + 8);
         assert_eq!(m.links_at(NodeId::new(0)).len(), 2, "a corner");
-        assert_eq!(m.links_at(NodeId::new(5)).len(), 3, "an edge");
+        assert_eq!(m.links_at(NodeId::new(4)).len(), 3, "an edge: (1,0)");
+        assert_eq!(m.links_at(NodeId::new(5)).len(), 4, "inside: (1,1)");
         assert!(m.link_by_name("L(2,0)-(0,0)").is_none());
         assert!(m.link_by_name("L(1,2)-(2,2)").is_some());
         assert_eq!(m.shape, Shape::Mesh { dims: vec![3, 4] });
