@@ -278,6 +278,7 @@ fn switch_schedule() -> Schedule {
             link("p2", 0, 1),
         ],
         reduce_gbps: None,
+        switch_latency_us: 0.0,
     };
     let mut programs = vec![
         Program {

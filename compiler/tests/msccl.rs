@@ -331,6 +331,7 @@ fn star_schedule() -> Schedule {
             ],
             links: vec![link("LA", 0, 2), link("LB", 1, 1), link("LC", 2, 1)],
             reduce_gbps: None,
+            switch_latency_us: 0.0,
         },
         phases: vec![Phase {
             name: "sum".to_string(),
@@ -476,6 +477,7 @@ fn two_node_phase(collective: Collective, chunks: Vec<Chunk>, programs: Vec<Prog
                 lanes: 1,
             }],
             reduce_gbps: None,
+            switch_latency_us: 0.0,
         },
         phases: vec![Phase {
             name: "x".to_string(),

@@ -183,6 +183,18 @@ pub struct Machine {
     /// charged. Only the cost model reads it; execution does not depend on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reduce_gbps: Option<f64>,
+    /// What a transfer pays, in microseconds, for each switch its route passes through (a
+    /// switch it is forwarded by, not one it starts or ends at), on top of the latencies of the
+    /// links it crosses. Non-negative and finite; 0 when the machine declares none, and then
+    /// not written, so that schedules of machines without it read exactly as before. Only the
+    /// cost model reads it; execution does not depend on it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub switch_latency_us: f64,
+}
+
+/// Whether a field that defaults to 0 holds its default (and so is not written).
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 /// A node of the machine.

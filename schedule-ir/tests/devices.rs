@@ -32,6 +32,7 @@ fn machine(capacity: Option<u32>) -> Machine {
         ],
         links: vec![link("la", 0), link("lb", 1)],
         reduce_gbps: None,
+        switch_latency_us: 0.0,
     }
 }
 

@@ -1,11 +1,21 @@
-//! Searching a graph for Hamiltonian cycles, and for two that share no link.
+//! Searching a graph for Hamiltonian cycles, and for as many as it holds that share no link.
 //!
 //! The search is a depth-first backtracking walk from the first compute node that tries the
 //! neighbour with the fewest unvisited neighbours first (Warnsdorff's rule), which finds cycles
-//! on rings, ladders, tori and similar regular machines without backtracking at all. It runs
-//! on an explicit stack (machines can have thousands of nodes) and under a step budget, so
-//! that a hard graph ends in a clear "gave up" rather than a hang. An exhaustive search that
-//! finds nothing is a proof that no cycle exists.
+//! on rings, ladders, tori and similar regular machines without backtracking at all. It prunes
+//! a branch as soon as an unvisited node is left with fewer than two ways in and out (its
+//! unvisited neighbours, the walk's head, and the start, which the cycle must close to): on
+//! grids and meshes, whose corners and edges Warnsdorff's rule alone strands, this turns a hopeless
+//! search into a straight walk. It runs on an explicit stack (machines can have thousands of
+//! nodes) and under a step budget, so that a hard graph ends in a clear "gave up" rather than a
+//! hang. An exhaustive search that finds nothing is a proof that no cycle exists.
+//!
+//! **Several rings.** A node with `d` links lies on at most `⌊d/2⌋` link-disjoint rings, so
+//! the machine holds at most the smallest of these over its nodes (parallel links count one
+//! each: the DGX-1's doubled NVLinks give every GPU six links and room for three rings). The
+//! search looks for that many: it takes a first ring, searches the links left for a second,
+//! and so on, backtracking to other choices for earlier rings (a bounded number of each) when
+//! a later one cannot be found, and keeps the largest set it met.
 
 use super::{EmbedError, Ring};
 use crate::machine::Machine;
@@ -15,6 +25,10 @@ use std::collections::BTreeSet;
 /// Search steps allowed by default: enough for every exhaustive search on small graphs and for
 /// a straight walk around large regular ones.
 pub const DEFAULT_BUDGET: u64 = 2_000_000;
+
+/// The largest machine on which every search step checks that the unvisited nodes are still
+/// reachable (a linear-time check that saves grids and meshes from hopeless branches).
+const CONNECTED_CHECK_MAX: usize = 1024;
 
 /// How many first cycles are tried when looking for a second, link-disjoint one.
 const FIRST_CYCLE_TRIES: usize = 64;
@@ -84,6 +98,16 @@ impl<'a> Searcher<'a> {
             path.push(next);
             via.push(link);
             visited[next] = true;
+            if path.len() < n
+                && (self.stranded(&path, &visited, forbidden)
+                    || (n <= CONNECTED_CHECK_MAX && self.cut_off(next, &visited, forbidden)))
+            {
+                // Some node can no longer be passed through: this branch holds no cycle.
+                path.pop();
+                via.pop();
+                visited[next] = false;
+                continue;
+            }
             if path.len() == n {
                 // Close the cycle back to node 0 over any allowed link.
                 let closing: Vec<LinkId> = self.adj[next]
@@ -137,6 +161,93 @@ impl<'a> Searcher<'a> {
         out.into_iter().map(|(_, u, l)| (u, l)).collect()
     }
 
+    /// Whether the walk `path` has left an unvisited node next to its last two nodes with
+    /// fewer than two ways to be passed through: distinct neighbours over allowed links that
+    /// are unvisited, the head of the walk, or the start (to which the cycle closes). Only the
+    /// neighbours of the node that just stopped being the head lost a way, and the neighbours
+    /// of the new head may have to be its next step.
+    fn stranded(&self, path: &[usize], visited: &[bool], forbidden: &BTreeSet<LinkId>) -> bool {
+        let head = path[path.len() - 1];
+        let Some(&inner) = path.len().checked_sub(2).and_then(|i| path.get(i)) else {
+            return false;
+        };
+        let ways = |w: usize| {
+            let mut seen: Vec<usize> = Vec::with_capacity(4);
+            for &(x, l) in &self.adj[w] {
+                if forbidden.contains(&l) || seen.contains(&x) {
+                    continue;
+                }
+                if !visited[x] || x == head || x == 0 {
+                    seen.push(x);
+                    if seen.len() >= 2 {
+                        break;
+                    }
+                }
+            }
+            seen.len()
+        };
+        let mut forced = 0;
+        for &v in &[inner, head] {
+            for &(w, l) in &self.adj[v] {
+                if visited[w] || forbidden.contains(&l) {
+                    continue;
+                }
+                if ways(w) < 2 {
+                    return true;
+                }
+            }
+        }
+        // Two unvisited neighbours of the head with no way out but through it cannot both
+        // be reached: the walk can continue into only one of them.
+        let mut checked: Vec<usize> = Vec::new();
+        for &(w, l) in &self.adj[head] {
+            if visited[w] || forbidden.contains(&l) || checked.contains(&w) {
+                continue;
+            }
+            checked.push(w);
+            let others = self.adj[w]
+                .iter()
+                .filter(|&&(x, l2)| {
+                    !forbidden.contains(&l2) && x != head && (!visited[x] || x == 0)
+                })
+                .map(|&(x, _)| x)
+                .collect::<BTreeSet<usize>>();
+            if others.len() == 1 {
+                forced += 1;
+            }
+        }
+        forced >= 2
+    }
+
+    /// Whether some unvisited node can no longer be reached from the walk's head through
+    /// unvisited nodes, or the start can no longer be reached to close the cycle: then no
+    /// continuation visits every node. Linear in the machine, so only run on machines of up
+    /// to [`CONNECTED_CHECK_MAX`] nodes.
+    fn cut_off(&self, head: usize, visited: &[bool], forbidden: &BTreeSet<LinkId>) -> bool {
+        let unvisited = visited.iter().filter(|&&v| !v).count();
+        let mut seen = vec![false; self.adj.len()];
+        let mut stack = vec![head];
+        seen[head] = true;
+        let mut reached = 0;
+        let mut closes = false;
+        while let Some(v) = stack.pop() {
+            for &(w, l) in &self.adj[v] {
+                if forbidden.contains(&l) {
+                    continue;
+                }
+                if w == 0 && v != head {
+                    closes = true;
+                }
+                if !visited[w] && !seen[w] {
+                    seen[w] = true;
+                    reached += 1;
+                    stack.push(w);
+                }
+            }
+        }
+        reached < unvisited || (unvisited > 0 && !closes)
+    }
+
     /// A node with fewer than two neighbours can be on no cycle.
     fn too_few_neighbours(&self) -> Option<String> {
         self.adj.iter().enumerate().find_map(|(i, nbrs)| {
@@ -161,8 +272,9 @@ impl<'a> Searcher<'a> {
     }
 }
 
-/// Finds up to two link-disjoint Hamiltonian rings over the compute nodes: two when the
-/// search finds a pair, otherwise one.
+/// Finds as many link-disjoint Hamiltonian rings over the compute nodes as the search can,
+/// up to the most the machine can hold ([`most_rings`]); at least one, or an error saying why
+/// there is none.
 pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedError> {
     if machine
         .graph
@@ -197,20 +309,87 @@ pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedErro
             },
         });
     }
-    let second_budget = (budget / FIRST_CYCLE_TRIES as u64).max(10_000);
+    let want = most_rings(machine);
+    let mut more = Disjoint {
+        machine,
+        want,
+        budget: budget.saturating_sub(searcher.steps),
+        best: vec![firsts[0].clone()],
+    };
     for first in &firsts {
         let forbidden: BTreeSet<LinkId> = first.links.iter().copied().collect();
-        let mut second = None;
-        let mut s = Searcher::new(machine, second_budget);
-        s.search(&forbidden, &mut |ring| {
-            second = Some(ring);
-            false
-        });
-        if let Some(second) = second {
-            return Ok(vec![first.clone(), second]);
+        let mut chosen = vec![first.clone()];
+        if more.extend(&mut chosen, &forbidden) || more.budget == 0 {
+            break;
         }
     }
-    Ok(vec![firsts.swap_remove(0)])
+    Ok(more.best)
+}
+
+/// The most link-disjoint rings the machine can hold: a ring takes two links at every node,
+/// so `⌊links / 2⌋` at the node with the fewest links.
+pub fn most_rings(machine: &Machine) -> usize {
+    (0..machine.node_count())
+        .map(|i| machine.links_at(schedule_ir::NodeId::new(i)).len() / 2)
+        .min()
+        .unwrap_or(0)
+}
+
+/// How many rings are tried at each level after the first when looking for further ones.
+const LATER_CYCLE_TRIES: usize = 8;
+
+/// The search for further rings once one is chosen.
+struct Disjoint<'a> {
+    machine: &'a Machine,
+    /// Stop once this many rings are found.
+    want: usize,
+    /// Search steps left for all further searches together.
+    budget: u64,
+    /// The largest set of disjoint rings found so far.
+    best: Vec<Ring>,
+}
+
+impl Disjoint<'_> {
+    /// Adds rings avoiding `forbidden` (the links of `chosen`) until `want` are chosen,
+    /// trying other rings at each level when a later level finds none. Returns whether
+    /// `want` rings were found; `best` holds the most found either way.
+    fn extend(&mut self, chosen: &mut Vec<Ring>, forbidden: &BTreeSet<LinkId>) -> bool {
+        if chosen.len() > self.best.len() {
+            self.best = chosen.clone();
+        }
+        if chosen.len() >= self.want {
+            return true;
+        }
+        if self.budget == 0 {
+            return false;
+        }
+        // A second ring gets a share of the budget per first ring, as before; later levels
+        // search what is left, which is small.
+        let share = (self.budget / FIRST_CYCLE_TRIES as u64)
+            .max(10_000)
+            .min(self.budget);
+        let mut s = Searcher::new(self.machine, share);
+        let mut options: Vec<Ring> = Vec::new();
+        s.search(forbidden, &mut |ring| {
+            options.push(ring);
+            options.len() < LATER_CYCLE_TRIES
+        });
+        self.budget = self.budget.saturating_sub(s.steps);
+        for ring in options {
+            let mut more = forbidden.clone();
+            more.extend(ring.links.iter().copied());
+            chosen.push(ring);
+            let done = self.extend(chosen, &more);
+            chosen.pop();
+            if done {
+                return true;
+            }
+            if self.budget == 0 {
+                break;
+            }
+        }
+        false
+    }
 }
 
 /// A cycle in a bipartite graph alternates between the two sides, so a Hamiltonian cycle needs
@@ -287,6 +466,84 @@ fn two_node_rings(machine: &Machine) -> Vec<Ring> {
 mod tests {
     use super::*;
     use crate::topology::ast::LinkParams;
+
+    fn load(text: &str) -> Machine {
+        crate::compile::load(text).expect("builds").machine
+    }
+
+    fn example(name: &str) -> Machine {
+        let path = format!("{}/../examples/{name}.ron", env!("CARGO_MANIFEST_DIR"));
+        load(&std::fs::read_to_string(path).expect("example exists"))
+    }
+
+    /// Rings found by the search alone, proved disjoint and Hamiltonian.
+    fn searched(m: &Machine) -> Vec<Ring> {
+        let rings = find_rings(m, DEFAULT_BUDGET).expect("a ring");
+        crate::embed::prove_rings(m, &rings).expect("proved");
+        rings
+    }
+
+    #[test]
+    fn the_dgx1_splits_into_three_rings_both_ways_it_is_written() {
+        let m = example("dgx1-v100");
+        assert_eq!(most_rings(&m), 3);
+        let rings = searched(&m);
+        assert_eq!(rings.len(), 3);
+        // Three rings of eight links use all 24.
+        let used: BTreeSet<LinkId> = rings.iter().flat_map(|r| r.links.clone()).collect();
+        assert_eq!(used.len(), 24);
+    }
+
+    #[test]
+    fn the_mi250x_node_holds_three_rings() {
+        let m = example("mi250x-node");
+        assert_eq!(most_rings(&m), 3);
+        assert_eq!(searched(&m).len(), 3);
+    }
+
+    #[test]
+    fn meshes_and_grids_get_their_boustrophedon() {
+        let m = example("mesh8x8");
+        assert_eq!(most_rings(&m), 1, "corners have two links");
+        assert_eq!(searched(&m).len(), 1);
+        for dims in [[4, 6], [6, 10], [16, 16], [2, 9], [8, 8]] {
+            let m = crate::machine::torus::mesh("m", &dims, LinkParams::default());
+            let rings = find_rings(&m, DEFAULT_BUDGET);
+            assert!(
+                rings.as_ref().is_ok_and(|r| r.len() == 1),
+                "{dims:?}: {rings:?}"
+            );
+        }
+        // An odd number of nodes on a bipartite grid has no Hamiltonian cycle, and says so.
+        let m = crate::machine::torus::mesh("m", &[3, 5], LinkParams::default());
+        assert!(matches!(
+            find_rings(&m, DEFAULT_BUDGET),
+            Err(EmbedError::NoHamiltonianCycle { .. })
+        ));
+    }
+
+    #[test]
+    fn odd_ladders_hold_one_ring_and_the_search_finds_it() {
+        for pairs in [3, 5, 13] {
+            let m = crate::machine::ladder::ladder(
+                "l",
+                pairs,
+                LinkParams::default(),
+                LinkParams::default(),
+            );
+            assert_eq!(searched(&m).len(), 1, "{pairs} pairs");
+        }
+        let m =
+            crate::machine::ladder::ladder("l", 4, LinkParams::default(), LinkParams::default());
+        assert_eq!(searched(&m).len(), 2, "an even ladder holds two");
+    }
+
+    #[test]
+    fn a_hypercube_of_six_dimensions_holds_three_rings() {
+        let m = crate::machine::hypercube::hypercube("h", 6, LinkParams::default());
+        assert_eq!(most_rings(&m), 3);
+        assert_eq!(searched(&m).len(), 3);
+    }
 
     /// How long finding rings takes on the machines the issue names, by search alone and by
     /// the `ring` method (structural construction first); run with

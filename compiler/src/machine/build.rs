@@ -76,12 +76,23 @@ pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             .hint("the rate at which a node combines data, in Gbit/s, e.g. `reduce_gbps: 800.0`; leave it out to make reduction free in the estimates")]);
         }
     }
+    if let Some(latency) = file.switch_latency_us {
+        if !(latency.is_finite() && latency >= 0.0) {
+            return Err(vec![Problem::at(
+                path!["switch_latency_us"],
+                format!("a switch latency must be zero or more, not {latency}"),
+                "not a non-negative number",
+            )
+            .hint("what a transfer pays for each switch it passes through, in µs, e.g. `switch_latency_us: 0.3`")]);
+        }
+    }
     let machine = generate(file)?;
     check_connected(&machine)?;
     let common = file.machine.common();
     let machine = overrides::apply(machine, common.link_overrides)?;
     let mut machine = failures::apply(machine, common.failed_links, common.failed_nodes)?;
     machine.reduce_gbps = file.reduce_gbps;
+    machine.switch_latency_us = file.switch_latency_us.unwrap_or(0.0);
     let compute = machine.compute_nodes().len();
     if compute < 2 {
         return Err(vec![Problem::at(
@@ -177,54 +188,12 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             hypercube::cube(name, *link)
         }
         MachineDecl::Torus { dims, link, .. } => {
-            let mut problems = check_params(&path!["machine", "link"], link);
-            if dims.is_empty() {
-                problems.push(
-                    Problem::at(
-                        path!["machine", "dims"],
-                        "a torus needs at least one dimension",
-                        "no dimensions",
-                    )
-                    .hint("give the size of each dimension, e.g. `dims: [4, 4]`"),
-                );
-            }
-            for (k, &d) in dims.iter().enumerate() {
-                if d < 2 {
-                    problems.push(
-                        Problem::at(
-                            path!["machine", "dims", k],
-                            format!(
-                                "dimension {k} of the torus has size {d}; each needs at least 2"
-                            ),
-                            "too small",
-                        )
-                        .hint(if d == 1 {
-                            "a dimension of size 1 adds no link; leave it out"
-                        } else {
-                            "a dimension of size 0 has no nodes at all"
-                        }),
-                    );
-                }
-            }
-            let count = dims.iter().try_fold(1u64, |acc, &d| {
-                acc.checked_mul(u64::from(d)).filter(|&c| c <= MAX_NODES)
-            });
-            if problems.is_empty() && count.is_none() {
-                let shown: Vec<String> = dims.iter().map(ToString::to_string).collect();
-                problems.push(Problem::at(
-                    path!["machine", "dims"],
-                    format!(
-                        "a {} torus is more than the compiler supports ({MAX_NODES} nodes)",
-                        shown.join(" × ")
-                    ),
-                    "too large",
-                ));
-            }
-            if !problems.is_empty() {
-                return Err(problems);
-            }
-            let dims: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+            let dims = check_grid(dims, link, "torus")?;
             torus::torus(name, &dims, *link)
+        }
+        MachineDecl::Mesh { dims, link, .. } => {
+            let dims = check_grid(dims, link, "mesh")?;
+            torus::mesh(name, &dims, *link)
         }
         MachineDecl::FullMesh { nodes, link, .. } => {
             let mut problems = check_params(&path!["machine", "link"], link);
@@ -297,6 +266,55 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             graph::graph(name, nodes, switches, links, *link)?
         }
     })
+}
+
+/// Checks the sizes of a torus's or mesh's grid (`kind` names it in messages) and its link.
+fn check_grid(dims: &[u32], link: &LinkParams, kind: &str) -> Result<Vec<usize>, Vec<Problem>> {
+    let mut problems = check_params(&path!["machine", "link"], link);
+    if dims.is_empty() {
+        problems.push(
+            Problem::at(
+                path!["machine", "dims"],
+                format!("a {kind} needs at least one dimension"),
+                "no dimensions",
+            )
+            .hint("give the size of each dimension, e.g. `dims: [4, 4]`"),
+        );
+    }
+    for (k, &d) in dims.iter().enumerate() {
+        if d < 2 {
+            problems.push(
+                Problem::at(
+                    path!["machine", "dims", k],
+                    format!("dimension {k} of the {kind} has size {d}; each needs at least 2"),
+                    "too small",
+                )
+                .hint(if d == 1 {
+                    "a dimension of size 1 adds no link; leave it out"
+                } else {
+                    "a dimension of size 0 has no nodes at all"
+                }),
+            );
+        }
+    }
+    let count = dims.iter().try_fold(1u64, |acc, &d| {
+        acc.checked_mul(u64::from(d)).filter(|&c| c <= MAX_NODES)
+    });
+    if problems.is_empty() && count.is_none() {
+        let shown: Vec<String> = dims.iter().map(ToString::to_string).collect();
+        problems.push(Problem::at(
+            path!["machine", "dims"],
+            format!(
+                "a {} {kind} is more than the compiler supports ({MAX_NODES} nodes)",
+                shown.join(" × ")
+            ),
+            "too large",
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(dims.iter().map(|&d| d as usize).collect())
 }
 
 /// A machine must be one piece as declared: a collective cannot cross from one part to another.

@@ -68,6 +68,11 @@ pub enum Shape {
         /// The size of each dimension.
         dims: Vec<usize>,
     },
+    /// A torus without its wrap-around links, nodes in the torus's order.
+    Mesh {
+        /// The size of each dimension.
+        dims: Vec<usize>,
+    },
     /// Every two nodes joined by one link.
     FullMesh,
     /// A tree of switches and processors, root first.
@@ -96,6 +101,9 @@ pub struct Machine {
     /// How fast each compute node combines data, in Gbit/s (the file's `reduce_gbps`): only
     /// the cost model reads it.
     pub reduce_gbps: Option<f64>,
+    /// What a transfer pays, in µs, for each switch it is forwarded by (the file's
+    /// `switch_latency_us`, 0 when absent): only the cost model reads it.
+    pub switch_latency_us: f64,
 }
 
 /// What a network device can do for in-network reduction (seed 003).
@@ -160,6 +168,7 @@ impl Machine {
             devices: BTreeMap::new(),
             failed: Failed::default(),
             reduce_gbps: None,
+            switch_latency_us: 0.0,
         }
     }
 
@@ -281,6 +290,7 @@ impl Machine {
                 })
                 .collect(),
             reduce_gbps: self.reduce_gbps,
+            switch_latency_us: self.switch_latency_us,
         }
     }
 }

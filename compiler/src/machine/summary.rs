@@ -81,6 +81,7 @@ fn diameter(machine: &Machine, compute: &[NodeId]) -> (usize, bool) {
     }
     match &machine.shape {
         Shape::Torus { dims } => return (dims.iter().map(|d| d / 2).sum(), true),
+        Shape::Mesh { dims } => return (dims.iter().map(|d| d - 1).sum(), true),
         Shape::Hypercube { dims } => return (*dims as usize, true),
         Shape::FullMesh => return (1, true),
         _ => {}

@@ -1,5 +1,5 @@
 //! `Torus(dims: [..])`: one node per point of a grid, linked to its neighbours along every
-//! dimension, with wrap-around links.
+//! dimension, with wrap-around links; and `Mesh(dims: [..])`, the same grid without them.
 //!
 //! Nodes are named by their coordinates, `N(x,y)` for two dimensions (`N(3)` for one,
 //! `N(1,0,2)` for three), and numbered in lexicographic order of the coordinates: `N(0,0)`,
@@ -11,6 +11,9 @@
 //! A dimension of size 2 gets one link per pair of nodes, not two parallel ones: going "up" or
 //! wrapping around reaches the same neighbour, and a second link there would be a different
 //! machine. (Declare a `Graph` for that one.) A dimension of size 1 adds nothing and is refused.
+//!
+//! A mesh has the same nodes, names and link order, less the wrap-around links: a node at the
+//! end of a dimension has no link onward along it.
 
 use super::{LinkInfo, Machine, NodeInfo, Shape};
 use crate::topology::ast::LinkParams;
@@ -44,6 +47,16 @@ pub fn node_name(coords: &[usize]) -> String {
 /// Builds a torus; every size is at least 2 and their product at most
 /// [`super::build::MAX_NODES`].
 pub fn torus(name: &str, dims: &[usize], link: LinkParams) -> Machine {
+    grid(name, dims, link, true)
+}
+
+/// Builds a mesh: the torus without its wrap-around links, named and laid out the same way.
+pub fn mesh(name: &str, dims: &[usize], link: LinkParams) -> Machine {
+    grid(name, dims, link, false)
+}
+
+/// A grid of the given sizes, with wrap-around links when `wrap`.
+fn grid(name: &str, dims: &[usize], link: LinkParams, wrap: bool) -> Machine {
     let n: usize = dims.iter().product();
     let nodes = (0..n)
         .map(|i| NodeInfo {
@@ -58,20 +71,22 @@ pub fn torus(name: &str, dims: &[usize], link: LinkParams) -> Machine {
             if size == 2 && here[k] == 1 {
                 continue; // the pair already has its one link
             }
+            if !wrap && here[k] + 1 == size {
+                continue; // a mesh ends here
+            }
             let mut next = here.clone();
             next[k] = (here[k] + 1) % size;
             let id = format!("L{}-{}", spell(&here), spell(&next));
             links.push((i, index(dims, &next), LinkInfo::new(id, &link)));
         }
     }
-    Machine::from_parts(
-        name,
-        nodes,
-        links,
-        Shape::Torus {
-            dims: dims.to_vec(),
-        },
-    )
+    let dims = dims.to_vec();
+    let shape = if wrap {
+        Shape::Torus { dims }
+    } else {
+        Shape::Mesh { dims }
+    };
+    Machine::from_parts(name, nodes, links, shape)
 }
 
 #[cfg(test)]
@@ -90,6 +105,19 @@ mod tests {
         assert_eq!(m.link(LinkId::new(0)).name, "L(0,0)-(1,0)");
         assert_eq!(m.link(LinkId::new(1)).name, "L(0,0)-(0,1)");
         assert!(m.link_by_name("L(3,2)-(0,2)").is_some(), "wrap-around");
+    }
+
+    #[test]
+    fn a_mesh_is_the_torus_without_wrap_around() {
+        let m = mesh("m", &[3, 4], LinkParams::default());
+        // 3 rows of 3 links along dimension 1, 4 columns of 2 along dimension 0.
+        assert_eq!(m.link_count(), 9 + 8);
+        assert_eq!(m.links_at(NodeId::new(0)).len(), 2, "a corner");
+        assert_eq!(m.links_at(NodeId::new(4)).len(), 3, "an edge: (1,0)");
+        assert_eq!(m.links_at(NodeId::new(5)).len(), 4, "inside: (1,1)");
+        assert!(m.link_by_name("L(2,0)-(0,0)").is_none());
+        assert!(m.link_by_name("L(1,2)-(2,2)").is_some());
+        assert_eq!(m.shape, Shape::Mesh { dims: vec![3, 4] });
     }
 
     #[test]

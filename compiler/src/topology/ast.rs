@@ -21,6 +21,10 @@ pub struct TopologyFile {
     /// combining is free in the estimates.
     #[serde(default)]
     pub reduce_gbps: Option<f64>,
+    /// What a transfer pays, in microseconds, for each switch its route passes through, on
+    /// top of the latencies of the links it crosses. Absent: switches add nothing.
+    #[serde(default)]
+    pub switch_latency_us: Option<f64>,
     /// The BSP program: compute phases and the exchange phases to compile. When empty, one
     /// allreduce phase (see [`Exchange::default_phase`]) is compiled.
     #[serde(default)]
@@ -143,6 +147,24 @@ pub enum MachineDecl {
     /// A torus: one node per point of a grid of the given sizes, linked to its neighbours
     /// along each dimension, with wrap-around links.
     Torus {
+        /// The size of each dimension (each at least 2).
+        dims: Vec<u32>,
+        /// Parameters of every link.
+        #[serde(default)]
+        link: LinkParams,
+        /// Links out of service.
+        #[serde(default)]
+        failed_links: Vec<String>,
+        /// Nodes out of service.
+        #[serde(default)]
+        failed_nodes: Vec<String>,
+        /// Links whose parameters differ from the kind's defaults.
+        #[serde(default)]
+        link_overrides: Vec<LinkSetting>,
+    },
+    /// A mesh: one node per point of a grid of the given sizes, linked to its neighbours along
+    /// each dimension, without wrap-around links (a torus with its wrap-around links left out).
+    Mesh {
         /// The size of each dimension (each at least 2).
         dims: Vec<u32>,
         /// Parameters of every link.
@@ -282,6 +304,11 @@ impl MachineDecl {
                 failed_nodes,
                 ..
             }
+            | MachineDecl::Mesh {
+                failed_links,
+                failed_nodes,
+                ..
+            }
             | MachineDecl::FullMesh {
                 failed_links,
                 failed_nodes,
@@ -335,6 +362,12 @@ impl MachineDecl {
                 ..
             }
             | MachineDecl::Torus {
+                failed_links,
+                failed_nodes,
+                link_overrides,
+                ..
+            }
+            | MachineDecl::Mesh {
                 failed_links,
                 failed_nodes,
                 link_overrides,

@@ -33,6 +33,7 @@ pub fn ring_machine(p: usize) -> Machine {
             .map(|i| link(format!("L{i}"), i, (i + 1) % p))
             .collect(),
         reduce_gbps: None,
+        switch_latency_us: 0.0,
     }
 }
 
@@ -55,6 +56,7 @@ pub fn star_machine(p: usize) -> Machine {
         nodes,
         links: (0..p).map(|i| link(format!("L{i}"), i, p)).collect(),
         reduce_gbps: None,
+        switch_latency_us: 0.0,
     }
 }
 

@@ -212,6 +212,7 @@ mod tests {
                 })
                 .collect(),
             reduce_gbps: None,
+            switch_latency_us: 0.0,
         }
     }
 

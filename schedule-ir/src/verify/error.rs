@@ -98,6 +98,13 @@ pub enum ErrorKind {
         /// The value found.
         value: String,
     },
+    /// The machine's switch latency is negative or not finite.
+    InvalidSwitchLatency {
+        /// The machine's name.
+        machine: String,
+        /// The value found.
+        value: String,
+    },
     /// A node's capacity is given on a compute node, or is 0. Location: the node.
     BadCapacity {
         /// The capacity given.

@@ -141,7 +141,14 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
         nodes,
         links,
         reduce_gbps,
+        switch_latency_us,
     } = machine;
+    if !(switch_latency_us.is_finite() && *switch_latency_us >= 0.0) {
+        errors.push(Location::schedule().error(ErrorKind::InvalidSwitchLatency {
+            machine: name.clone(),
+            value: switch_latency_us.to_string(),
+        }));
+    }
     if let Some(rate) = *reduce_gbps {
         if !(rate.is_finite() && rate > 0.0) {
             errors.push(Location::schedule().error(ErrorKind::InvalidReduceRate {

@@ -67,6 +67,7 @@ fn well_formed(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>) -> Option<fm
         K::LinkToItself => write!(f, "machine: link {link} joins {node} to itself"),
         K::InvalidLink { field, value, rule } => write!(f, "machine: link {link} has {field} = {value}, but it must be {rule}"),
         K::InvalidReduceRate { machine, value } => write!(f, "machine `{machine}`: reduce_gbps = {value}, but it must be positive and finite"),
+        K::InvalidSwitchLatency { machine, value } => write!(f, "machine `{machine}`: switch_latency_us = {value}, but it must be zero or more and finite"),
         K::BadCapacity { capacity } => write!(f, "node {node} has capacity {capacity}, but only switches have a capacity, of at least 1"),
         K::DuplicatePhaseName => write!(f, "schedule: two phases are called `{}`; phase names must be unique", Or(&at.phase)),
         K::ProgramUnknownPhase { position, name } => write!(f, "program item {position} runs exchange phase `{name}`, but no phase has that name"),
@@ -135,7 +136,7 @@ fn instructions_and_results(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>)
         K::CapacityExceeded { live, capacity } => write!(f, "{step}device {node} holds {live} live chunk(s), more than its capacity of {capacity}"),
         K::FormatVersion { .. } | K::TooLarge { .. } | K::NoComputeNodes { .. } | K::DuplicateNodeName { .. }
         | K::DuplicateLinkName { .. } | K::LinkEndpointUnknown { .. } | K::LinkToItself | K::InvalidLink { .. }
-        | K::InvalidReduceRate { .. } | K::BadCapacity { .. } | K::DuplicatePhaseName | K::ProgramUnknownPhase { .. }
+        | K::InvalidReduceRate { .. } | K::InvalidSwitchLatency { .. } | K::BadCapacity { .. } | K::DuplicatePhaseName | K::ProgramUnknownPhase { .. }
         | K::ProgramPhaseCount { .. } | K::ProgramOrder { .. } | K::NoDataBuffer | K::ExtraDataBuffer
         | K::ChunkReversed { .. } | K::ChunkGap { .. } | K::ChunksEnd { .. } | K::UnknownRoot { .. }
         | K::RootNotCompute | K::MissingOwner { .. } | K::UnknownOwner { .. } | K::OwnerNotCompute

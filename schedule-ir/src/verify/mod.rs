@@ -30,6 +30,7 @@
 //! - `bandwidth_gbps` is positive and finite, `latency_us` is non-negative and finite, `lanes`
 //!   is at least 1 — [`ErrorKind::InvalidLink`];
 //! - `reduce_gbps`, when given, is positive and finite — [`ErrorKind::InvalidReduceRate`].
+//! - `switch_latency_us` is zero or more and finite — [`ErrorKind::InvalidSwitchLatency`].
 //!
 //! Each phase:
 //! - buffer 0 exists and is [`BufferKind::Data`](crate::BufferKind::Data) —

@@ -40,6 +40,7 @@ pub fn ring_machine(p: usize) -> Machine {
             })
             .collect(),
         reduce_gbps: None,
+        switch_latency_us: 0.0,
     }
 }
 

@@ -1,0 +1,239 @@
+//! Lower bounds on the time of a phase: theorems about every valid schedule on the machine,
+//! in the α-β-γ model of the [parent module](super). `docs/methods.md` ("Lower bounds") gives
+//! each one's proof.
+//!
+//! A step costs its latency `α` (the slowest route of the step) plus at least its bandwidth
+//! term `β` (the most loaded link direction); the estimate is the sum over steps. So any lower
+//! bound `L` on `Σ α` and any lower bound `B` on `Σ β` (or on the step times beyond `α`) add
+//! up: the bound reported is `L + B`, with `L` the larger of the two latency bounds and `B`
+//! the largest of the bandwidth-type bounds.
+
+use super::{bytes_per_second, cuts, latency};
+use crate::{Collective, Machine, NodeId, NodeKind, Phase};
+use serde::Serialize;
+
+/// A lower bound on the time of a phase.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Bound {
+    /// The bound, in seconds: [`Bound::latency_seconds`] plus the largest of the traffic,
+    /// cut and reduction bounds.
+    pub seconds: f64,
+    /// The larger part of the bound: `"latency"`, or the bandwidth-type bound that binds,
+    /// `"total traffic"`, `"in-network"`, `"root egress"`, `"cut"` or `"reduction"`.
+    pub which: &'static str,
+    /// The bandwidth bound: total traffic, or, on a machine with reducing devices, the
+    /// in-network bound; the root's egress for broadcast and reduce.
+    pub traffic_seconds: f64,
+    /// The cut bound alone (0 when the machine has a single compute node).
+    pub cut_seconds: f64,
+    /// The reduction bound, `(p-1)/p · m / reduce rate` (0 when the machine declares no rate,
+    /// has devices, or the collective combines nothing).
+    pub reduce_seconds: f64,
+    /// The latency bound: the larger of [`Bound::distance_seconds`] and
+    /// [`Bound::spreading_seconds`].
+    pub latency_seconds: f64,
+    /// How far information must travel: the largest latency of the cheapest walk between two
+    /// compute nodes that must hear from each other (for broadcast and reduce, from the root).
+    pub distance_seconds: f64,
+    /// How many steps information needs to spread, each node exchanging at most as many
+    /// transfers per step as its links have lanes, times the smallest link latency.
+    pub spreading_seconds: f64,
+}
+
+/// Sum of the bandwidths (bytes per second) of the links at `node`.
+pub fn egress(machine: &Machine, node: NodeId) -> f64 {
+    machine
+        .links
+        .iter()
+        .filter(|l| l.a == node || l.b == node)
+        .map(|l| bytes_per_second(l.bandwidth_gbps))
+        .sum()
+}
+
+fn ratio(bytes: f64, bandwidth: f64) -> f64 {
+    if bytes <= 0.0 || bandwidth <= 0.0 {
+        0.0
+    } else {
+        bytes / bandwidth
+    }
+}
+
+/// The lower bound for `phase` on `machine` (see the [module doc](self)).
+pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
+    let compute: Vec<NodeId> = machine
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.kind == NodeKind::Compute)
+        .filter_map(|(i, _)| u32::try_from(i).ok().map(NodeId))
+        .collect();
+    let m = phase.elements as f64 * phase.dtype.size_bytes() as f64;
+    let (traffic_seconds, traffic_name) = traffic(machine, phase, &compute, m);
+    let reduce_seconds = reduction(machine, phase, compute.len() as f64, m);
+    let cut_seconds = cut_bound(machine, phase, &compute, m);
+    let (distance_seconds, spreading_seconds) = latency_bounds(machine, phase, &compute, m);
+    let latency_seconds = distance_seconds.max(spreading_seconds);
+    let mut bandwidth = [
+        (traffic_seconds, traffic_name),
+        (cut_seconds, "cut"),
+        (reduce_seconds, "reduction"),
+    ];
+    // The largest binds; of equal ones the first listed wins (a stable sort keeps the order).
+    bandwidth.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (bandwidth_seconds, bandwidth_name) = bandwidth[0];
+    let which = if latency_seconds > bandwidth_seconds {
+        "latency"
+    } else {
+        bandwidth_name
+    };
+    Bound {
+        seconds: latency_seconds + bandwidth_seconds,
+        which,
+        traffic_seconds,
+        cut_seconds,
+        reduce_seconds,
+        latency_seconds,
+        distance_seconds,
+        spreading_seconds,
+    }
+}
+
+/// Bytes of the chunks `node` owns.
+fn owned_by(phase: &Phase, node: NodeId) -> f64 {
+    phase
+        .chunks
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.owner == Some(node))
+        .map(|(i, _)| phase.chunk_bytes(crate::ChunkId::new(i)) as f64)
+        .sum()
+}
+
+/// The total-traffic bound (or, with reducing devices, the in-network bound; for broadcast
+/// and reduce, the root's egress), and its name.
+fn traffic(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> (f64, &'static str) {
+    let p = compute.len() as f64;
+    let total_egress: f64 = compute.iter().map(|&n| egress(machine, n)).sum();
+    // With devices that combine, merges need not happen on compute nodes: each node only
+    // has to get its contribution out and its result in.
+    let in_network = machine.nodes.iter().any(|n| n.capacity.is_some());
+    let slowest_node = |bytes: &dyn Fn(NodeId) -> f64| {
+        compute
+            .iter()
+            .map(|&n| ratio(bytes(n), egress(machine, n)))
+            .fold(0.0, f64::max)
+    };
+    match phase.collective {
+        Collective::AllReduce if in_network => (
+            slowest_node(&|_| if p > 1.0 { m } else { 0.0 }),
+            "in-network",
+        ),
+        // A node sends its contribution to, or receives, every chunk it does not own.
+        Collective::ReduceScatter | Collective::AllGather if in_network => (
+            slowest_node(&|n| if p > 1.0 { m - owned_by(phase, n) } else { 0.0 }),
+            "in-network",
+        ),
+        Collective::AllReduce => (
+            ratio(2.0 * (p - 1.0).max(0.0) * m, total_egress),
+            "total traffic",
+        ),
+        Collective::ReduceScatter | Collective::AllGather => {
+            (ratio((p - 1.0).max(0.0) * m, total_egress), "total traffic")
+        }
+        Collective::Broadcast { root } | Collective::Reduce { root } => {
+            let m = if compute.len() > 1 { m } else { 0.0 };
+            (ratio(m, egress(machine, root)), "root egress")
+        }
+    }
+}
+
+/// The reduction bound: `(p-1)·m` bytes of operand combined, at best evenly over `p` nodes.
+fn reduction(machine: &Machine, phase: &Phase, p: f64, m: f64) -> f64 {
+    let in_network = machine.nodes.iter().any(|n| n.capacity.is_some());
+    let combines = matches!(
+        phase.collective,
+        Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce { .. }
+    );
+    let share = if p > 0.0 { (p - 1.0).max(0.0) / p } else { 0.0 };
+    match machine.reduce_gbps {
+        Some(rate) if combines && !in_network && rate.is_finite() && rate > 0.0 => {
+            ratio(share * m, bytes_per_second(rate))
+        }
+        _ => 0.0,
+    }
+}
+
+/// The two latency bounds: distance (information must cross the machine) and spreading
+/// (a node hears from at most as many others per step as its links have lanes). Both are 0
+/// for an empty vector, which a schedule need not move at all.
+fn latency_bounds(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> (f64, f64) {
+    if compute.len() < 2 || m <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let sources: Vec<NodeId> = match phase.collective {
+        Collective::AllReduce => compute.to_vec(),
+        Collective::Broadcast { root } | Collective::Reduce { root } => vec![root],
+        // The owner of a non-empty chunk must hear from (reduce-scatter) or reach (allgather)
+        // every compute node.
+        Collective::ReduceScatter | Collective::AllGather => {
+            let mut owners: Vec<NodeId> = phase
+                .chunks
+                .iter()
+                .filter(|c| c.end > c.start)
+                .filter_map(|c| c.owner)
+                .collect();
+            owners.sort_unstable();
+            owners.dedup();
+            owners
+        }
+    };
+    if sources.is_empty() {
+        return (0.0, 0.0);
+    }
+    let distance = latency::eccentricity_seconds(machine, &sources);
+    let steps = latency::spreading_steps(compute.len() as u64, latency::max_fan(machine));
+    let spreading = latency::min_link_seconds(machine) * f64::from(steps);
+    (distance, spreading)
+}
+
+/// The largest, over the machine's minimum cuts, of the bytes that must cross a cut divided
+/// by its capacity.
+fn cut_bound(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> f64 {
+    let source = match phase.collective {
+        Collective::Broadcast { root } | Collective::Reduce { root } => root,
+        _ => match compute.first() {
+            Some(&n) => n,
+            None => return 0.0,
+        },
+    };
+    let owned_bytes = |inside: &[bool], want_inside: bool| -> f64 {
+        phase
+            .chunks
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.owner
+                    .is_some_and(|o| inside.get(o.index()).copied() == Some(want_inside))
+            })
+            .map(|(i, _)| phase.chunk_bytes(crate::ChunkId::new(i)) as f64)
+            .sum()
+    };
+    cuts::min_cuts(machine, source)
+        .iter()
+        .filter(|cut| cut.capacity > 0.0)
+        .map(|cut| {
+            let needed = match phase.collective {
+                Collective::AllReduce
+                | Collective::Broadcast { .. }
+                | Collective::Reduce { .. } => m,
+                // Each side must receive the chunks it owns, reduced over the other side;
+                // for an allgather, the chunks the other side owns. Either way the larger
+                // share bounds the time, as each direction has the same capacity.
+                Collective::ReduceScatter | Collective::AllGather => {
+                    owned_bytes(&cut.inside, true).max(owned_bytes(&cut.inside, false))
+                }
+            };
+            needed / cut.capacity
+        })
+        .fold(0.0, f64::max)
+}
