@@ -25,8 +25,8 @@
 //! the ranks like any other schedule. Reducing in the leaf switches and the spine of a
 //! two-level fabric is not done yet.
 
-use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan};
+use super::{vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
@@ -206,12 +206,10 @@ pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>)
     let batches = segments.div_ceil(batch);
     let steps = (batches - 1) * stride + 4;
 
-    let mut plan_steps: Vec<Step> = vec![Step::default(); steps];
+    let mut plan_steps: Vec<Vec<Move>> = vec![Vec::new(); steps];
     let mut put =
         |step: usize, from: NodeId, to: NodeId, link: LinkId, chunks: &[ChunkId], mode| {
-            plan_steps[step]
-                .moves
-                .push(Move::data(from, to, vec![link], chunks.to_vec(), mode));
+            plan_steps[step].push(Move::data(from, to, vec![link], chunks.to_vec(), mode));
         };
     let first_or = |first: bool| {
         if first {
@@ -246,12 +244,7 @@ pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>)
         spec,
         "in-network",
         machine,
-        Plan {
-            chunks,
-            buffers: data_buffer(),
-            steps: plan_steps,
-            packing: Packing::AsGiven,
-        },
+        Plan::data(chunks, plan_steps, Packing::AsGiven),
     );
     Ok((phase, described))
 }

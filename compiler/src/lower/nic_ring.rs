@@ -10,8 +10,8 @@
 //! segments than NICs) are not sent.
 
 use super::in_network::Layout;
-use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, vector_chunks, PhaseSpec};
+use super::plan::{self, Move, Packing, Plan};
+use super::{even_chunks, vector_chunks, PhaseSpec};
 use crate::machine::Machine;
 use schedule_ir::{ChunkId, LinkId, NodeId, NodeKind, Phase, RecvMode};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -77,7 +77,7 @@ pub(super) fn lower(
     let per_wave = 2 + ring_steps * groups.len();
     let steps = waves * per_wave;
 
-    let mut plan_steps: Vec<Step> = vec![Step::default(); steps];
+    let mut plan_steps: Vec<Vec<Move>> = vec![Vec::new(); steps];
     let mut transfer = |step: usize,
                         from: NodeId,
                         to: NodeId,
@@ -85,13 +85,7 @@ pub(super) fn lower(
                         chunks: &[ChunkId],
                         mode: RecvMode| {
         if !links.is_empty() && !chunks.is_empty() {
-            plan_steps[step].moves.push(Move::data(
-                from,
-                to,
-                links.to_vec(),
-                chunks.to_vec(),
-                mode,
-            ));
+            plan_steps[step].push(Move::data(from, to, links.to_vec(), chunks.to_vec(), mode));
         }
     };
     for w in 0..waves {
@@ -139,12 +133,7 @@ pub(super) fn lower(
         spec,
         "in-network",
         machine,
-        Plan {
-            chunks,
-            buffers: data_buffer(),
-            steps: plan_steps,
-            packing: Packing::AsGiven,
-        },
+        Plan::data(chunks, plan_steps, Packing::AsGiven),
     );
     (phase, described)
 }
