@@ -44,105 +44,142 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
     let paths = link_paths(m, &nodes);
     let mut d = Drawing::default();
 
-    // Links.
-    let mut links_svg = String::new();
-    for (l, path) in paths.iter().enumerate() {
-        d.extend(path);
-        let _ = writeln!(
-            links_svg,
-            r#"<path class="link" data-link="{}" d="{}" fill="none" stroke="{LINK_COLOUR}" stroke-width="2"/>"#,
-            esc(&m.link_name(schedule_ir::LinkId::new(l))),
-            path_d(path)
-        );
-    }
-
-    // Arrows: overlay edges, or the busy directions of the step.
-    let mut arrows_svg = String::new();
-    let mut chunk_labels: Vec<(Vec<P>, String, &str)> = Vec::new();
-    let mut stacked: BTreeMap<usize, usize> = BTreeMap::new();
-    match &scene.step {
-        None => {
-            for (i, o) in scene.overlays.iter().enumerate() {
-                for h in &o.edges {
-                    let k = stacked.entry(h.direction()).or_insert(0);
-                    let gap = ARROW_GAP + ARROW_STACK * *k as f64;
-                    *k += 1;
-                    let Some((line, head)) = arrow(&paths, &nodes, h, gap) else {
-                        continue;
-                    };
-                    d.extend(&line);
-                    let c = colour(Some(i));
-                    let dash = overlay_dash(i)
-                        .map(|x| format!(r#" stroke-dasharray="{x}""#))
-                        .unwrap_or_default();
-                    let _ = writeln!(
-                        arrows_svg,
-                        r#"<path class="ring-edge" data-overlay="{}" data-link="{}" d="{}" fill="none" stroke="{c}" stroke-width="2.5"{dash}/>"#,
-                        esc(&o.name),
-                        esc(&m.link_name(h.link)),
-                        path_d(&line)
-                    );
-                    let _ = writeln!(
-                        arrows_svg,
-                        r#"<polygon class="arrowhead" points="{}" fill="{c}"/>"#,
-                        points(&head)
-                    );
-                }
-            }
-        }
-        Some(step) => {
-            let mut by_direction: BTreeMap<usize, Vec<&super::Carry>> = BTreeMap::new();
-            for c in &step.carries {
-                by_direction.entry(c.hop.direction()).or_default().push(c);
-            }
-            let mut drawn = Vec::new();
-            for carries in by_direction.values() {
-                let h = carries[0].hop;
-                let Some((line, head)) = arrow(&paths, &nodes, &h, ARROW_GAP) else {
-                    continue;
-                };
-                d.extend(&line);
-                let c = colour(carries[0].overlay);
-                let stored = carries.iter().all(|c| c.mode == RecvMode::Store);
-                let dash = if stored {
-                    r#" stroke-dasharray="7 4""#
-                } else {
-                    ""
-                };
-                let text: Vec<String> = carries.iter().map(|c| chunk_label(&c.chunks)).collect();
-                let text = text.join(" ");
-                let _ = writeln!(
-                    arrows_svg,
-                    r#"<path class="transfer" data-link="{}" data-chunks="{}" d="{}" fill="none" stroke="{c}" stroke-width="2.5"{dash}/>"#,
-                    esc(&m.link_name(h.link)),
-                    esc(&text),
-                    path_d(&line)
-                );
-                let _ = writeln!(
-                    arrows_svg,
-                    r#"<polygon class="arrowhead" points="{}" fill="{c}"/>"#,
-                    points(&head)
-                );
-                drawn.push((line, text, c));
-            }
-            chunk_labels = drawn;
-        }
-    }
-
+    let links_svg = links(m, &paths, &mut d);
+    let (arrows_svg, chunk_lines) = match &scene.step {
+        None => (overlay_arrows(scene, &paths, &nodes, &mut d), Vec::new()),
+        Some(step) => step_arrows(step, m, &paths, &nodes, &mut d),
+    };
     // Link ids at the middle of each link, then chunk labels where they hit nothing.
     let mut placer = Placer {
         nodes: &nodes,
         lines: paths
             .iter()
-            .chain(chunk_labels.iter().map(|a| &a.0))
+            .chain(chunk_lines.iter().map(|a| &a.0))
             .map(|l| (bbox(l), l))
             .collect(),
         placed: Vec::new(),
     };
-    let mut ids_svg = String::new();
+    let ids_svg = link_ids(m, &paths, &mut placer, &mut d);
+    let labels_svg = chunk_labels(&chunk_lines, &mut placer, &mut d);
+    let nodes_svg = node_shapes(m, &nodes, &mut d);
+    page(
+        scene,
+        &d,
+        [
+            ("links", links_svg),
+            ("arrows", arrows_svg),
+            ("nodes", nodes_svg),
+            ("link-ids", ids_svg),
+            ("chunk-labels", labels_svg),
+        ],
+    )
+}
+
+/// An arrow drawn for a step: its line, the chunks it carries, and its colour.
+type Carried = (Vec<P>, String, &'static str);
+
+/// Every link as a grey line.
+fn links(m: &Machine, paths: &[Vec<P>], d: &mut Drawing) -> String {
+    let mut svg = String::new();
+    for (l, path) in paths.iter().enumerate() {
+        d.extend(path);
+        let _ = writeln!(
+            svg,
+            r#"<path class="link" data-link="{}" d="{}" fill="none" stroke="{LINK_COLOUR}" stroke-width="2"/>"#,
+            esc(&m.link_name(schedule_ir::LinkId::new(l))),
+            path_d(path)
+        );
+    }
+    svg
+}
+
+/// One arrow per overlay edge, stacked outwards where several share a link direction.
+fn overlay_arrows(scene: &Scene, paths: &[Vec<P>], nodes: &[NodeBox], d: &mut Drawing) -> String {
+    let m = &scene.machine;
+    let mut svg = String::new();
+    let mut stacked: BTreeMap<usize, usize> = BTreeMap::new();
+    for (i, o) in scene.overlays.iter().enumerate() {
+        for h in &o.edges {
+            let k = stacked.entry(h.direction()).or_insert(0);
+            let gap = ARROW_GAP + ARROW_STACK * *k as f64;
+            *k += 1;
+            let Some((line, head)) = arrow(paths, nodes, h, gap) else {
+                continue;
+            };
+            d.extend(&line);
+            let c = colour(Some(i));
+            let dash = overlay_dash(i)
+                .map(|x| format!(r#" stroke-dasharray="{x}""#))
+                .unwrap_or_default();
+            let _ = writeln!(
+                svg,
+                r#"<path class="ring-edge" data-overlay="{}" data-link="{}" d="{}" fill="none" stroke="{c}" stroke-width="2.5"{dash}/>"#,
+                esc(&o.name),
+                esc(&m.link_name(h.link)),
+                path_d(&line)
+            );
+            let _ = writeln!(
+                svg,
+                r#"<polygon class="arrowhead" points="{}" fill="{c}"/>"#,
+                points(&head)
+            );
+        }
+    }
+    svg
+}
+
+/// One arrow per busy link direction of the step, dashed when it only stores; returns the
+/// arrows with the chunk labels still to place.
+fn step_arrows(
+    step: &super::StepUse,
+    m: &Machine,
+    paths: &[Vec<P>],
+    nodes: &[NodeBox],
+    d: &mut Drawing,
+) -> (String, Vec<Carried>) {
+    let mut svg = String::new();
+    let mut by_direction: BTreeMap<usize, Vec<&super::Carry>> = BTreeMap::new();
+    for c in &step.carries {
+        by_direction.entry(c.hop.direction()).or_default().push(c);
+    }
+    let mut drawn = Vec::new();
+    for carries in by_direction.values() {
+        let h = carries[0].hop;
+        let Some((line, head)) = arrow(paths, nodes, &h, ARROW_GAP) else {
+            continue;
+        };
+        d.extend(&line);
+        let c = colour(carries[0].overlay);
+        let stored = carries.iter().all(|c| c.mode == RecvMode::Store);
+        let dash = if stored {
+            r#" stroke-dasharray="7 4""#
+        } else {
+            ""
+        };
+        let text: Vec<String> = carries.iter().map(|c| chunk_label(&c.chunks)).collect();
+        let text = text.join(" ");
+        let _ = writeln!(
+            svg,
+            r#"<path class="transfer" data-link="{}" data-chunks="{}" d="{}" fill="none" stroke="{c}" stroke-width="2.5"{dash}/>"#,
+            esc(&m.link_name(h.link)),
+            esc(&text),
+            path_d(&line)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<polygon class="arrowhead" points="{}" fill="{c}"/>"#,
+            points(&head)
+        );
+        drawn.push((line, text, c));
+    }
+    (svg, drawn)
+}
+
+/// Each link's id on the link near its middle, clear of other labels where possible.
+fn link_ids(m: &Machine, paths: &[Vec<P>], placer: &mut Placer, d: &mut Drawing) -> String {
+    let mut svg = String::new();
     for (l, path) in paths.iter().enumerate() {
         let name = m.link_name(schedule_ir::LinkId::new(l));
-        // On the link, near its middle, clear of other labels where possible.
         let spots: Vec<Spot> = [0.5, 0.4, 0.6, 0.3, 0.7]
             .into_iter()
             .map(|t| Spot::new(geom::at(path, t).0, (0.0, 0.0), &name, false))
@@ -153,10 +190,16 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
             .unwrap_or(&spots[0])
             .clone();
         placer.placed.push(spot.rect);
-        ids_svg.push_str(&spot.text(&mut d, "link-id", &name, "#555555", false));
+        svg.push_str(&spot.text(d, "link-id", &name, "#555555", false));
     }
-    let mut labels_svg = String::new();
-    for (line, text, c) in &chunk_labels {
+    svg
+}
+
+/// Each arrow's chunk label beside it: the first spot that hits nothing, else the one that
+/// hits least.
+fn chunk_labels(arrows: &[Carried], placer: &mut Placer, d: &mut Drawing) -> String {
+    let mut svg = String::new();
+    for (line, text, c) in arrows {
         let mut candidates = Vec::new();
         for t in [0.3, 0.4, 0.2, 0.5, 0.6, 0.7, 0.15, 0.8] {
             for off in [9.0, 18.0, 28.0] {
@@ -165,7 +208,6 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
                 candidates.push(Spot::new(geom::add(at, geom::scale(n, off)), n, text, true));
             }
         }
-        // The first spot that hits nothing, else the one that hits least.
         let spot = candidates
             .iter()
             .enumerate()
@@ -173,12 +215,15 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
             .map(|(_, s)| s.clone());
         if let Some(spot) = spot {
             placer.placed.push(spot.rect);
-            labels_svg.push_str(&spot.text(&mut d, "chunk-label", text, c, true));
+            svg.push_str(&spot.text(d, "chunk-label", text, c, true));
         }
     }
+    svg
+}
 
-    // Nodes.
-    let mut nodes_svg = String::new();
+/// Compute nodes as circles and switches as boxes, each with its name.
+fn node_shapes(m: &Machine, nodes: &[NodeBox], d: &mut Drawing) -> String {
+    let mut svg = String::new();
     for (i, b) in nodes.iter().enumerate() {
         let name = m.node_name(NodeId::new(i));
         let (x, y) = b.c;
@@ -186,7 +231,7 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
             Shape::Circle(r) => {
                 d.extend(&[(x - r, y - r), (x + r, y + r)]);
                 let _ = writeln!(
-                    nodes_svg,
+                    svg,
                     r##"<circle class="node" data-node="{}" cx="{}" cy="{}" r="{}" fill="#ffffff" stroke="#222222" stroke-width="1.5"/>"##,
                     esc(&name),
                     f(x),
@@ -197,7 +242,7 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
             Shape::Box(hw, hh) => {
                 d.extend(&[(x - hw, y - hh), (x + hw, y + hh)]);
                 let _ = writeln!(
-                    nodes_svg,
+                    svg,
                     r##"<rect class="node switch" data-node="{}" x="{}" y="{}" width="{}" height="{}" rx="4" fill="#fff3d0" stroke="#222222" stroke-width="1.5"/>"##,
                     esc(&name),
                     f(x - hw),
@@ -208,18 +253,21 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
             }
         }
         let _ = writeln!(
-            nodes_svg,
+            svg,
             r##"<text x="{}" y="{}" font-size="12" font-weight="bold" text-anchor="middle" fill="#222222">{}</text>"##,
             f(x),
             f(y + 4.2),
             esc(&name)
         );
     }
+    svg
+}
 
-    // Page geometry: the drawing moved to the margin, below the title.
+/// The page: title lines, the drawing's layers moved to the margin below them, the legend.
+fn page(scene: &Scene, d: &Drawing, layers: [(&str, String); 5]) -> String {
     let (min, max) = d.bounds();
     let (dx, dy) = (MARGIN - min.0, TOP - min.1);
-    let legend = legend(scene, m);
+    let legend = legend(scene, &scene.machine);
     let legend_top = max.1 + dy + 36.0;
     let legend_height = 22.0 * legend.len() as f64;
     let widest_text = [
@@ -263,13 +311,7 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
         esc(&scene.subtitle)
     );
     let _ = writeln!(out, r#"<g transform="translate({},{})">"#, f(dx), f(dy));
-    for (id, part) in [
-        ("links", links_svg),
-        ("arrows", arrows_svg),
-        ("nodes", nodes_svg),
-        ("link-ids", ids_svg),
-        ("chunk-labels", labels_svg),
-    ] {
+    for (id, part) in layers {
         let _ = writeln!(out, r#"<g id="{id}">"#);
         out.push_str(&part);
         out.push_str("</g>\n");
