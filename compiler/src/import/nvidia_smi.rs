@@ -324,28 +324,52 @@ fn build(
     rows: &[Row],
     generations: Generations,
 ) -> Machine {
-    let n = names.len();
-    let rel = |i: usize, j: usize| rows[i].rels[j].0;
     let mut machine = Machine {
         name: name.to_string(),
         source: source_name.to_string(),
-        gpus: (0..n)
-            .filter(|&i| is_gpu[i])
-            .map(|i| names[i].clone())
+        gpus: names
+            .iter()
+            .zip(is_gpu)
+            .filter(|(_, &gpu)| gpu)
+            .map(|(n, _)| n.clone())
             .collect(),
         ..Machine::default()
     };
-    let link = |machine: &mut Machine, a: &str, b: &str, kind, count| {
-        machine.links.push(Link {
-            a: a.to_string(),
-            b: b.to_string(),
-            kind,
-            count,
-            scale: 1.0,
-        })
-    };
-    // NVLink: direct bonds, or bonds with one NVSwitch when they add up to more than a GPU has.
-    let nv = |i: usize, j: usize| match rel(i, j) {
+    add_nvlinks(&mut machine, names, rows, generations);
+    let (socket, sockets) = sockets(names, rows);
+    let cpus: Vec<String> = (0..sockets).map(|k| format!("cpu{k}")).collect();
+    machine.switches.extend(cpus.iter().cloned());
+    add_pcie(
+        &mut machine,
+        names,
+        is_gpu,
+        rows,
+        &socket,
+        &cpus,
+        generations,
+    );
+    for (i, a) in cpus.iter().enumerate() {
+        for b in &cpus[i + 1..] {
+            push_link(&mut machine, a, b, LinkKind::Smp, 1);
+        }
+    }
+    machine
+}
+
+fn push_link(machine: &mut Machine, a: &str, b: &str, kind: LinkKind, count: u32) {
+    machine.links.push(Link {
+        a: a.to_string(),
+        b: b.to_string(),
+        kind,
+        count,
+        scale: 1.0,
+    })
+}
+
+/// NVLink: direct bonds, or bonds with one NVSwitch when they add up to more than a GPU has.
+fn add_nvlinks(machine: &mut Machine, names: &[String], rows: &[Row], generations: Generations) {
+    let n = names.len();
+    let nv = |i: usize, j: usize| match rows[i].rels[j].0 {
         Rel::Nv(k) => k,
         _ => 0,
     };
@@ -360,25 +384,24 @@ fn build(
         for (i, gpu) in names.iter().enumerate() {
             let widest = (0..n).map(|j| nv(i, j)).max().unwrap_or(0);
             if widest > 0 {
-                link(&mut machine, gpu, "nvswitch", generations.nvlink, widest);
+                push_link(machine, gpu, "nvswitch", generations.nvlink, widest);
             }
         }
     } else {
         for i in 0..n {
             for j in i + 1..n {
                 if nv(i, j) > 0 {
-                    link(
-                        &mut machine,
-                        &names[i],
-                        &names[j],
-                        generations.nvlink,
-                        nv(i, j),
-                    );
+                    push_link(machine, &names[i], &names[j], generations.nvlink, nv(i, j));
                 }
             }
         }
     }
-    // Sockets: by affinity; a device without one joins the first device it is not SYS from.
+}
+
+/// Each device's socket, by CPU affinity; a device without one joins the first device it is
+/// not SYS from. Returns the sockets and how many there are.
+fn sockets(names: &[String], rows: &[Row]) -> (Vec<usize>, usize) {
+    let n = names.len();
     let mut socket: Vec<Option<usize>> = vec![None; n];
     let mut keys: Vec<String> = Vec::new();
     for i in 0..n {
@@ -392,17 +415,33 @@ fn build(
     }
     for i in 0..n {
         if socket[i].is_none() {
-            let near =
-                (0..n).find(|&j| socket[j].is_some() && !matches!(rel(i, j), Rel::Sys | Rel::Own));
+            let near = (0..n).find(|&j| {
+                socket[j].is_some() && !matches!(rows[i].rels[j].0, Rel::Sys | Rel::Own)
+            });
             socket[i] = Some(near.and_then(|j| socket[j]).unwrap_or_else(|| {
                 keys.push(format!("socket of {}", names[i]));
                 keys.len() - 1
             }));
         }
     }
-    let cpus: Vec<String> = (0..keys.len()).map(|k| format!("cpu{k}")).collect();
-    machine.switches.extend(cpus.iter().cloned());
-    // PCIe switches: devices of a socket joined by PIX or PXB.
+    (
+        socket.into_iter().map(|s| s.unwrap_or(0)).collect(),
+        keys.len(),
+    )
+}
+
+/// PCIe: devices of a socket joined by PIX or PXB share a PCIe switch under that socket's
+/// CPU; any other device hangs from the CPU directly. Network cards are switches.
+fn add_pcie(
+    machine: &mut Machine,
+    names: &[String],
+    is_gpu: &[bool],
+    rows: &[Row],
+    socket: &[usize],
+    cpus: &[String],
+    generations: Generations,
+) {
+    let n = names.len();
     let mut group: Vec<usize> = (0..n).collect();
     fn root(group: &mut [usize], mut x: usize) -> usize {
         while group[x] != x {
@@ -413,7 +452,7 @@ fn build(
     }
     for i in 0..n {
         for j in 0..n {
-            if socket[i] == socket[j] && matches!(rel(i, j), Rel::Pix | Rel::Pxb) {
+            if socket[i] == socket[j] && matches!(rows[i].rels[j].0, Rel::Pix | Rel::Pxb) {
                 let (a, b) = (root(&mut group, i), root(&mut group, j));
                 group[a.max(b)] = a.min(b);
             }
@@ -423,7 +462,7 @@ fn build(
     for i in 0..n {
         let r = root(&mut group, i);
         let members = (0..n).filter(|&j| root(&mut group, j) == r).count();
-        let cpu = &cpus[socket[i].unwrap_or(0)];
+        let cpu = &cpus[socket[i]];
         let upstream = if members > 1 {
             let next = pcie_switch.len();
             let sw = pcie_switch
@@ -432,7 +471,7 @@ fn build(
                 .clone();
             if !machine.switches.contains(&sw) {
                 machine.switches.push(sw.clone());
-                link(&mut machine, cpu, &sw, generations.pcie, 1);
+                push_link(machine, cpu, &sw, generations.pcie, 1);
             }
             sw
         } else {
@@ -441,12 +480,6 @@ fn build(
         if !is_gpu[i] {
             machine.switches.push(names[i].clone());
         }
-        link(&mut machine, &upstream, &names[i], generations.pcie, 1);
+        push_link(machine, &upstream, &names[i], generations.pcie, 1);
     }
-    for (i, a) in cpus.iter().enumerate() {
-        for b in &cpus[i + 1..] {
-            link(&mut machine, a, b, LinkKind::Smp, 1);
-        }
-    }
-    machine
 }

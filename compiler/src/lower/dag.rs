@@ -192,33 +192,8 @@ pub fn schedule(
     let lanes: Vec<u32> = (0..machine.link_count())
         .flat_map(|l| [machine.link(LinkId::new(l)).lanes.max(1); 2])
         .collect();
-    for (id, route) in ids.clone().zip(&routes) {
-        for &d in route {
-            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d.index()]) {
-                return Err(DagError::BadRoute {
-                    transfer: id,
-                    detail: format!(
-                        "its route crosses link {} the same way more often than it has lanes",
-                        machine.link(d.link()).name
-                    ),
-                });
-            }
-        }
-    }
-    let mut successors: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut waiting: Vec<usize> = vec![0; n];
-    for (id, t) in ids.clone().zip(transfers) {
-        for &p in &t.after {
-            if p.index() >= n {
-                return Err(DagError::UnknownDependency {
-                    transfer: id,
-                    missing: p,
-                });
-            }
-            successors[p.index()].push(id.index());
-            waiting[id.index()] += 1;
-        }
-    }
+    check_lanes(machine, &routes, &lanes)?;
+    let (successors, mut waiting) = dependencies(transfers)?;
     let (top, level) = levels(transfers, &successors, &waiting)?;
 
     let mut step = vec![u32::MAX; n];
@@ -301,6 +276,49 @@ pub fn schedule(
         send,
         steps: if n == 0 { 0 } else { now },
     })
+}
+
+/// Refuses a route that crosses a link direction more often than the link has lanes: no step
+/// could carry it.
+fn check_lanes(
+    machine: &Machine,
+    routes: &[Vec<DirectionId>],
+    lanes: &[u32],
+) -> Result<(), DagError> {
+    for (i, route) in routes.iter().enumerate() {
+        for &d in route {
+            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d.index()]) {
+                return Err(DagError::BadRoute {
+                    transfer: TransferId::new(i),
+                    detail: format!(
+                        "its route crosses link {} the same way more often than it has lanes",
+                        machine.link(d.link()).name
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each transfer's successors and the number of transfers it waits for.
+fn dependencies(transfers: &[Transfer]) -> Result<(Vec<Vec<usize>>, Vec<usize>), DagError> {
+    let n = transfers.len();
+    let mut successors: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut waiting: Vec<usize> = vec![0; n];
+    for (i, t) in transfers.iter().enumerate() {
+        for &p in &t.after {
+            if p.index() >= n {
+                return Err(DagError::UnknownDependency {
+                    transfer: TransferId::new(i),
+                    missing: p,
+                });
+            }
+            successors[p.index()].push(i);
+            waiting[i] += 1;
+        }
+    }
+    Ok((successors, waiting))
 }
 
 /// What makes two transfers one send: the same route, buffer and receive mode.

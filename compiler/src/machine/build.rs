@@ -107,84 +107,28 @@ pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
 /// Runs the generator of the declared kind, after checking its numbers and names.
 fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
     let name = file.name.as_str();
+    let link_at = path!["machine", "link"];
     Ok(match &file.machine {
         MachineDecl::Ring { nodes, link, .. } => {
-            let mut problems = check_params(&path!["machine", "link"], link);
-            if *nodes < 2 {
-                problems.push(
-                    Problem::at(
-                        path!["machine", "nodes"],
-                        format!("a ring needs at least 2 nodes, not {nodes}"),
-                        "too few nodes",
-                    )
-                    .hint("a collective needs at least two nodes to exchange anything"),
-                );
-            } else if u64::from(*nodes) > MAX_NODES {
-                problems.push(too_many(
-                    path!["machine", "nodes"],
-                    (*nodes).into(),
-                    "nodes",
-                ));
-            }
-            if !problems.is_empty() {
-                return Err(problems);
-            }
+            all_well(check_ring(*nodes, check_params(&link_at, link)))?;
             ring::ring(name, *nodes as usize, *link)
         }
         MachineDecl::Ladder {
             pairs, link, rung, ..
         } => {
-            let mut problems = check_params(&path!["machine", "link"], link);
+            let mut problems = check_params(&link_at, link);
             if let Some(r) = rung {
                 problems.extend(check_params(&path!["machine", "rung"], r));
             }
-            if *pairs == 0 {
-                problems.push(
-                    Problem::at(
-                        path!["machine", "pairs"],
-                        "a ladder needs at least 1 pair of nodes, not 0",
-                        "no pairs",
-                    )
-                    .hint("write `pairs: 1` or more; `examples/ladder8.ron` has 4"),
-                );
-            } else if 2 * u64::from(*pairs) > MAX_NODES {
-                problems.push(too_many(
-                    path!["machine", "pairs"],
-                    2 * u64::from(*pairs),
-                    "nodes",
-                ));
-            }
-            if !problems.is_empty() {
-                return Err(problems);
-            }
+            all_well(check_ladder(*pairs, problems))?;
             ladder::ladder(name, *pairs as usize, *link, rung.unwrap_or(*link))
         }
         MachineDecl::Hypercube { dims, link, .. } => {
-            let mut problems = check_params(&path!["machine", "link"], link);
-            if *dims == 0 || *dims > MAX_HYPERCUBE_DIMS {
-                problems.push(
-                    Problem::at(
-                        path!["machine", "dims"],
-                        format!(
-                            "a hypercube has 1 to {MAX_HYPERCUBE_DIMS} dimensions, not {dims}"
-                        ),
-                        "out of range",
-                    )
-                    .hint(format!(
-                        "`dims: d` gives 2^d nodes; {MAX_HYPERCUBE_DIMS} dimensions are {MAX_NODES} nodes"
-                    )),
-                );
-            }
-            if !problems.is_empty() {
-                return Err(problems);
-            }
+            all_well(check_hypercube(*dims, check_params(&link_at, link)))?;
             hypercube::hypercube(name, *dims, *link)
         }
         MachineDecl::Cube { link, .. } => {
-            let problems = check_params(&path!["machine", "link"], link);
-            if !problems.is_empty() {
-                return Err(problems);
-            }
+            all_well(check_params(&link_at, link))?;
             hypercube::cube(name, *link)
         }
         MachineDecl::Torus { dims, link, .. } => {
@@ -196,32 +140,7 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             torus::mesh(name, &dims, *link)
         }
         MachineDecl::FullMesh { nodes, link, .. } => {
-            let mut problems = check_params(&path!["machine", "link"], link);
-            let links = u64::from(*nodes) * u64::from(nodes.saturating_sub(1)) / 2;
-            if *nodes < 2 {
-                problems.push(
-                    Problem::at(
-                        path!["machine", "nodes"],
-                        format!("a full mesh needs at least 2 nodes, not {nodes}"),
-                        "too few nodes",
-                    )
-                    .hint("a collective needs at least two nodes to exchange anything"),
-                );
-            } else if links > MAX_LINKS {
-                problems.push(
-                    Problem::at(
-                        path!["machine", "nodes"],
-                        format!(
-                            "a full mesh of {nodes} nodes has {links} links, more than the compiler supports ({MAX_LINKS})"
-                        ),
-                        "too large",
-                    )
-                    .hint("1448 nodes is the largest full mesh"),
-                );
-            }
-            if !problems.is_empty() {
-                return Err(problems);
-            }
+            all_well(check_full_mesh(*nodes, check_params(&link_at, link)))?;
             mesh::full_mesh(name, *nodes as usize, *link)
         }
         MachineDecl::Tree { root, link, .. } => tree::tree(name, root, *link)?,
@@ -255,10 +174,7 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             link,
             ..
         } => {
-            let problems = check_params(&path!["machine", "link"], link);
-            if !problems.is_empty() {
-                return Err(problems);
-            }
+            all_well(check_params(&link_at, link))?;
             let count = nodes.len() as u64 + switches.len() as u64;
             if count > MAX_NODES {
                 return Err(vec![too_many(path!["machine", "nodes"], count, "nodes")]);
@@ -266,6 +182,97 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             graph::graph(name, nodes, switches, links, *link)?
         }
     })
+}
+
+/// `Ok` when no problem was found: the generators run only on checked declarations.
+fn all_well(problems: Vec<Problem>) -> Result<(), Vec<Problem>> {
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+/// Adds the problems of a `Ring`'s node count to `problems`.
+fn check_ring(nodes: u32, mut problems: Vec<Problem>) -> Vec<Problem> {
+    if nodes < 2 {
+        problems.push(
+            Problem::at(
+                path!["machine", "nodes"],
+                format!("a ring needs at least 2 nodes, not {nodes}"),
+                "too few nodes",
+            )
+            .hint("a collective needs at least two nodes to exchange anything"),
+        );
+    } else if u64::from(nodes) > MAX_NODES {
+        problems.push(too_many(path!["machine", "nodes"], nodes.into(), "nodes"));
+    }
+    problems
+}
+
+/// Adds the problems of a `Ladder`'s pair count to `problems`.
+fn check_ladder(pairs: u32, mut problems: Vec<Problem>) -> Vec<Problem> {
+    if pairs == 0 {
+        problems.push(
+            Problem::at(
+                path!["machine", "pairs"],
+                "a ladder needs at least 1 pair of nodes, not 0",
+                "no pairs",
+            )
+            .hint("write `pairs: 1` or more; `examples/ladder8.ron` has 4"),
+        );
+    } else if 2 * u64::from(pairs) > MAX_NODES {
+        problems.push(too_many(
+            path!["machine", "pairs"],
+            2 * u64::from(pairs),
+            "nodes",
+        ));
+    }
+    problems
+}
+
+/// Adds the problems of a `Hypercube`'s dimension count to `problems`.
+fn check_hypercube(dims: u32, mut problems: Vec<Problem>) -> Vec<Problem> {
+    if dims == 0 || dims > MAX_HYPERCUBE_DIMS {
+        problems.push(
+            Problem::at(
+                path!["machine", "dims"],
+                format!("a hypercube has 1 to {MAX_HYPERCUBE_DIMS} dimensions, not {dims}"),
+                "out of range",
+            )
+            .hint(format!(
+                "`dims: d` gives 2^d nodes; {MAX_HYPERCUBE_DIMS} dimensions are {MAX_NODES} nodes"
+            )),
+        );
+    }
+    problems
+}
+
+/// Adds the problems of a `FullMesh`'s node count to `problems`.
+fn check_full_mesh(nodes: u32, mut problems: Vec<Problem>) -> Vec<Problem> {
+    let links = u64::from(nodes) * u64::from(nodes.saturating_sub(1)) / 2;
+    if nodes < 2 {
+        problems.push(
+            Problem::at(
+                path!["machine", "nodes"],
+                format!("a full mesh needs at least 2 nodes, not {nodes}"),
+                "too few nodes",
+            )
+            .hint("a collective needs at least two nodes to exchange anything"),
+        );
+    } else if links > MAX_LINKS {
+        problems.push(
+            Problem::at(
+                path!["machine", "nodes"],
+                format!(
+                    "a full mesh of {nodes} nodes has {links} links, more than the compiler supports ({MAX_LINKS})"
+                ),
+                "too large",
+            )
+            .hint("1448 nodes is the largest full mesh"),
+        );
+    }
+    problems
 }
 
 /// Checks the sizes of a torus's or mesh's grid (`kind` names it in messages) and its link.

@@ -63,7 +63,37 @@ pub fn graph(
             index.insert(n, i);
         }
     }
+    let edges = declare_links(links, &index, &all_names, defaults, &mut problems);
+    if !problems.is_empty() {
+        return Err(problems);
+    }
 
+    let nodes = declared
+        .iter()
+        .map(|(n, kind, _)| NodeInfo {
+            name: (*n).clone(),
+            kind: *kind,
+        })
+        .collect();
+    let links = edges
+        .into_iter()
+        .map(|(a, b, id, p)| (a, b, LinkInfo::new(id, &p)))
+        .collect();
+    Ok(Machine::from_parts(name, nodes, links, Shape::Graph))
+}
+
+/// A checked link: its two end nodes' indexes, its id and its figures.
+type Edge = (usize, usize, String, LinkParams);
+
+/// Checks each declared link (unique id, known and distinct ends, sane figures) against the
+/// node `index`, adding what is wrong to `problems`; returns the links that are well formed.
+fn declare_links(
+    links: &[LinkDecl],
+    index: &BTreeMap<&str, usize>,
+    all_names: &[&str],
+    defaults: LinkParams,
+    problems: &mut Vec<Problem>,
+) -> Vec<Edge> {
     let mut ids: BTreeMap<&str, usize> = BTreeMap::new();
     let mut edges = Vec::new();
     for (j, l) in links.iter().enumerate() {
@@ -131,20 +161,5 @@ pub fn graph(
             edges.push((a, b, l.id.clone(), params));
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-
-    let nodes = declared
-        .iter()
-        .map(|(n, kind, _)| NodeInfo {
-            name: (*n).clone(),
-            kind: *kind,
-        })
-        .collect();
-    let links = edges
-        .into_iter()
-        .map(|(a, b, id, p)| (a, b, LinkInfo::new(id, &p)))
-        .collect();
-    Ok(Machine::from_parts(name, nodes, links, Shape::Graph))
+    edges
 }

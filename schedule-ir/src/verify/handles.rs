@@ -139,7 +139,7 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
     let Machine {
         name,
         nodes,
-        links,
+        links: _,
         reduce_gbps,
         switch_latency_us,
     } = machine;
@@ -162,8 +162,15 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
             machine: name.clone(),
         }));
     }
+    check_nodes(machine, errors);
+    check_links(machine, errors);
+    errors.len() == before
+}
+
+/// Each node's capacity and the uniqueness of its name.
+fn check_nodes(machine: &Machine, errors: &mut Vec<VerifyError>) {
     let mut node_names: BTreeMap<&str, NodeId> = BTreeMap::new();
-    for (i, n) in nodes.iter().enumerate() {
+    for (i, n) in machine.nodes.iter().enumerate() {
         let Node {
             name,
             kind,
@@ -191,8 +198,13 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
             node_names.insert(name, id);
         }
     }
+}
+
+/// Each link's ends, figures and the uniqueness of its name.
+fn check_links(machine: &Machine, errors: &mut Vec<VerifyError>) {
+    let nodes = &machine.nodes;
     let mut link_names: BTreeMap<&str, LinkId> = BTreeMap::new();
-    for (i, l) in links.iter().enumerate() {
+    for (i, l) in machine.links.iter().enumerate() {
         let Link {
             name,
             a,
@@ -257,7 +269,6 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
             invalid("lanes", lanes.to_string(), "at least 1");
         }
     }
-    errors.len() == before
 }
 
 /// The kind of node `id`, if it exists.

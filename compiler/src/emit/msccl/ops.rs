@@ -92,87 +92,17 @@ impl Planner<'_> {
         tbs: &mut Vec<TbPlan>,
         fused: &[Option<usize>],
     ) -> Result<Vec<Op>, MscclError> {
-        let layout = &self.layout;
-        let mut sender_tb = HashMap::new();
-        let mut receiver_tb = HashMap::new();
-        for (i, tb) in tbs.iter().enumerate() {
-            if let Some(c) = tb.send {
-                sender_tb.insert((c, tb.window), i);
-            }
-            if let Some(c) = tb.recv {
-                receiver_tb.insert((c, tb.window), i);
-            }
-        }
-        let absorbed: BTreeSet<usize> = fused.iter().flatten().copied().collect();
-        // One local thread block per window that has local operations.
-        let mut local_tb: BTreeMap<u32, usize> = BTreeMap::new();
-        let mut local = |tbs: &mut Vec<TbPlan>, k: u32| {
-            let window = self.window(k);
-            *local_tb.entry(window).or_insert_with(|| {
-                tbs.push(TbPlan {
-                    window,
-                    send: None,
-                    recv: None,
-                    chan: 0,
-                });
-                tbs.len() - 1
-            })
-        };
-        let mut loc: HashMap<(BufferId, ChunkId), Loc> = HashMap::new();
-        for c in (0..self.phase.chunks.len()).map(ChunkId::new) {
-            if let Some(off) = layout.input(rank, c) {
-                loc.insert(
-                    (DATA, c),
-                    Loc {
-                        buf: Buf::Input,
-                        off,
-                    },
-                );
-            }
-        }
-        let name = &self.names[node.index()];
-        let read = |loc: &HashMap<(BufferId, ChunkId), Loc>, b: BufferId, c: ChunkId| {
-            loc.get(&(b, c)).copied().ok_or_else(|| {
-                self.internal(format!("{name} reads {c} of {b}, which holds no value"))
-            })
-        };
-        let access = |time: Time, loc: Loc, read: bool, write: bool| Access {
-            time,
-            loc,
-            read,
-            write,
-        };
-        let mut ops = Vec::new();
+        let mut walk = Walk::new(self, node, rank, tbs, fused);
         for k in 0..self.phase.steps {
             let instrs = step_instrs(self.phase, node.index(), k);
+            // Reads happen before writes in a step: sends and local sources first.
             let mut sources: HashMap<(usize, ChunkId), Loc> = HashMap::new();
             for (j, instr) in instrs.iter().enumerate() {
                 match instr {
-                    Instr::Send { buffer, chunks, .. } => {
-                        let Some(&t) = self.send_at.get(&(node, k, j)) else {
-                            return Err(self.internal(format!("{name}: unmatched send")));
-                        };
-                        if absorbed.contains(&t) {
-                            continue;
-                        }
-                        let tr = &self.transfers[t];
-                        let tb = self.lookup(&sender_tb, (tr.conn, self.window(k)))?;
-                        for (p, &c) in chunks.iter().enumerate() {
-                            let src = read(&loc, *buffer, c)?;
-                            let time = (k, 0, tr.recv_j, p, 0);
-                            ops.push(Op {
-                                tb,
-                                anchor: time,
-                                kind: StepKind::Send,
-                                src,
-                                dst: src,
-                                access: vec![access(time, src, true, false)],
-                            });
-                        }
-                    }
+                    Instr::Send { buffer, chunks, .. } => walk.send(k, j, *buffer, chunks)?,
                     Instr::Copy { src, chunks, .. } | Instr::Reduce { src, chunks, .. } => {
                         for &c in chunks {
-                            sources.insert((j, c), read(&loc, *src, c)?);
+                            sources.insert((j, c), walk.read(*src, c)?);
                         }
                     }
                     Instr::Recv { .. } | Instr::Scale { .. } => {}
@@ -185,165 +115,26 @@ impl Planner<'_> {
                         chunks,
                         mode,
                         ..
-                    } => {
-                        let Some(&t) = self.recv_at.get(&(node, k, j)) else {
-                            return Err(self.internal(format!("{name}: unmatched receive")));
-                        };
-                        let tr = &self.transfers[t];
-                        let tb = self.lookup(&receiver_tb, (tr.conn, self.window(k)))?;
-                        for (p, &c) in chunks.iter().enumerate() {
-                            let time = (k, 1, j, p, 0);
-                            let store = layout.store(rank, *buffer, c);
-                            let (kind, src, dst, accesses, now) = match (mode, fused[t]) {
-                                (RecvMode::Store, f) => (
-                                    if f.is_some() {
-                                        StepKind::RecvCopySend
-                                    } else {
-                                        StepKind::Recv
-                                    },
-                                    store,
-                                    store,
-                                    vec![access(time, store, false, true)],
-                                    Some(store),
-                                ),
-                                (RecvMode::Reduce, f) => {
-                                    let here = read(&loc, *buffer, c)?;
-                                    match f {
-                                        None => (
-                                            StepKind::RecvReduceCopy,
-                                            here,
-                                            store,
-                                            vec![
-                                                access(time, here, true, false),
-                                                access(time, store, false, true),
-                                            ],
-                                            Some(store),
-                                        ),
-                                        Some(u) if self.dead_after(tr, u, c, rank) => (
-                                            StepKind::RecvReduceSend,
-                                            here,
-                                            here,
-                                            vec![access(time, here, true, false)],
-                                            None,
-                                        ),
-                                        Some(_) => (
-                                            StepKind::RecvReduceCopySend,
-                                            here,
-                                            store,
-                                            vec![
-                                                access(time, here, true, false),
-                                                access(time, store, false, true),
-                                            ],
-                                            Some(store),
-                                        ),
-                                    }
-                                }
-                            };
-                            match now {
-                                Some(l) => loc.insert((*buffer, c), l),
-                                None => loc.remove(&(*buffer, c)),
-                            };
-                            ops.push(Op {
-                                tb,
-                                anchor: time,
-                                kind,
-                                src,
-                                dst,
-                                access: accesses,
-                            });
-                        }
-                    }
+                    } => walk.recv(k, j, *buffer, chunks, *mode)?,
                     Instr::Copy { dst, chunks, .. } => {
-                        for (p, &c) in chunks.iter().enumerate() {
-                            let src = self.lookup(&sources, (j, c))?;
-                            let store = layout.store(rank, *dst, c);
-                            let time = (k, 1, j, p, 0);
-                            ops.push(Op {
-                                tb: local(tbs, k),
-                                anchor: time,
-                                kind: StepKind::Copy,
-                                src,
-                                dst: store,
-                                access: vec![
-                                    access((k, 0, j, p, 0), src, true, false),
-                                    access(time, store, false, true),
-                                ],
-                            });
-                            loc.insert((*dst, c), store);
-                        }
+                        walk.copy(tbs, (k, j), *dst, chunks, &sources)?
                     }
                     Instr::Reduce { dst, chunks, .. } => {
-                        for (p, &c) in chunks.iter().enumerate() {
-                            let src = self.lookup(&sources, (j, c))?;
-                            let here = read(&loc, *dst, c)?;
-                            let store = layout.store(rank, *dst, c);
-                            let tb = local(tbs, k);
-                            if here != store {
-                                // `re` combines in place: move the value to its store first.
-                                let time = (k, 1, j, p, 0);
-                                ops.push(Op {
-                                    tb,
-                                    anchor: time,
-                                    kind: StepKind::Copy,
-                                    src: here,
-                                    dst: store,
-                                    access: vec![
-                                        access(time, here, true, false),
-                                        access(time, store, false, true),
-                                    ],
-                                });
-                            }
-                            let time = (k, 1, j, p, 1);
-                            ops.push(Op {
-                                tb,
-                                anchor: time,
-                                kind: StepKind::Reduce,
-                                src,
-                                dst: store,
-                                access: vec![
-                                    access((k, 0, j, p, 0), src, true, false),
-                                    access(time, store, true, true),
-                                ],
-                            });
-                            loc.insert((*dst, c), store);
-                        }
+                        walk.reduce(tbs, (k, j), *dst, chunks, &sources)?
                     }
                     Instr::Send { .. } => {}
                     Instr::Scale { .. } => {
                         // `build` refuses mean phases before planning, and only they scale.
                         return Err(self.internal(format!(
-                            "{name} scales a chunk; MSCCL has no division step"
+                            "{} scales a chunk; MSCCL has no division step",
+                            walk.name
                         )));
                     }
                 }
             }
         }
-        // Chunks that must end in the output but were never stored there.
-        for c in (0..self.phase.chunks.len()).map(ChunkId::new) {
-            let Some(off) = layout.output(rank, c) else {
-                continue;
-            };
-            let out = Loc {
-                buf: Buf::Output,
-                off,
-            };
-            let here = read(&loc, DATA, c)?;
-            if here != out {
-                let time = (self.phase.steps, 1, c.index(), 0, 0);
-                ops.push(Op {
-                    tb: local(tbs, self.phase.steps),
-                    anchor: time,
-                    kind: StepKind::Copy,
-                    src: here,
-                    dst: out,
-                    access: vec![
-                        access(time, here, true, false),
-                        access(time, out, false, true),
-                    ],
-                });
-            }
-        }
-        Ok(ops)
+        walk.finish(tbs)?;
+        Ok(walk.ops)
     }
 
     /// Orders each thread block's operations, adds the waits that keep the BSP order between
@@ -366,7 +157,21 @@ impl Planner<'_> {
                 pos[i] = p;
             }
         }
-        // Per operation: for every other thread block, the last of its operations to wait for.
+        let waits = self.waits(node, rank, &ops, &pos)?;
+        self.write(node, rank, tbs, &ops, &order, &waits)
+    }
+
+    /// Per operation: for every other thread block, the position of the last of its
+    /// operations to wait for, so that every memory cell is written and read in BSP order in
+    /// out-of-place and in-place calls alike. `pos` is each operation's place in its thread
+    /// block.
+    fn waits(
+        &self,
+        node: NodeId,
+        rank: u32,
+        ops: &[Op],
+        pos: &[usize],
+    ) -> Result<Vec<BTreeMap<usize, usize>>, MscclError> {
         let mut waits: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); ops.len()];
         for in_place in [false, true] {
             let cell = |l: Loc| {
@@ -432,9 +237,23 @@ impl Planner<'_> {
                 }
             }
         }
+        Ok(waits)
+    }
+
+    /// The GPU's thread blocks: each operation's step after a `nop` for every wait beyond the
+    /// first, with `hasdep` on every step another waits on.
+    fn write(
+        &self,
+        node: NodeId,
+        rank: u32,
+        tbs: &[TbPlan],
+        ops: &[Op],
+        order: &[Vec<usize>],
+        waits: &[BTreeMap<usize, usize>],
+    ) -> Result<Gpu, MscclError> {
         // Step indices, counting one `nop` for every wait beyond the first.
         let mut index = vec![0u32; ops.len()];
-        for list in &order {
+        for list in order {
             let mut s = 0u32;
             for &i in list {
                 s += waits[i].len().saturating_sub(1) as u32;
@@ -514,5 +333,322 @@ impl Planner<'_> {
             s_chunks: 0,
             tbs: threadblocks,
         })
+    }
+}
+
+/// A memory access at `time`.
+fn access(time: Time, loc: Loc, read: bool, write: bool) -> Access {
+    Access {
+        time,
+        loc,
+        read,
+        write,
+    }
+}
+
+/// One GPU's program walked step by step: where each buffer's chunk is held, and the
+/// operations made so far.
+struct Walk<'p, 'a> {
+    planner: &'p Planner<'a>,
+    rank: u32,
+    name: &'p str,
+    node: NodeId,
+    fused: &'p [Option<usize>],
+    /// Transfers whose send is fused into the receive that forwards them.
+    absorbed: BTreeSet<usize>,
+    sender_tb: HashMap<(usize, u32), usize>,
+    receiver_tb: HashMap<(usize, u32), usize>,
+    /// One local thread block per window that has local operations.
+    local_tb: BTreeMap<u32, usize>,
+    loc: HashMap<(BufferId, ChunkId), Loc>,
+    ops: Vec<Op>,
+}
+
+impl<'p, 'a> Walk<'p, 'a> {
+    fn new(
+        planner: &'p Planner<'a>,
+        node: NodeId,
+        rank: u32,
+        tbs: &[TbPlan],
+        fused: &'p [Option<usize>],
+    ) -> Walk<'p, 'a> {
+        let mut sender_tb = HashMap::new();
+        let mut receiver_tb = HashMap::new();
+        for (i, tb) in tbs.iter().enumerate() {
+            if let Some(c) = tb.send {
+                sender_tb.insert((c, tb.window), i);
+            }
+            if let Some(c) = tb.recv {
+                receiver_tb.insert((c, tb.window), i);
+            }
+        }
+        let mut loc = HashMap::new();
+        for c in (0..planner.phase.chunks.len()).map(ChunkId::new) {
+            if let Some(off) = planner.layout.input(rank, c) {
+                loc.insert(
+                    (DATA, c),
+                    Loc {
+                        buf: Buf::Input,
+                        off,
+                    },
+                );
+            }
+        }
+        Walk {
+            planner,
+            rank,
+            name: &planner.names[node.index()],
+            node,
+            fused,
+            absorbed: fused.iter().flatten().copied().collect(),
+            sender_tb,
+            receiver_tb,
+            local_tb: BTreeMap::new(),
+            loc,
+            ops: Vec::new(),
+        }
+    }
+
+    /// Where chunk `c` of buffer `b` is held now.
+    fn read(&self, b: BufferId, c: ChunkId) -> Result<Loc, MscclError> {
+        self.loc.get(&(b, c)).copied().ok_or_else(|| {
+            self.planner.internal(format!(
+                "{} reads {c} of {b}, which holds no value",
+                self.name
+            ))
+        })
+    }
+
+    /// The local thread block of step `k`'s window, appended to `tbs` on first use.
+    fn local(&mut self, tbs: &mut Vec<TbPlan>, k: u32) -> usize {
+        let window = self.planner.window(k);
+        *self.local_tb.entry(window).or_insert_with(|| {
+            tbs.push(TbPlan {
+                window,
+                send: None,
+                recv: None,
+                chan: 0,
+            });
+            tbs.len() - 1
+        })
+    }
+
+    /// A send of step `k` (instruction `j`): one `s` per chunk, unless fused into a receive.
+    fn send(
+        &mut self,
+        k: u32,
+        j: usize,
+        buffer: BufferId,
+        chunks: &[ChunkId],
+    ) -> Result<(), MscclError> {
+        let p = self.planner;
+        let Some(&t) = p.send_at.get(&(self.node, k, j)) else {
+            return Err(p.internal(format!("{}: unmatched send", self.name)));
+        };
+        if self.absorbed.contains(&t) {
+            return Ok(());
+        }
+        let tr = &p.transfers[t];
+        let tb = p.lookup(&self.sender_tb, (tr.conn, p.window(k)))?;
+        for (i, &c) in chunks.iter().enumerate() {
+            let src = self.read(buffer, c)?;
+            let time = (k, 0, tr.recv_j, i, 0);
+            self.ops.push(Op {
+                tb,
+                anchor: time,
+                kind: StepKind::Send,
+                src,
+                dst: src,
+                access: vec![access(time, src, true, false)],
+            });
+        }
+        Ok(())
+    }
+
+    /// A receive of step `k` (instruction `j`): `r`, `rrc`, or, fused with the send that
+    /// forwards it, `rcs`, `rrs` or `rrcs`.
+    fn recv(
+        &mut self,
+        k: u32,
+        j: usize,
+        buffer: BufferId,
+        chunks: &[ChunkId],
+        mode: RecvMode,
+    ) -> Result<(), MscclError> {
+        let p = self.planner;
+        let Some(&t) = p.recv_at.get(&(self.node, k, j)) else {
+            return Err(p.internal(format!("{}: unmatched receive", self.name)));
+        };
+        let tr = &p.transfers[t];
+        let tb = p.lookup(&self.receiver_tb, (tr.conn, p.window(k)))?;
+        for (i, &c) in chunks.iter().enumerate() {
+            let time = (k, 1, j, i, 0);
+            let store = p.layout.store(self.rank, buffer, c);
+            let (kind, src, dst, accesses, now) = match (mode, self.fused[t]) {
+                (RecvMode::Store, f) => (
+                    if f.is_some() {
+                        StepKind::RecvCopySend
+                    } else {
+                        StepKind::Recv
+                    },
+                    store,
+                    store,
+                    vec![access(time, store, false, true)],
+                    Some(store),
+                ),
+                (RecvMode::Reduce, f) => {
+                    let here = self.read(buffer, c)?;
+                    match f {
+                        None => (
+                            StepKind::RecvReduceCopy,
+                            here,
+                            store,
+                            vec![
+                                access(time, here, true, false),
+                                access(time, store, false, true),
+                            ],
+                            Some(store),
+                        ),
+                        Some(u) if p.dead_after(tr, u, c, self.rank) => (
+                            StepKind::RecvReduceSend,
+                            here,
+                            here,
+                            vec![access(time, here, true, false)],
+                            None,
+                        ),
+                        Some(_) => (
+                            StepKind::RecvReduceCopySend,
+                            here,
+                            store,
+                            vec![
+                                access(time, here, true, false),
+                                access(time, store, false, true),
+                            ],
+                            Some(store),
+                        ),
+                    }
+                }
+            };
+            match now {
+                Some(l) => self.loc.insert((buffer, c), l),
+                None => self.loc.remove(&(buffer, c)),
+            };
+            self.ops.push(Op {
+                tb,
+                anchor: time,
+                kind,
+                src,
+                dst,
+                access: accesses,
+            });
+        }
+        Ok(())
+    }
+
+    /// A local copy of step `k`, instruction `j`, from the `sources` read at the step's start.
+    fn copy(
+        &mut self,
+        tbs: &mut Vec<TbPlan>,
+        (k, j): (u32, usize),
+        dst: BufferId,
+        chunks: &[ChunkId],
+        sources: &HashMap<(usize, ChunkId), Loc>,
+    ) -> Result<(), MscclError> {
+        for (i, &c) in chunks.iter().enumerate() {
+            let src = self.planner.lookup(sources, (j, c))?;
+            let store = self.planner.layout.store(self.rank, dst, c);
+            let time = (k, 1, j, i, 0);
+            let tb = self.local(tbs, k);
+            self.ops.push(Op {
+                tb,
+                anchor: time,
+                kind: StepKind::Copy,
+                src,
+                dst: store,
+                access: vec![
+                    access((k, 0, j, i, 0), src, true, false),
+                    access(time, store, false, true),
+                ],
+            });
+            self.loc.insert((dst, c), store);
+        }
+        Ok(())
+    }
+
+    /// A local reduction of step `k`, instruction `j`: `re` in place at the chunk's store,
+    /// after moving the held value there if it is elsewhere.
+    fn reduce(
+        &mut self,
+        tbs: &mut Vec<TbPlan>,
+        (k, j): (u32, usize),
+        dst: BufferId,
+        chunks: &[ChunkId],
+        sources: &HashMap<(usize, ChunkId), Loc>,
+    ) -> Result<(), MscclError> {
+        for (i, &c) in chunks.iter().enumerate() {
+            let src = self.planner.lookup(sources, (j, c))?;
+            let here = self.read(dst, c)?;
+            let store = self.planner.layout.store(self.rank, dst, c);
+            let tb = self.local(tbs, k);
+            if here != store {
+                let time = (k, 1, j, i, 0);
+                self.ops.push(Op {
+                    tb,
+                    anchor: time,
+                    kind: StepKind::Copy,
+                    src: here,
+                    dst: store,
+                    access: vec![
+                        access(time, here, true, false),
+                        access(time, store, false, true),
+                    ],
+                });
+            }
+            let time = (k, 1, j, i, 1);
+            self.ops.push(Op {
+                tb,
+                anchor: time,
+                kind: StepKind::Reduce,
+                src,
+                dst: store,
+                access: vec![
+                    access((k, 0, j, i, 0), src, true, false),
+                    access(time, store, true, true),
+                ],
+            });
+            self.loc.insert((dst, c), store);
+        }
+        Ok(())
+    }
+
+    /// Copies of the chunks that must end in the output but were never stored there.
+    fn finish(&mut self, tbs: &mut Vec<TbPlan>) -> Result<(), MscclError> {
+        let p = self.planner;
+        for c in (0..p.phase.chunks.len()).map(ChunkId::new) {
+            let Some(off) = p.layout.output(self.rank, c) else {
+                continue;
+            };
+            let out = Loc {
+                buf: Buf::Output,
+                off,
+            };
+            let here = self.read(DATA, c)?;
+            if here != out {
+                let time = (p.phase.steps, 1, c.index(), 0, 0);
+                let tb = self.local(tbs, p.phase.steps);
+                self.ops.push(Op {
+                    tb,
+                    anchor: time,
+                    kind: StepKind::Copy,
+                    src: here,
+                    dst: out,
+                    access: vec![
+                        access(time, here, true, false),
+                        access(time, out, false, true),
+                    ],
+                });
+            }
+        }
+        Ok(())
     }
 }
