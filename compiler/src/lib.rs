@@ -7,16 +7,16 @@
 //! The pipeline, module by module:
 //!
 //! 1. [`topology`] — the file format: [`topology::ast`] mirrors the RON syntax,
-//!    [`topology::parse`] reads it, [`topology::spans`] remembers where each value was written.
+//!    [`topology::parse()`] reads it, [`topology::spans`] remembers where each value was written.
 //! 2. [`machine`] — the machine graph (petgraph), one generator per machine kind (ring,
 //!    ladder, hypercube and cube, torus, full mesh, tree, fabric, explicit graph), the checks
-//!    that turn a declaration into a graph ([`machine::build`]), failed links and nodes
+//!    that turn a declaration into a graph ([`machine::build()`]), failed links and nodes
 //!    ([`machine::failures`]) and the summary `topoc check` prints ([`machine::summary`]).
 //! 3. [`embed`] — rings over the graph — constructed, searched for, or routed through
 //!    switches — and spanning-tree packings, with their proofs.
 //! 4. [`lower`] — one module per method, producing [`schedule_ir::Phase`]s; [`lower::dag`]
 //!    schedules lowerings described as dependent transfers.
-//! 5. [`compile`] — the driver that ties it together and verifies the result.
+//! 5. [`compile()`] — the driver that ties it together and verifies the result.
 //! 6. [`diag`] — problems with user input, rendered by codespan-reporting.
 //! 7. [`simulate`] — cost tables over message sizes (`topoc simulate`).
 //! 8. [`trial`] — trial runs on random data against a reference reduction (`topoc run`).

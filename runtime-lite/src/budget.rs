@@ -38,7 +38,7 @@ pub const DEFAULT_WORK_BUDGET: u64 = 64 << 30;
 pub struct Limits {
     /// Bytes of buffers and messages a run may hold at once (all nodes it runs).
     pub memory_bytes: u64,
-    /// Bytes a run may read and write (see the [module doc](self)).
+    /// Bytes a run may read and write (see the `budget` module).
     pub work_bytes: u64,
 }
 
@@ -51,7 +51,7 @@ impl Default for Limits {
     }
 }
 
-/// What running a phase needs, estimated from the schedule (see the [module doc](self)).
+/// What running a phase needs, estimated from the schedule (see the `budget` module).
 /// Every figure saturates at `u64::MAX` rather than overflowing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Needs {

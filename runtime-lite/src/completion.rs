@@ -1,4 +1,4 @@
-//! Completion entries and segment units of devices (seed 003's reducing NICs and switches).
+//! Completion entries and segment units of devices (the reducing NICs and switches of in-network allreduce).
 //!
 //! A *device* is a switch with a capacity: it holds segments in a fixed number of units. Every
 //! piece of a segment a device receives is one **work request**; when its step completes the

@@ -1,4 +1,4 @@
-//! `cube-planes`: seed 000's allreduce on the cube's six faces (its methods 300 and 400).
+//! `cube-planes`: allreduce on the cube's six faces (its variants 300 and 400).
 //!
 //! The vector is cut into 12 chunks: three segments `R`, `G`, `B` (one per pair of opposite
 //! faces: `abcd`/`efgh`, `abef`/`dchg`, `adeh`/`bcgf`), each of four sub-segments. Chunk
@@ -111,7 +111,7 @@ impl Lowering for CubePlanes {
     }
 }
 
-/// Seed 000's two ways to do phases 2 and 3.
+/// The method's two ways to do phases 2 and 3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
     /// Method 300: opposite swap, pair reduce-scatter, ring allgather (8 steps).
@@ -450,7 +450,7 @@ pub fn search(machine: &Machine, variant: Variant) -> Result<Found, EmbedError> 
     )))
 }
 
-/// Lowers `spec` with seed 000's method `variant` on a `Cube` machine.
+/// Lowers `spec` with the cube-plane method's `variant` on a `Cube` machine.
 pub fn lower(
     spec: &PhaseSpec,
     algorithm: &str,

@@ -1,4 +1,4 @@
-//! Pipelined recursive halving/doubling (seed 001): reduce-scatter by halving, then collection.
+//! Pipelined recursive halving/doubling: reduce-scatter by halving, then collection.
 //!
 //! **Ranks.** The compute nodes in id order are ranks `0 … p-1`; for `Reduce { root }` they
 //! are rotated so that the root is rank 0. With `p = 2^k + r` (`0 <= r < 2^k`), the first `2r`
@@ -31,7 +31,7 @@
 //! **Collection.** `ReduceScatter` stops there (the folded-out ranks own nothing). For
 //! `AllReduce` the rounds run backwards, `i = k-1 … 0`, one step each: partners swap
 //! everything they hold and store what they receive; then each folded-out rank gets the whole
-//! result back from its even neighbour in one **unfold** step. For `Reduce` (seed 001's
+//! result back from its even neighbour in one **unfold** step. For `Reduce` (the method's
 //! collection to root 0), in round `j = 0 … k-1` a virtual rank that is a multiple of
 //! `2^(j+1)` receives from `v + 2^j` everything that rank has gathered so far, so virtual rank
 //! 0 — the root — ends with the whole vector.

@@ -1,4 +1,4 @@
-//! `in-network`: seed 003's allreduce in the NICs and the switch of a single-switch `Fabric`.
+//! `in-network`: allreduce in the NICs and the switch of a single-switch `Fabric`.
 //!
 //! The vector is cut into segments of at most the MTU (the smaller of the NICs' and the
 //! switch's), one chunk each. Segments travel in **batches** of `B`, one batch launched every

@@ -1,21 +1,16 @@
-//! Lowerings: one module per method, each turning an embedding into a schedule phase.
+//! Lowerings: one module per method, each turning an embedding into a [`plan::Plan`] that
+//! [`plan::assemble`] writes as per-node programs.
 //!
-//! | method         | machines                         | embedding                        |
-//! |----------------|----------------------------------|----------------------------------|
-//! | `ladder-rings` | `Ladder` with an even pair count | seed 004's two barley-twist rings |
-//! | `rotated-hd`   | `Hypercube`, `Cube`, equal-sided `Torus` | halving-doubling with the dimensions rotated per part ([`rotated`]) |
-//! | `cube-planes`  | `Cube` (allreduce only)          | seed 000's face rings, methods 300 and 400 ([`cube_planes`]) |
-//! | `direct`       | any machine whose compute nodes are joined pairwise (`FullMesh`) | none: each chunk goes straight to its owner and back, one step each ([`direct`]) |
-//! | `in-network`   | `Fabric` whose NICs reduce | seed 003: segments of at most the MTU reduced rank → NIC → switch and sent back, in batches that fit the devices' segment units ([`in_network`]); without a reducing switch, a ring among the NICs ([`nic_ring`]); allreduce only |
-//! | `ring`         | any machine with a Hamiltonian cycle, or with switches | one or two rings found by search; with switches, the compute nodes in depth-first order, each hop routed through the switches |
-//! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); after `ring`, which is faster where uplinks carry one transfer per step; `tree` wins where uplinks have lanes (`examples/tree-fat.ron`) |
-//! | `trees`        | any connected machine (tree edges through switches are routes) | spanning trees packed by an LP ([`trees`], [`crate::embed::trees`]), pipelined to a depth chosen for the phase's size |
-//! | `halving-doubling` | any machine whose compute nodes reach each other | seed 001's pipelined recursive halving/doubling; no rings, every transfer routed ([`halving_doubling`]) |
+//! The registry is [`Method`]: [`Method::ALL`] lists the methods in the order `auto` prefers
+//! them on equal estimates, and [`Method::lowering`] gives each one's [`Lowering`] (its name,
+//! what it does, which collectives it supports, whether it applies to a machine, and the
+//! lowering itself). `auto`, `check`, `simulate`, `--algorithm` and the method table in
+//! `docs/methods.md` are all generated from it.
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` lowers the phase with every method in
-//! this table that applies and supports the collective, and keeps the schedule the cost model
-//! prices lowest for the phase's vector (of equal estimates, the one higher in the table).
+//! the registry that applies and supports the collective, and keeps the schedule the cost model
+//! prices lowest for the phase's vector (of equal estimates, the one earlier in [`Method::ALL`]).
 //! [`dag`] schedules lowerings that are described as a graph of dependent transfers. Every
 //! method lowers the mean op as a sum; [`mean`] adds the divisions afterwards, the same way for
 //! all of them.

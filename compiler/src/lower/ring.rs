@@ -193,7 +193,7 @@ pub fn supports(collective: Collective) -> bool {
 }
 
 /// Which transfers of a ring step go in which BSP step: `groups[g]` lists the hops `(ring,
-/// position)` that move in sub-step `g`. Hops are placed by [`first_fit`], in ring order, into the
+/// position)` that move in sub-step `g`. Hops are placed by [`plan::first_fit`], in ring order, into the
 /// first sub-step where every link direction of their route still has a free lane, so that no
 /// sub-step overbooks a direction. Every ring step has the same routes (only the chunks
 /// differ), so one plan serves them all.

@@ -1,4 +1,4 @@
-//! `tree`: seed 002's level-by-level allreduce on any `Tree` machine, asymmetric included.
+//! `tree`: level-by-level allreduce on any `Tree` machine, asymmetric included.
 //!
 //! # Portions
 //!
@@ -15,7 +15,7 @@
 //!
 //! So each processor of `c` holds about `P / |S(c)|` segments, and one level up it keeps about
 //! `P / |S(u)|` of them: its portion is divided by `|S(u)| / |S(c)|` — in a symmetric tree,
-//! exactly the branch's degree (seed 002's "current target portion divided by the degree").
+//! exactly the branch's degree ("the current target portion divided by the degree").
 //! In an asymmetric tree the holders still line up exactly: every segment has exactly one
 //! holder in every child subtree, whatever the subtrees' sizes, so no fallback is needed.
 //!

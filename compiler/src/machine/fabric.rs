@@ -1,4 +1,4 @@
-//! `Fabric(hosts, ranks_per_host, …)`: seed 003's hosts, NICs and switches.
+//! `Fabric(hosts, ranks_per_host, …)`: hosts, NICs and switches.
 //!
 //! Every host `h` holds ranks `HhR0 … HhR(r-1)` (compute nodes) and one NIC `NICh`; each rank
 //! is linked to its host's NIC (`NICh-HhRk`, with `host_link:` parameters). With one switch,

@@ -1,11 +1,11 @@
-//! `Hypercube(dims)` and seed 000's `Cube`.
+//! `Hypercube(dims)` and the `Cube` with named faces.
 //!
 //! **Hypercube.** Nodes `N0 … N(2^dims - 1)`; node `Ni` is linked to `N(i XOR 2^k)` for every
 //! dimension `k`. Link ids follow [`super::names`] (`L01`, `L02`, `L04` for three dimensions;
 //! dotted from sixteen nodes on: `L0.1`, `L5.13`) and are laid out by dimension, then by the
 //! lower node: dimension 0's links `N0–N1, N2–N3, …`, then dimension 1's, and so on.
 //!
-//! **Cube** (seed 000). The eight vertices are `a … h`, with coordinates
+//! **Cube**. The eight vertices are `a … h`, with coordinates
 //! `a (0,0,0)  b (1,0,0)  c (1,1,0)  d (0,1,0)  e (0,0,1)  f (1,0,1)  g (1,1,1)  h (0,1,1)`,
 //! so that the seed's six faces are the planes `z = 0` (`abcd`), `z = 1` (`efgh`), `y = 0`
 //! (`abef`), `y = 1` (`dchg`), `x = 0` (`adeh`) and `x = 1` (`bcgf`), and the opposite pairs are
@@ -35,7 +35,7 @@ pub struct CubeFace {
     pub links: [LinkId; 4],
 }
 
-/// Seed 000's faces, in the seed's order: `abcd efgh abef dchg adeh bcgf`. Faces `2k` and
+/// The cube's faces, in the cube-plane method's order: `abcd efgh abef dchg adeh bcgf`. Faces `2k` and
 /// `2k + 1` are opposite.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CubeLayout {
@@ -88,7 +88,7 @@ const FACES: [(&str, char, [usize; 4]); 6] = [
     ("bcgf", 'B', [1, 2, 6, 5]),
 ];
 
-/// Builds seed 000's cube.
+/// Builds the cube of the cube-plane method.
 pub fn cube(name: &str, link: LinkParams) -> Machine {
     let letter = |i: usize| VERTICES[i].0;
     let nodes = VERTICES

@@ -1,4 +1,4 @@
-//! `Ladder(pairs)`: seed 004's ladder of facing pairs.
+//! `Ladder(pairs)`: the ladder of facing pairs.
 //!
 //! Pair `k` is nodes `N(2k)` (side 0) and `N(2k+1)` (side 1), joined by two "rung" links. On
 //! each side, a ladder link joins pair `k` to pair `k+1`, and a return link joins the last pair

@@ -54,14 +54,14 @@ pub struct LinkInfo {
 pub enum Shape {
     /// A cycle of nodes in id order.
     Ring,
-    /// Seed 004's ladder.
+    /// The ladder of facing pairs.
     Ladder(ladder::LadderLayout),
     /// A hypercube of `dims` dimensions, nodes in binary order.
     Hypercube {
         /// Number of dimensions.
         dims: u32,
     },
-    /// Seed 000's cube, with its faces.
+    /// The cube of the cube-plane method, with its faces.
     Cube(hypercube::CubeLayout),
     /// A torus of the given sizes, nodes in lexicographic order of their coordinates.
     Torus {
@@ -106,7 +106,7 @@ pub struct Machine {
     pub switch_latency_us: f64,
 }
 
-/// What a network device can do for in-network reduction (seed 003).
+/// What a network device can do for in-network reduction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceCaps {
     /// Whether it can combine the segments passing through it.

@@ -2,7 +2,7 @@
 //!
 //! Nodes are `N0`, `N1`, …. A link between `Na` and `Nb` (`a < b`) is `L` followed by the two
 //! numbers, and, when several links join the same two nodes, a lane digit `1`, `2`, … — the
-//! scheme of seed 004 (`L02`, `L13`, `L011`, `L012`, return link `L06`). Concatenated digits
+//! scheme of the ladder's source description (`L02`, `L13`, `L011`, `L012`, return link `L06`). Concatenated digits
 //! are ambiguous once a machine has ten or more nodes (`L1011`: 1–011 or 10–11?), so machines
 //! with more than ten nodes separate the numbers with dots: `L8.10`, `L10.11.1`.
 

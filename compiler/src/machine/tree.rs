@@ -1,4 +1,4 @@
-//! `Tree(root: …)`: seed 002's tree of switches and processors, any shape and depth.
+//! `Tree(root: …)`: a tree of switches and processors, any shape and depth.
 //!
 //! Inner nodes are switches (they forward, computing nothing); processors are compute nodes
 //! and always leaves. Every node is named by the user; nodes are numbered in depth-first

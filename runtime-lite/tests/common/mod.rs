@@ -382,7 +382,7 @@ pub fn bidirectional_ring_allreduce(
     b.build()
 }
 
-/// A pipelined ring allreduce using a scratch buffer (after seed 001): two streams of `p`
+/// A pipelined ring allreduce using a scratch buffer (as pipelined halving-doubling does): two streams of `p`
 /// chunks each. A hop stores the incoming chunk in scratch; the next step reduces it into the
 /// data buffer with a local `Reduce` (reading the scratch as it was at the start of that step,
 /// while the other stream's chunk lands in scratch); the step after forwards it. Stream A
