@@ -76,9 +76,11 @@ use std::fmt;
 
 pub mod cost;
 pub mod limits;
+pub mod ranks;
 pub mod serial;
 pub mod verify;
 
+pub use ranks::Ranks;
 pub use verify::{verify, Report, VerifiedSchedule, VerifyError, VerifyErrors};
 
 /// The IR format version written into every schedule. Readers refuse other versions.
@@ -97,12 +99,11 @@ macro_rules! entity_id {
                 self.0 as usize
             }
 
-            /// The id of the entity at `index`.
-            ///
-            /// Panics if `index` does not fit in a `u32`; schedules never hold that many
-            /// entities of one kind.
+            /// The id of the entity at `index`. An index past `u32::MAX` saturates: the id
+            /// is then out of range of every table and refused like any id out of range,
+            /// so no input can make this panic.
             pub fn new(index: usize) -> Self {
-                Self(u32::try_from(index).expect("entity index fits in u32"))
+                Self(u32::try_from(index).unwrap_or(u32::MAX))
             }
         }
 
@@ -118,6 +119,13 @@ entity_id!(
     /// A node of the machine (compute node or switch); indexes [`Machine::nodes`].
     NodeId,
     "node#"
+);
+entity_id!(
+    /// A compute node's position among the machine's compute nodes, in node order: its MPI
+    /// rank, its GPU id in an MSCCL file, its input's place in the runtime. [`Ranks`] maps
+    /// ranks to nodes and back.
+    RankId,
+    "rank "
 );
 entity_id!(
     /// A link of the machine; indexes [`Machine::links`].

@@ -5,7 +5,7 @@ use super::error::MpiError;
 use crate::error::Error;
 use crate::plan::find_phase;
 use crate::transport::MessageKey;
-use schedule_ir::{LinkId, Machine, NodeId, NodeKind, Schedule, StepId};
+use schedule_ir::{LinkId, Machine, NodeId, NodeKind, RankId, Ranks, Schedule, StepId};
 
 /// The tag upper bound every MPI library guarantees at least.
 pub(crate) const MIN_TAG_UB: i32 = 32767;
@@ -24,8 +24,8 @@ pub(crate) struct Wire {
     pub phase: String,
     /// This process's node.
     pub node: NodeId,
-    /// The rank of each node, by [`NodeId`] index; `None` for switches.
-    ranks: Vec<Option<i32>>,
+    /// The rank of each compute node.
+    ranks: Ranks,
     node_names: Vec<String>,
     link_names: Vec<String>,
     /// The `a` end of each link, by [`LinkId`] index.
@@ -54,12 +54,7 @@ impl Wire {
         let machine = &schedule.machine;
         let node = rank_node(machine, rank, size)?;
         no_device_programs(schedule, Some(&p.name))?;
-        let mut ranks = vec![None; machine.nodes.len()];
-        for (r, n) in machine.compute_nodes().enumerate() {
-            if let Some(cell) = ranks.get_mut(n.index()) {
-                *cell = i32::try_from(r).ok();
-            }
-        }
+        let ranks = Ranks::new(machine);
         let TagSpace {
             lanes,
             slots,
@@ -157,13 +152,13 @@ impl Wire {
 /// The compute node run by rank `rank` of `size`: the `rank`-th compute node, if the machine
 /// has exactly `size` of them.
 pub(crate) fn rank_node(machine: &Machine, rank: usize, size: usize) -> Result<NodeId, MpiError> {
-    let count = machine.compute_nodes().count();
-    match machine.compute_nodes().nth(rank) {
-        Some(node) if count == size => Ok(node),
+    let ranks = Ranks::new(machine);
+    match ranks.node(RankId::new(rank)) {
+        Some(node) if ranks.len() == size => Ok(node),
         _ => Err(MpiError::WorldSize {
             machine: machine.name.clone(),
             ranks: size,
-            compute: count,
+            compute: ranks.len(),
         }),
     }
 }
@@ -238,9 +233,8 @@ impl Wire {
         };
         let rank = self
             .ranks
-            .get(peer.index())
-            .copied()
-            .flatten()
+            .rank(peer)
+            .and_then(|r| i32::try_from(r.0).ok())
             .ok_or_else(|| {
                 unaddressable(format!("{} is not a compute node", self.node_name(peer)))
             })?;

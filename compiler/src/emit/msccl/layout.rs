@@ -1,7 +1,7 @@
 //! Where our chunks live in MSCCL's input, output and scratch buffers.
 
 use super::{Buf, Loc, MscclError, MAX_OFFSET};
-use schedule_ir::{BufferId, ChunkId, Collective, Phase};
+use schedule_ir::{BufferId, ChunkId, Collective, NodeId, Phase, Ranks};
 
 /// Our data buffer.
 pub(super) const DATA: BufferId = BufferId(0);
@@ -24,7 +24,7 @@ pub(super) struct Layout {
 impl Layout {
     pub(super) fn new(
         phase: &Phase,
-        rank: &[Option<u32>],
+        ranks: &Ranks,
         names: &[String],
     ) -> Result<Layout, MscclError> {
         let n = phase.chunks.len();
@@ -33,7 +33,9 @@ impl Layout {
                 phase: phase.name.clone(),
             });
         }
-        let ranks = rank.iter().flatten().count();
+        let rank = |node: NodeId| ranks.rank(node).map(|r| r.0);
+        let nodes = names.len();
+        let ranks = ranks.len();
         let buffers = phase.buffers.len();
         let regions =
             buffers.saturating_sub(1) + usize::from(phase.collective == Collective::ReduceScatter);
@@ -50,11 +52,11 @@ impl Layout {
         let owner: Vec<Option<u32>> = phase
             .chunks
             .iter()
-            .map(|c| c.owner.and_then(|o| rank.get(o.index()).copied().flatten()))
+            .map(|c| c.owner.and_then(rank))
             .collect();
         let (k, g) = match phase.collective {
             Collective::ReduceScatter | Collective::AllGather => {
-                let mut owned = vec![0usize; rank.len()];
+                let mut owned = vec![0usize; nodes];
                 let mut g = Vec::with_capacity(n);
                 let k = n / ranks.max(1);
                 for (c, chunk) in phase.chunks.iter().enumerate() {
@@ -70,7 +72,7 @@ impl Layout {
                 if let Some((node, &count)) = owned
                     .iter()
                     .enumerate()
-                    .find(|&(i, &count)| rank[i].is_some() && count * ranks != n)
+                    .find(|&(i, &count)| rank(NodeId::new(i)).is_some() && count * ranks != n)
                 {
                     return Err(MscclError::UnequalBlocks {
                         phase: phase.name.clone(),

@@ -266,7 +266,9 @@ impl Planner<'_> {
         let peer = |c: Option<usize>, to: bool| {
             c.and_then(|c| {
                 let conn = &self.conns[c];
-                self.rank[if to { conn.to } else { conn.from }.index()]
+                self.ranks
+                    .rank(if to { conn.to } else { conn.from })
+                    .map(|r| r.0)
             })
         };
         for (t, plan) in tbs.iter().enumerate() {

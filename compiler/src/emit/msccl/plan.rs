@@ -3,7 +3,7 @@
 
 use super::layout::{Layout, DATA};
 use super::{Buf, Gpu, MscclError, StepKind, MAX_TBS_PER_CHANNEL};
-use schedule_ir::{BufferId, ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, RecvMode};
+use schedule_ir::{BufferId, ChunkId, Instr, LinkId, Machine, NodeId, Phase, Ranks, RecvMode};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -59,8 +59,8 @@ pub(super) struct Planner<'a> {
     pub(super) bounds: Vec<u32>,
     /// Node names, by node id.
     pub(super) names: Vec<String>,
-    /// Each node's rank; `None` for switches.
-    pub(super) rank: Vec<Option<u32>>,
+    /// The GPUs: compute nodes by rank.
+    pub(super) ranks: Ranks,
     pub(super) layout: Layout,
     pub(super) transfers: Vec<Transfer>,
     pub(super) conns: Vec<Conn>,
@@ -94,24 +94,14 @@ pub(super) fn plan(
     phase: &Phase,
     bounds: &[u32],
 ) -> Result<Vec<Gpu>, MscclError> {
-    let mut next = 0u32;
-    let rank: Vec<Option<u32>> = machine
-        .nodes
-        .iter()
-        .map(|n| {
-            (n.kind == NodeKind::Compute).then(|| {
-                next += 1;
-                next - 1
-            })
-        })
-        .collect();
+    let ranks = Ranks::new(machine);
     let names: Vec<String> = machine.nodes.iter().map(|n| n.name.clone()).collect();
-    let layout = Layout::new(phase, &rank, &names)?;
+    let layout = Layout::new(phase, &ranks, &names)?;
     let mut planner = Planner {
         phase,
         bounds: bounds.to_vec(),
         names,
-        rank,
+        ranks,
         layout,
         transfers: Vec::new(),
         conns: Vec::new(),
@@ -127,9 +117,8 @@ pub(super) fn plan(
     let chan = planner.channels(&mut forward, &active);
     let fused = planner.fuse(&forward);
     let mut gpus = Vec::new();
-    for (n, r) in planner.rank.iter().enumerate() {
-        let Some(r) = *r else { continue };
-        gpus.push(planner.gpu(NodeId::new(n), r, &forward, (&chan, &active), &fused)?);
+    for (r, n) in planner.ranks.iter() {
+        gpus.push(planner.gpu(n, r.0, &forward, (&chan, &active), &fused)?);
     }
     for gpu in &mut gpus {
         gpu.s_chunks = gpu
