@@ -110,20 +110,12 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
 #[cfg(test)]
 mod tests {
     use super::*;
-    use schedule_ir::{Instr, ReduceOp};
+    use schedule_ir::Instr;
 
-    fn machine(text: &str) -> Machine {
-        crate::compile::load(text).expect("valid topology").machine
-    }
+    use crate::lower::testing::machine;
 
     fn spec(collective: Collective, elements: u64) -> PhaseSpec {
-        PhaseSpec {
-            name: "x".into(),
-            collective,
-            op: ReduceOp::Sum,
-            dtype: schedule_ir::DType::F32,
-            elements,
-        }
+        crate::lower::testing::spec(collective, schedule_ir::DType::F32, elements)
     }
 
     #[test]

@@ -438,3 +438,31 @@ fn check_planned(method: &str, machine: &Machine) -> Result<(), EmbedError> {
     }
     Ok(())
 }
+
+/// What the lowerings' unit tests share: a machine from topology text and a phase to lower.
+#[cfg(test)]
+#[allow(clippy::panic)]
+pub(crate) mod testing {
+    use super::PhaseSpec;
+    use crate::machine::Machine;
+    use schedule_ir::{Collective, DType, ReduceOp};
+
+    /// The machine a topology text declares; panics with the diagnostics if it is invalid.
+    pub fn machine(text: &str) -> Machine {
+        match crate::compile::load(text) {
+            Ok(loaded) => loaded.machine,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A summing phase `x` of `collective` over `elements` elements of `dtype`.
+    pub fn spec(collective: Collective, dtype: DType, elements: u64) -> PhaseSpec {
+        PhaseSpec {
+            name: "x".into(),
+            collective,
+            op: ReduceOp::Sum,
+            dtype,
+            elements,
+        }
+    }
+}

@@ -329,20 +329,11 @@ mod tests {
                 (id: "lc", between: ("sw", "c")), (id: "ld", between: ("sw", "d")),
             ]))"#
         );
-        match crate::compile::load(&text) {
-            Ok(loaded) => loaded.machine,
-            Err(e) => panic!("{e}"),
-        }
+        crate::lower::testing::machine(&text)
     }
 
     fn spec() -> PhaseSpec {
-        PhaseSpec {
-            name: "grads".into(),
-            collective: Collective::AllReduce,
-            op: schedule_ir::ReduceOp::Sum,
-            dtype: schedule_ir::DType::F32,
-            elements: 1000,
-        }
+        crate::lower::testing::spec(Collective::AllReduce, schedule_ir::DType::F32, 1000)
     }
 
     fn verified(machine: &Machine, rings: &[Ring]) -> schedule_ir::Phase {

@@ -403,21 +403,10 @@ fn path(tree: &Rooted, from: NodeId, to: NodeId) -> Vec<LinkId> {
 mod tests {
     use super::*;
 
-    fn machine(text: &str) -> Machine {
-        match crate::compile::load(text) {
-            Ok(loaded) => loaded.machine,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    use crate::lower::testing::machine;
 
     fn spec() -> PhaseSpec {
-        PhaseSpec {
-            name: "x".into(),
-            collective: Collective::AllReduce,
-            op: schedule_ir::ReduceOp::Sum,
-            dtype: schedule_ir::DType::I32,
-            elements: 100,
-        }
+        crate::lower::testing::spec(Collective::AllReduce, schedule_ir::DType::I32, 100)
     }
 
     /// Two switches of two processors each: the seed's symmetric case. Each processor first
