@@ -439,6 +439,18 @@ fn check_planned(method: &str, machine: &Machine) -> Result<(), EmbedError> {
     Ok(())
 }
 
+/// Which halves of an allreduce `collective` is: (reduce-scatter, allgather), or `None` for a
+/// rooted collective. Methods built as a reduce-scatter followed by an allgather lower the
+/// halves alone by leaving one out.
+pub(crate) fn halves(collective: Collective) -> Option<(bool, bool)> {
+    match collective {
+        Collective::AllReduce => Some((true, true)),
+        Collective::ReduceScatter => Some((true, false)),
+        Collective::AllGather => Some((false, true)),
+        Collective::Broadcast { .. } | Collective::Reduce { .. } => None,
+    }
+}
+
 /// What the lowerings' unit tests share: a machine from topology text and a phase to lower.
 #[cfg(test)]
 #[allow(clippy::panic)]

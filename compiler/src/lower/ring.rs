@@ -177,19 +177,9 @@ fn natural_ring(machine: &Machine) -> Ring {
     )
 }
 
-/// Which halves of allreduce a collective needs.
-fn parts(collective: Collective) -> Option<(bool, bool)> {
-    match collective {
-        Collective::AllReduce => Some((true, true)),
-        Collective::ReduceScatter => Some((true, false)),
-        Collective::AllGather => Some((false, true)),
-        Collective::Broadcast { .. } | Collective::Reduce { .. } => None,
-    }
-}
-
 /// Whether [`lower`] can produce `collective`.
 pub fn supports(collective: Collective) -> bool {
-    parts(collective).is_some()
+    super::halves(collective).is_some()
 }
 
 /// Which transfers of a ring step go in which BSP step: `groups[g]` lists the hops `(ring,
@@ -260,7 +250,7 @@ pub fn lower(
 
 /// The plan of [`lower`]: one step per ring step, every hop of every ring in ring order.
 pub fn ring_plan(spec: &PhaseSpec, rings: &[Ring]) -> Option<Plan> {
-    let (reduce_scatter, allgather) = parts(spec.collective)?;
+    let (reduce_scatter, allgather) = super::halves(spec.collective)?;
     let p = rings.first().map_or(0, |r| r.nodes.len());
     let owners_needed = !matches!(spec.collective, Collective::AllReduce);
     let chunk_id = |r: usize, j: usize| ChunkId::new(r * p + j);

@@ -62,7 +62,7 @@ impl Lowering for Tree {
          machine, then gather it back down"
     }
     fn supports(&self, collective: Collective) -> bool {
-        parts(collective).is_some()
+        super::halves(collective).is_some()
     }
     fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
         let stages = stages_of(machine)?;
@@ -102,16 +102,6 @@ struct Pair {
     key: (usize, usize, NodeId, NodeId),
 }
 
-/// Whether `tree` lowers `collective`: allreduce, and its two halves.
-fn parts(collective: Collective) -> Option<(bool, bool)> {
-    match collective {
-        Collective::AllReduce => Some((true, true)),
-        Collective::ReduceScatter => Some((true, false)),
-        Collective::AllGather => Some((false, true)),
-        Collective::Broadcast { .. } | Collective::Reduce { .. } => None,
-    }
-}
-
 /// Lowers `spec` on a `Tree` machine. Returns the phase and one line per stage describing it,
 /// or why the method does not apply.
 pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>), EmbedError> {
@@ -121,7 +111,7 @@ pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>)
         ));
     }
     let tree = rooted(machine)?;
-    let Some((reduce_scatter, allgather)) = parts(spec.collective) else {
+    let Some((reduce_scatter, allgather)) = super::halves(spec.collective) else {
         return Err(EmbedError::NotApplicable(format!(
             "`tree` does not lower {}",
             spec.collective
