@@ -565,9 +565,10 @@ fn the_reader_catches_broken_traces() {
     };
 
     let e = broken(&|nodes| {
+        // The last receive: no node of the file depends on it.
         let at = nodes
             .iter()
-            .position(is(schema::NodeType::CommRecvNode))
+            .rposition(is(schema::NodeType::CommRecvNode))
             .unwrap();
         nodes.remove(at);
     });
