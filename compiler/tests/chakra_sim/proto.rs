@@ -175,10 +175,14 @@ pub fn fields(bytes: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, String> {
         let value = match key & 7 {
             0 => Wire::Varint(varint(bytes, &mut at)?),
             1 => Wire::Fixed64(u64::from_le_bytes(
-                take(bytes, &mut at, 8, number)?.try_into().map_err(|_| "fixed64")?,
+                take(bytes, &mut at, 8, number)?
+                    .try_into()
+                    .map_err(|_| "fixed64")?,
             )),
             5 => Wire::Fixed32(u32::from_le_bytes(
-                take(bytes, &mut at, 4, number)?.try_into().map_err(|_| "fixed32")?,
+                take(bytes, &mut at, 4, number)?
+                    .try_into()
+                    .map_err(|_| "fixed32")?,
             )),
             2 => {
                 let n = varint(bytes, &mut at)?;

@@ -450,3 +450,141 @@ fn lower(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedule_ir::{
+        Buffer, BufferKind, Chunk, Collective, DType, Link, LinkId, Node as IrNode, Program,
+        ReduceOp,
+    };
+
+    /// Two nodes that swap chunk 0 in one step and then combine what they received into
+    /// chunk 1: the receive that overwrites chunk 0 must wait for the send that reads it.
+    fn swap() -> (Machine, Phase) {
+        let machine = Machine {
+            name: "pair".into(),
+            nodes: ["a", "b"]
+                .iter()
+                .map(|n| IrNode {
+                    name: n.to_string(),
+                    kind: NodeKind::Compute,
+                    capacity: None,
+                })
+                .collect(),
+            links: vec![Link {
+                name: "L0".into(),
+                a: NodeId(0),
+                b: NodeId(1),
+                bandwidth_gbps: 100.0,
+                latency_us: 1.0,
+                lanes: 2,
+            }],
+            reduce_gbps: Some(8.0),
+            switch_latency_us: 0.0,
+        };
+        let program = |peer: u32| Program {
+            steps: vec![
+                vec![
+                    Instr::Recv {
+                        link: LinkId(0),
+                        from: NodeId(peer),
+                        buffer: BufferId(0),
+                        chunks: vec![ChunkId(0)],
+                        mode: RecvMode::Store,
+                    },
+                    Instr::Send {
+                        link: LinkId(0),
+                        via: vec![],
+                        to: NodeId(peer),
+                        buffer: BufferId(0),
+                        chunks: vec![ChunkId(0)],
+                    },
+                ],
+                vec![
+                    Instr::Send {
+                        link: LinkId(0),
+                        via: vec![],
+                        to: NodeId(peer),
+                        buffer: BufferId(0),
+                        chunks: vec![ChunkId(1)],
+                    },
+                    Instr::Recv {
+                        link: LinkId(0),
+                        from: NodeId(peer),
+                        buffer: BufferId(0),
+                        chunks: vec![ChunkId(1)],
+                        mode: RecvMode::Reduce,
+                    },
+                ],
+            ],
+        };
+        let phase = Phase {
+            name: "p".into(),
+            collective: Collective::AllGather,
+            op: ReduceOp::Sum,
+            dtype: DType::F32,
+            elements: 2000,
+            algorithm: "hand".into(),
+            chunks: vec![
+                Chunk {
+                    start: 0,
+                    end: 1000,
+                    owner: None,
+                },
+                Chunk {
+                    start: 1000,
+                    end: 2000,
+                    owner: None,
+                },
+            ],
+            buffers: vec![Buffer {
+                name: "data".into(),
+                kind: BufferKind::Data,
+            }],
+            steps: 2,
+            programs: vec![program(1), program(0)],
+        };
+        (machine, phase)
+    }
+
+    #[test]
+    fn a_receive_waits_for_the_send_that_reads_what_it_overwrites() {
+        let (machine, phase) = swap();
+        let ranks = ranks(&machine);
+        let tags = tags(&phase, &ranks).unwrap();
+        let nodes = build(&Rank {
+            machine: &machine,
+            phase: &phase,
+            node: NodeId(0),
+            ranks: &ranks,
+            tags: &tags,
+        })
+        .unwrap();
+        let summary: Vec<(u64, i32, Vec<u64>, u64)> = nodes
+            .iter()
+            .map(|n| (n.id, n.r#type, n.data_deps.clone(), n.duration_micros))
+            .collect();
+        let (send, recv, comp) = (
+            NodeType::CommSendNode as i32,
+            NodeType::CommRecvNode as i32,
+            NodeType::CompNode as i32,
+        );
+        assert_eq!(
+            summary,
+            vec![
+                // Step 0: the send first, the receive of the same chunk after it.
+                (0, send, vec![], 0),
+                (1, recv, vec![0], 0),
+                // Step 1: chunk 1 is sent, its peer's copy received into staging at once,
+                // and combined after the send read the old value: 4000 B at 8 Gb/s = 4 µs.
+                (2, send, vec![], 0),
+                (3, recv, vec![], 0),
+                (4, comp, vec![2, 3], 4),
+            ]
+        );
+        // Tags count per ordered pair: both messages of rank 0 to rank 1.
+        assert_eq!(tags.get(&(0, 0, 1)), Some(&0));
+        assert_eq!(tags.get(&(0, 1, 0)), Some(&1));
+    }
+}
