@@ -104,27 +104,35 @@ pub fn compile(
     if sizes.is_some() && emit != Emit::Chakra {
         return Err("error: --sizes applies to --emit chakra only".to_string());
     }
+    // The traces' options and prefix are checked before the (possibly long) compile.
+    let traces = match emit {
+        Emit::Chakra => Some((
+            chakra_options(phase, sizes)?,
+            output.ok_or(
+                "error: --emit chakra writes one file per rank: give their prefix with -o PREFIX",
+            )?,
+        )),
+        _ => None,
+    };
     let text = read(path)?;
     let compiled =
         topoc::compile_source(&text, options).map_err(|e| report_error(path, &text, &e))?;
-    if emit == Emit::Chakra {
-        let options = chakra_options(phase, sizes)?;
-        let prefix = output.ok_or(
-            "error: --emit chakra writes one file per rank: give their prefix with -o PREFIX",
-        )?;
-        let export = chakra::export(&compiled.schedule, &options).map_err(|e| {
-            format!(
-                "error: {} cannot be exported as Chakra traces: {e}\nnothing was written",
-                path.display()
-            )
-        })?;
-        report(&compiled, report_format)?;
-        return write_chakra(prefix, &export);
-    }
     let out = match emit {
         Emit::Ron => serial::to_string(compiled.schedule.schedule(), Format::Ron),
         Emit::Json => serial::to_string(compiled.schedule.schedule(), Format::Json),
-        Emit::Chakra => return Err("error: internal: chakra output is written above".to_string()),
+        Emit::Chakra => {
+            let Some((options, prefix)) = traces else {
+                return Err("error: --emit chakra needs -o PREFIX".to_string());
+            };
+            let export = chakra::export(&compiled.schedule, &options).map_err(|e| {
+                format!(
+                    "error: {} cannot be exported as Chakra traces: {e}\nnothing was written",
+                    path.display()
+                )
+            })?;
+            report(&compiled, report_format)?;
+            return write_chakra(prefix, &export);
+        }
         Emit::MscclXml => {
             let options = msccl::Options {
                 phase: phase.map(str::to_string),

@@ -305,6 +305,60 @@ fn reduce_micros(machine: &Machine, bytes: u64) -> u64 {
     })
 }
 
+/// One instruction being lowered, with what its nodes share.
+struct Op<'a, 'r> {
+    r: &'a Rank<'r>,
+    /// The rank.
+    me: u32,
+    step: u32,
+    /// Its position in the step's program.
+    i: usize,
+    bytes: u64,
+    elements: u64,
+}
+
+impl Op<'_, '_> {
+    fn tag(&self) -> Result<i32, ChakraError> {
+        let (me, step, i) = (self.me, self.step, self.i);
+        self.r
+            .tags
+            .get(&(me, step, i))
+            .copied()
+            .ok_or_else(|| ChakraError::Internal {
+                phase: self.r.phase.name.clone(),
+                detail: format!("rank {me}'s message {i} of step {step} has no tag"),
+            })
+    }
+
+    fn peer(&self, n: NodeId) -> u32 {
+        self.r.ranks.get(n.index()).copied().flatten().unwrap_or(0)
+    }
+
+    /// The attributes ASTRA-sim reads from a send or receive, in the members Chakra's feeder
+    /// reads them from.
+    fn comm(&self, src: u32, dst: u32, tag: i32) -> Vec<AttributeProto> {
+        vec![
+            attr_i32("comm_src", src),
+            attr_i32("comm_dst", dst),
+            attr_i64("comm_size", self.bytes),
+            AttributeProto::new("comm_tag", Value::Int32Val(tag)),
+        ]
+    }
+
+    /// A compute node's size attributes.
+    fn compute(&self, attr: &mut Vec<AttributeProto>) {
+        attr.push(attr_i64("num_ops", self.elements));
+        attr.push(AttributeProto::new(
+            "tensor_size",
+            Value::Uint64Val(self.bytes),
+        ));
+    }
+
+    fn locs(&self, buffer: BufferId, chunks: &[ChunkId]) -> Vec<Loc> {
+        locs(self.r.phase.chunks.len(), buffer, chunks)
+    }
+}
+
 /// The pending nodes of one instruction.
 fn lower(
     r: &Rank<'_>,
@@ -315,42 +369,26 @@ fn lower(
     pending: &mut Vec<Pending>,
 ) -> Result<(), ChakraError> {
     let phase = r.phase;
-    let width = phase.chunks.len();
-    let bytes: u64 = instr.chunks().iter().map(|&c| phase.chunk_bytes(c)).sum();
-    let elements: u64 = instr
-        .chunks()
-        .iter()
-        .filter_map(|c| phase.chunks.get(c.index()))
-        .map(|c| c.len())
-        .sum();
-    let tag = || {
-        r.tags
-            .get(&(me, step, i))
-            .copied()
-            .ok_or_else(|| ChakraError::Internal {
-                phase: phase.name.clone(),
-                detail: format!("rank {me}'s message {i} of step {step} has no tag"),
-            })
+    let op = Op {
+        r,
+        me,
+        step,
+        i,
+        bytes: instr.chunks().iter().map(|&c| phase.chunk_bytes(c)).sum(),
+        elements: instr
+            .chunks()
+            .iter()
+            .filter_map(|c| phase.chunks.get(c.index()))
+            .map(|c| c.len())
+            .sum(),
     };
-    let peer = |n: NodeId| r.ranks.get(n.index()).copied().flatten().unwrap_or(0);
-    let comm = |src: u32, dst: u32, tag: i32| {
-        vec![
-            attr_i32("comm_src", src),
-            attr_i32("comm_dst", dst),
-            attr_i64("comm_size", bytes),
-            AttributeProto::new("comm_tag", Value::Int32Val(tag)),
-        ]
-    };
-    let compute = |attr: &mut Vec<AttributeProto>| {
-        attr.push(attr_i64("num_ops", elements));
-        attr.push(AttributeProto::new("tensor_size", Value::Uint64Val(bytes)));
-    };
+    let bytes = op.bytes;
     match instr {
         Instr::Send {
             to, buffer, chunks, ..
         } => {
-            let dst = peer(*to);
-            let mut attr = comm(me, dst, tag()?);
+            let dst = op.peer(*to);
+            let mut attr = op.comm(me, dst, op.tag()?);
             attr.extend(topoc_attrs("send", step, *buffer, chunks));
             pending.push(Pending {
                 node: node(
@@ -361,7 +399,7 @@ fn lower(
                     NodeType::CommSendNode,
                     attr,
                 ),
-                reads: locs(width, *buffer, chunks),
+                reads: op.locs(*buffer, chunks),
                 writes: Vec::new(),
                 local: Vec::new(),
             });
@@ -372,49 +410,15 @@ fn lower(
             chunks,
             mode,
             ..
-        } => {
-            let src = peer(*from);
-            let staged = *mode == RecvMode::Reduce;
-            let mut attr = comm(src, me, tag()?);
-            let op = if staged { "recv-staged" } else { "recv" };
-            attr.extend(topoc_attrs(op, step, *buffer, chunks));
-            let name = format!(
-                "step {step}: receive {bytes} B from rank {src} ({})",
-                r.machine.node_name(*from)
-            );
-            let at = locs(width, *buffer, chunks);
-            let recv = pending.len();
-            pending.push(Pending {
-                node: node(name, NodeType::CommRecvNode, attr),
-                reads: Vec::new(),
-                writes: if staged { Vec::new() } else { at.clone() },
-                local: Vec::new(),
-            });
-            if staged {
-                let mut attr = topoc_attrs("combine-received", step, *buffer, chunks);
-                compute(&mut attr);
-                let mut n = node(
-                    format!("step {step}: combine {bytes} B received from rank {src}"),
-                    NodeType::CompNode,
-                    attr,
-                );
-                n.duration_micros = reduce_micros(r.machine, bytes);
-                pending.push(Pending {
-                    node: n,
-                    reads: Vec::new(),
-                    writes: at,
-                    local: vec![recv],
-                });
-            }
-        }
+        } => lower_recv(&op, *from, *buffer, chunks, *mode, pending)?,
         Instr::Reduce { src, dst, chunks } | Instr::Copy { src, dst, chunks } => {
             let reduce = matches!(instr, Instr::Reduce { .. });
-            let op = if reduce { "reduce" } else { "copy" };
-            let mut attr = topoc_attrs(op, step, *dst, chunks);
+            let what = if reduce { "reduce" } else { "copy" };
+            let mut attr = topoc_attrs(what, step, *dst, chunks);
             attr.push(attr_i64("topoc_src_buffer", u64::from(src.0)));
-            compute(&mut attr);
+            op.compute(&mut attr);
             let mut n = node(
-                format!("step {step}: {op} {bytes} B locally"),
+                format!("step {step}: {what} {bytes} B locally"),
                 NodeType::CompNode,
                 attr,
             );
@@ -423,8 +427,8 @@ fn lower(
             }
             pending.push(Pending {
                 node: n,
-                reads: locs(width, *src, chunks),
-                writes: locs(width, *dst, chunks),
+                reads: op.locs(*src, chunks),
+                writes: op.locs(*dst, chunks),
                 local: Vec::new(),
             });
         }
@@ -435,7 +439,7 @@ fn lower(
         } => {
             let mut attr = topoc_attrs("scale", step, *buffer, chunks);
             attr.push(attr_i64("topoc_divisor", u64::from(*divisor)));
-            compute(&mut attr);
+            op.compute(&mut attr);
             pending.push(Pending {
                 node: node(
                     format!("step {step}: divide {bytes} B by {divisor}"),
@@ -443,7 +447,7 @@ fn lower(
                     attr,
                 ),
                 reads: Vec::new(),
-                writes: locs(width, *buffer, chunks),
+                writes: op.locs(*buffer, chunks),
                 local: Vec::new(),
             });
         }
@@ -451,7 +455,54 @@ fn lower(
     Ok(())
 }
 
+/// A receive: one node that stores, or a staged receive and the compute node that combines it.
+fn lower_recv(
+    op: &Op<'_, '_>,
+    from: NodeId,
+    buffer: BufferId,
+    chunks: &[ChunkId],
+    mode: RecvMode,
+    pending: &mut Vec<Pending>,
+) -> Result<(), ChakraError> {
+    let (step, bytes) = (op.step, op.bytes);
+    let src = op.peer(from);
+    let staged = mode == RecvMode::Reduce;
+    let mut attr = op.comm(src, op.me, op.tag()?);
+    let what = if staged { "recv-staged" } else { "recv" };
+    attr.extend(topoc_attrs(what, step, buffer, chunks));
+    let name = format!(
+        "step {step}: receive {bytes} B from rank {src} ({})",
+        op.r.machine.node_name(from)
+    );
+    let at = op.locs(buffer, chunks);
+    let recv = pending.len();
+    pending.push(Pending {
+        node: node(name, NodeType::CommRecvNode, attr),
+        reads: Vec::new(),
+        writes: if staged { Vec::new() } else { at.clone() },
+        local: Vec::new(),
+    });
+    if staged {
+        let mut attr = topoc_attrs("combine-received", step, buffer, chunks);
+        op.compute(&mut attr);
+        let mut n = node(
+            format!("step {step}: combine {bytes} B received from rank {src}"),
+            NodeType::CompNode,
+            attr,
+        );
+        n.duration_micros = reduce_micros(op.r.machine, bytes);
+        pending.push(Pending {
+            node: n,
+            reads: Vec::new(),
+            writes: at,
+            local: vec![recv],
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use schedule_ir::{
