@@ -721,3 +721,52 @@ fn the_cli_writes_a_set_per_size() {
         "nothing was written"
     );
 }
+
+/// The commands at the top of `docs/chakra.md` (the second is `topoc compile --help`'s
+/// example) run as written, and the sets they write pass the reader.
+#[test]
+fn the_documented_commands_work() {
+    let docs = std::fs::read_to_string(repo().join("docs/chakra.md")).unwrap();
+    let block = docs
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("docs/chakra.md has a sh block");
+    let help = Command::new(env!("CARGO_BIN_EXE_topoc"))
+        .args(["compile", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let dir = tempfile::tempdir().unwrap();
+    let mut in_help = 0;
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        in_help += usize::from(help.lines().any(|h| h.trim() == format!("Example: {line}")));
+        let args: Vec<String> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|a| a.replace("examples/", &format!("{}/examples/", repo().display())))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = topoc(&args, dir.path());
+        assert!(
+            o.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert_eq!(
+        in_help, 1,
+        "compile --help shows one of the documented commands"
+    );
+    let schedule = example("ring8");
+    let proto = chakra_sim::schema();
+    for (base, size) in [("ring8", None), ("ring8.1048576", Some(1u64 << 20))] {
+        let set: Vec<Vec<u8>> = (0..8)
+            .map(|r| std::fs::read(dir.path().join(format!("{base}.{r}.et"))).unwrap())
+            .collect();
+        let own = &schedule.schedule().phases[0];
+        let phase = size.map_or(own.clone(), |b| own.with_elements(b / 4));
+        chakra_sim::check_set(&proto, &set, &expect(schedule.schedule(), &phase)).unwrap();
+        assert!(dir.path().join(format!("{base}.json")).exists());
+    }
+}
