@@ -456,8 +456,37 @@ fn one_set_per_size() {
     assert_eq!(value["all-reduce-implementation-custom"][0], "out/\"r.4096");
 }
 
+/// On a machine with reducing NICs and switch, a phase lowered to run on the compute nodes
+/// only exports: the idle devices get no rank.
+#[test]
+fn idle_devices_have_no_rank() {
+    let text = std::fs::read_to_string(repo().join("examples/fabric.ron")).unwrap();
+    let ring = text.replace(
+        "elements: 1048576)",
+        "elements: 1048576, algorithm: \"ring\")",
+    );
+    assert_ne!(ring, text);
+    let schedule = compile(&ring);
+    let export = round_trip("fabric ring", &schedule, "grads", &[]);
+    let computes = schedule
+        .schedule()
+        .machine
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Compute)
+        .count();
+    assert_eq!(export.sets[0].ranks.len(), computes);
+}
+
 #[test]
 fn refusals_say_why() {
+    let phases = example("bsp-phases");
+    let e = chakra::export(&phases, &Options::default()).unwrap_err();
+    assert!(
+        e.to_string().contains("choose one with --phase NAME") && e.to_string().contains("`grads`"),
+        "{e}"
+    );
+
     let fabric = example("fabric");
     let in_network = fabric
         .schedule()
