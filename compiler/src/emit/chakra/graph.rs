@@ -141,7 +141,7 @@ pub fn build(r: &Rank<'_>) -> Result<Vec<Node>, ChakraError> {
         for (i, instr) in instrs.iter().enumerate() {
             lower(r, me, step as u32, i, instr, &mut pending)?;
         }
-        let order = order(&pending, locs).ok_or_else(|| ChakraError::Unorderable {
+        let order = order(&pending).ok_or_else(|| ChakraError::Unorderable {
             phase: phase.name.clone(),
             step: step as u32,
             node: r.machine.node_name(r.node),
@@ -152,11 +152,12 @@ pub fn build(r: &Rank<'_>) -> Result<Vec<Node>, ChakraError> {
             id_of[p] = base + k as u64;
         }
         // Dependencies on earlier steps and within the step, as the module doc says.
-        let mut step_writer: Vec<Option<u64>> = vec![None; locs];
-        let mut step_readers: Vec<Vec<u64>> = vec![Vec::new(); locs];
+        // Only the locations the step touches: a step is small, the rank's buffers are not.
+        let mut step_writer: BTreeMap<Loc, u64> = BTreeMap::new();
+        let mut step_readers: BTreeMap<Loc, Vec<u64>> = BTreeMap::new();
         for (p, item) in pending.iter().enumerate() {
             for &l in &item.reads {
-                step_readers[l].push(id_of[p]);
+                step_readers.entry(l).or_default().push(id_of[p]);
             }
         }
         let mut deps: Vec<Vec<u64>> = vec![Vec::new(); pending.len()];
@@ -167,26 +168,27 @@ pub fn build(r: &Rank<'_>) -> Result<Vec<Node>, ChakraError> {
                 d.extend(last_writer[l]);
             }
             for &l in &item.writes {
-                match step_writer[l] {
-                    Some(w) => d.push(w),
+                match step_writer.get(&l) {
+                    Some(&w) => d.push(w),
                     None => {
                         d.extend(last_writer[l]);
                         d.extend(readers[l].iter().copied());
                     }
                 }
-                d.extend(step_readers[l].iter().copied());
-                step_writer[l] = Some(id_of[p]);
+                d.extend(step_readers.get(&l).into_iter().flatten().copied());
+                step_writer.insert(l, id_of[p]);
             }
             d.retain(|&x| x != id_of[p]);
             d.sort_unstable();
             d.dedup();
         }
-        for l in 0..locs {
-            if let Some(w) = step_writer[l] {
-                last_writer[l] = Some(w);
-                readers[l].clear();
-            } else {
-                readers[l].append(&mut step_readers[l]);
+        for (&l, &w) in &step_writer {
+            last_writer[l] = Some(w);
+            readers[l].clear();
+        }
+        for (l, mut read) in step_readers {
+            if !step_writer.contains_key(&l) {
+                readers[l].append(&mut read);
             }
         }
         let staged: Vec<Option<u64>> = pending
@@ -212,22 +214,23 @@ pub fn build(r: &Rank<'_>) -> Result<Vec<Node>, ChakraError> {
 /// An order of a step's nodes in which every node comes after those it depends on within the
 /// step (Kahn's algorithm, lowest program position first, so the order is fixed); `None` when
 /// the step's local copies and reductions read and overwrite each other in a cycle.
-fn order(pending: &[Pending], locs: usize) -> Option<Vec<usize>> {
+fn order(pending: &[Pending]) -> Option<Vec<usize>> {
     let n = pending.len();
     let mut after: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut writer: Vec<Option<usize>> = vec![None; locs];
-    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); locs];
+    let mut writer: BTreeMap<Loc, usize> = BTreeMap::new();
+    let mut readers: BTreeMap<Loc, Vec<usize>> = BTreeMap::new();
     for (p, item) in pending.iter().enumerate() {
         for &l in &item.reads {
-            readers[l].push(p);
+            readers.entry(l).or_default().push(p);
         }
     }
     for (p, item) in pending.iter().enumerate() {
         after[p].extend(item.local.iter().copied());
         for &l in &item.writes {
-            after[p].extend(writer[l]);
-            after[p].extend(readers[l].iter().copied().filter(|&q| q != p));
-            writer[l] = Some(p);
+            after[p].extend(writer.get(&l).copied());
+            let read = readers.get(&l).into_iter().flatten().copied();
+            after[p].extend(read.filter(|&q| q != p));
+            writer.insert(l, p);
         }
     }
     let mut waiting: Vec<usize> = after.iter().map(Vec::len).collect();
