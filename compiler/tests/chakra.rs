@@ -7,9 +7,9 @@
 
 mod chakra_sim;
 
-use chakra_sim::{Expect, Kind};
+use chakra_sim::expect;
 use prost::Message;
-use schedule_ir::{Collective, NodeKind, Phase, ReduceOp, Schedule, VerifiedSchedule};
+use schedule_ir::{NodeKind, VerifiedSchedule};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use topoc::emit::chakra::{self, schema, ChakraError, Options};
@@ -30,41 +30,6 @@ fn compile(source: &str) -> VerifiedSchedule {
 
 fn example(name: &str) -> VerifiedSchedule {
     compile(&std::fs::read_to_string(repo().join(format!("examples/{name}.ron"))).unwrap())
-}
-
-/// What the reader must find for `phase` (chunked for the size exported).
-fn expect(schedule: &Schedule, phase: &Phase) -> Expect {
-    let ranks: Vec<Option<u32>> = {
-        let mut next = 0;
-        schedule
-            .machine
-            .nodes
-            .iter()
-            .map(|n| {
-                (n.kind == NodeKind::Compute).then(|| {
-                    next += 1;
-                    next - 1
-                })
-            })
-            .collect()
-    };
-    Expect {
-        kind: match phase.collective {
-            Collective::AllReduce => Kind::AllReduce,
-            Collective::ReduceScatter => Kind::ReduceScatter,
-            Collective::AllGather => Kind::AllGather,
-            other => panic!("{other} is not exported"),
-        },
-        mean: phase.op == ReduceOp::Mean && phase.collective != Collective::AllGather,
-        chunk_bytes: (0..phase.chunks.len())
-            .map(|c| phase.chunk_bytes(schedule_ir::ChunkId::new(c)))
-            .collect(),
-        owners: phase
-            .chunks
-            .iter()
-            .map(|c| c.owner.and_then(|o| ranks[o.index()]))
-            .collect(),
-    }
 }
 
 /// Exports `phase` at `sizes` and checks every set; returns the export.

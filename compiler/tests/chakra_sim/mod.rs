@@ -17,6 +17,7 @@ pub mod read;
 
 use proto::Proto;
 use read::EtNode;
+use schedule_ir::{Collective, NodeKind, Phase, ReduceOp, Schedule};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The vendored schema.
@@ -24,6 +25,41 @@ pub fn schema() -> Proto {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/proto/chakra/et_def.proto");
     let text = std::fs::read_to_string(path).unwrap_or_default();
     Proto::parse(&text).unwrap_or_else(|e| panic!("the vendored schema reads: {e}"))
+}
+
+/// What the reader must find for `phase` (chunked for the size exported).
+pub fn expect(schedule: &Schedule, phase: &Phase) -> Expect {
+    let ranks: Vec<Option<u32>> = {
+        let mut next = 0;
+        schedule
+            .machine
+            .nodes
+            .iter()
+            .map(|n| {
+                (n.kind == NodeKind::Compute).then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect()
+    };
+    Expect {
+        kind: match phase.collective {
+            Collective::AllReduce => Kind::AllReduce,
+            Collective::ReduceScatter => Kind::ReduceScatter,
+            Collective::AllGather => Kind::AllGather,
+            other => panic!("{other} is not exported"),
+        },
+        mean: phase.op == ReduceOp::Mean && phase.collective != Collective::AllGather,
+        chunk_bytes: (0..phase.chunks.len())
+            .map(|c| phase.chunk_bytes(schedule_ir::ChunkId::new(c)))
+            .collect(),
+        owners: phase
+            .chunks
+            .iter()
+            .map(|c| c.owner.and_then(|o| ranks[o.index()]))
+            .collect(),
+    }
 }
 
 /// What the set must compute.
