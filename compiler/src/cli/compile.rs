@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 use topoc::compile::{Compiled, Verdict};
-use topoc::emit::msccl;
+use topoc::emit::{chakra, msccl};
 
 /// One phase of the compile report (`--report json`).
 #[derive(Serialize)]
@@ -91,21 +91,48 @@ pub fn compile(
     emit: Emit,
     output: Option<&Path>,
     phase: Option<&str>,
+    sizes: Option<&str>,
     report_format: ReportFormat,
 ) -> Result<ExitCode, String> {
-    if phase.is_some() && emit != Emit::MscclXml {
+    if phase.is_some() && !matches!(emit, Emit::MscclXml | Emit::Chakra) {
         return Err(
-            "error: --phase selects the phase to export with --emit msccl-xml; RON and JSON \
-             schedules always hold every phase"
+            "error: --phase selects the phase to export with --emit msccl-xml or chakra; RON and \
+             JSON schedules always hold every phase"
                 .to_string(),
         );
     }
+    if sizes.is_some() && emit != Emit::Chakra {
+        return Err("error: --sizes applies to --emit chakra only".to_string());
+    }
+    // The traces' options and prefix are checked before the (possibly long) compile.
+    let traces = match emit {
+        Emit::Chakra => Some((
+            chakra_options(phase, sizes)?,
+            output.ok_or(
+                "error: --emit chakra writes one file per rank: give their prefix with -o PREFIX",
+            )?,
+        )),
+        _ => None,
+    };
     let text = read(path)?;
     let compiled =
         topoc::compile_source(&text, options).map_err(|e| report_error(path, &text, &e))?;
     let out = match emit {
         Emit::Ron => serial::to_string(compiled.schedule.schedule(), Format::Ron),
         Emit::Json => serial::to_string(compiled.schedule.schedule(), Format::Json),
+        Emit::Chakra => {
+            let Some((options, prefix)) = traces else {
+                return Err("error: --emit chakra needs -o PREFIX".to_string());
+            };
+            let export = chakra::export(&compiled.schedule, &options).map_err(|e| {
+                format!(
+                    "error: {} cannot be exported as Chakra traces: {e}\nnothing was written",
+                    path.display()
+                )
+            })?;
+            report(&compiled, report_format)?;
+            return write_chakra(prefix, &export);
+        }
         Emit::MscclXml => {
             let options = msccl::Options {
                 phase: phase.map(str::to_string),
@@ -124,11 +151,70 @@ pub fn compile(
             write_atomic(o, &out)?;
             let what = match emit {
                 Emit::MscclXml => "MSCCL algorithm of the verified schedule",
-                Emit::Ron | Emit::Json => "verified schedule",
+                Emit::Ron | Emit::Json | Emit::Chakra => "verified schedule",
             };
             eprintln!("{what} written to {}", o.display());
         }
         None => print!("{out}"),
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The Chakra export's options from the command line.
+fn chakra_options(phase: Option<&str>, sizes: Option<&str>) -> Result<chakra::Options, String> {
+    let sizes = match sizes {
+        Some(list) => list
+            .split(',')
+            .map(topoc::simulate::parse_size)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("error: --sizes: {e}"))?,
+        None => Vec::new(),
+    };
+    Ok(chakra::Options {
+        phase: phase.map(str::to_string),
+        sizes,
+    })
+}
+
+/// Writes every file of a Chakra export whole or not at all: all into a temporary directory
+/// beside them first, then each renamed into place.
+fn write_chakra(prefix: &Path, export: &chakra::Export) -> Result<ExitCode, String> {
+    let fail = |e: &dyn std::fmt::Display| {
+        format!("error: cannot write the traces {}.*: {e}", prefix.display())
+    };
+    let text = prefix
+        .to_str()
+        .ok_or_else(|| fail(&"the prefix is not valid UTF-8"))?;
+    if text.is_empty() || text.ends_with(std::path::MAIN_SEPARATOR) || text.ends_with('/') {
+        return Err(fail(&"-o needs a file prefix, not a directory"));
+    }
+    let dir = match prefix.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = tempfile::TempDir::new_in(dir).map_err(|e| fail(&e))?;
+    let files = export.files(text);
+    let mut staged = Vec::with_capacity(files.len());
+    for (name, bytes) in &files {
+        let file = Path::new(name)
+            .file_name()
+            .ok_or_else(|| fail(&format!("`{name}` has no file name")))?;
+        let at = tmp.path().join(file);
+        let mut f = std::fs::File::create(&at).map_err(|e| fail(&e))?;
+        std::io::Write::write_all(&mut f, bytes).map_err(|e| fail(&e))?;
+        f.sync_all().map_err(|e| fail(&e))?;
+        staged.push((at, Path::new(name).to_path_buf()));
+    }
+    for (from, to) in &staged {
+        std::fs::rename(from, to).map_err(|e| fail(&e))?;
+    }
+    let sets = export.sets.len();
+    let ranks = export.sets.first().map_or(0, |s| s.ranks.len());
+    eprintln!(
+        "Chakra traces of the verified schedule written: {sets} set(s) of {ranks} rank(s), \
+         {} files under {}.*",
+        files.len(),
+        prefix.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -57,6 +57,8 @@ enum Command {
     /// Example: topoc compile examples/ladder8.ron -o ladder8.sched.ron
     ///
     /// Example: topoc compile examples/ring8.ron --emit msccl-xml -o ring8.xml
+    ///
+    /// Example: topoc compile examples/ring8.ron --emit chakra -o ring8 --sizes 1MiB,64MiB
     Compile {
         /// The topology file (RON).
         file: PathBuf,
@@ -82,6 +84,10 @@ enum Command {
         /// algorithm; needed when the topology declares several).
         #[arg(long)]
         phase: Option<String>,
+        /// With --emit chakra: message sizes per rank, comma-separated (B, KiB, MiB, GiB; KB,
+        /// MB, GB), one set of traces each (default: the phase's own size).
+        #[arg(long)]
+        sizes: Option<String>,
         /// How to report each phase's method on standard error: a line each, or JSON with
         /// every method `auto` weighed and its estimate or refusal.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
@@ -218,6 +224,9 @@ pub enum Emit {
     /// MSCCL algorithm XML of one phase (allreduce, reduce-scatter or allgather), for
     /// msccl-executor-nccl, RCCL and msccl; see docs/msccl.md.
     MscclXml,
+    /// Chakra execution traces of one phase for ASTRA-sim: PREFIX.<rank>.et per rank and the
+    /// system-configuration snippet PREFIX.json (needs -o PREFIX); see docs/chakra.md.
+    Chakra,
 }
 
 /// Report formats.
@@ -265,6 +274,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             emit,
             output,
             phase,
+            sizes,
             report,
             failures,
         } => {
@@ -282,6 +292,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
                 emit,
                 output.as_deref(),
                 phase.as_deref(),
+                sizes.as_deref(),
                 report,
             )
         }

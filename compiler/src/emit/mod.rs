@@ -6,6 +6,8 @@
 //!
 //! | module     | format | what it exports |
 //! |------------|--------|-----------------|
+//! | [`chakra`] | Chakra execution traces for ASTRA-sim | one allreduce, reduce-scatter or allgather phase, a trace per rank and size |
 //! | [`msccl`]  | MSCCL algorithm XML (msccl-executor-nccl, RCCL, microsoft/msccl) | one allreduce, reduce-scatter or allgather phase |
 
+pub mod chakra;
 pub mod msccl;
