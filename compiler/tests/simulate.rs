@@ -267,7 +267,7 @@ fn the_plot_draws_one_line_per_method_the_bound_and_autos_picks() {
         "-b",
         "1KiB",
         "-e",
-        "1GiB",
+        "4MiB",
         "-f",
         "4",
         "--plot",
