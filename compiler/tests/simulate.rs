@@ -373,3 +373,38 @@ fn a_plot_that_cannot_be_written_leaves_nothing() {
     assert!(stderr(&out).contains("cannot write"), "{}", stderr(&out));
     assert!(!svg.exists());
 }
+
+/// The README's path from an NCCL dump to a plot and an MSCCL file runs as written, and leaves
+/// a well-formed plot and an MSCCL file.
+#[test]
+fn the_readme_path_from_a_dump_to_a_plot_runs() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let block = readme
+        .split("## From an NCCL dump to a plot and an MSCCL file")
+        .nth(1)
+        .and_then(|s| s.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .expect("the README's section has a sh block");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let examples = format!("{}/examples/", repo().display());
+    let mut ran = 0;
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let args: Vec<String> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|a| a.replace("examples/", &examples))
+            .collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_topoc"))
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .expect("topoc runs");
+        assert!(out.status.success(), "{line}: {}", stderr(&out));
+        ran += 1;
+    }
+    assert_eq!(ran, 4, "import, compile, simulate with a plot, export");
+    let svg = std::fs::read_to_string(dir.path().join("m.svg")).expect("the plot");
+    roxmltree::Document::parse(&svg).expect("well-formed SVG");
+    let xml = std::fs::read_to_string(dir.path().join("m.xml")).expect("the MSCCL file");
+    roxmltree::Document::parse(&xml).expect("well-formed MSCCL XML");
+}

@@ -141,6 +141,8 @@ fn bound_line(rows: &[&Row], measure: Measure) -> Vec<(f64, f64)> {
             None => line.push(point),
         }
     }
+    // A bound of no time bounds nothing (and has no place on a log axis).
+    line.retain(|p| p.1 > 0.0);
     line.sort_by(|a, b| a.0.total_cmp(&b.0));
     line
 }
@@ -214,7 +216,9 @@ where
             .rows
             .iter()
             .filter(|r| r.algorithm == *method)
-            .map(|r| (r.bytes as f64, measure.of(r)));
+            .map(|r| (r.bytes as f64, measure.of(r)))
+            // A log axis has no 0: an estimate of no time has no place on it.
+            .filter(|p| p.1 > 0.0 || matches!(measure, Measure::BusBandwidth));
         chart
             .draw_series(LineSeries::new(points, colour.stroke_width(LINE_WIDTH)))
             .map_err(failed)?
