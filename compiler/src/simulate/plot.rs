@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 /// Width of one panel, in pixels.
-const PANEL_WIDTH: u32 = 640;
+const PANEL_WIDTH: u32 = 720;
 /// Height of one panel (one phase), in pixels.
 const PANEL_HEIGHT: u32 = 420;
 /// Width of method lines; the bound is thinner and dashed.
@@ -172,7 +172,8 @@ fn draw_panel(
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(64);
-    let x_range = (x_lo..x_hi).log_scale();
+    // Powers of two on the size axis, so its labels read 1 KiB, 8 KiB, 64 KiB, …
+    let x_range = (x_lo..x_hi).log_scale().base(2.0);
     match measure {
         Measure::Time => {
             let y_range = (y_lo / 1.5..y_hi * 1.5).log_scale();
@@ -237,16 +238,19 @@ where
         .map_err(failed)?
         .label("bound")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BOUND.stroke_width(1)));
-    let picks = phase
-        .rows
-        .iter()
-        .filter(|r| r.auto)
-        .map(|r| Circle::new((r.bytes as f64, measure.of(r)), 6, BLACK.stroke_width(2)));
-    chart
-        .draw_series(picks)
-        .map_err(failed)?
-        .label("auto's pick")
-        .legend(|(x, y)| Circle::new((x + 10, y), 5, BLACK.stroke_width(2)));
+    // A schedule's table has no picks: it holds one method, the schedule's own.
+    if phase.rows.iter().any(|r| r.auto) {
+        let picks = phase
+            .rows
+            .iter()
+            .filter(|r| r.auto)
+            .map(|r| Circle::new((r.bytes as f64, measure.of(r)), 6, BLACK.stroke_width(2)));
+        chart
+            .draw_series(picks)
+            .map_err(failed)?
+            .label("auto's pick")
+            .legend(|(x, y)| Circle::new((x + 10, y), 5, BLACK.stroke_width(2)));
+    }
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
@@ -270,7 +274,7 @@ fn span(values: impl Iterator<Item = f64>) -> (f64, f64) {
 
 /// An axis value with as few digits as it needs.
 fn short(v: f64) -> String {
-    if v == 0.0 || v.abs() >= 100.0 {
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.1}")
