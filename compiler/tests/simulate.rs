@@ -313,6 +313,7 @@ fn the_plot_draws_one_line_per_method_the_bound_and_autos_picks() {
         .count();
     assert!(bound > 2 * n_sizes, "a dashed bound in each panel: {bound}");
     assert_eq!(texts.iter().filter(|t| **t == "bound").count(), 2);
+    assert_eq!(texts.iter().filter(|t| **t == "auto's pick").count(), 2);
     // `auto`'s pick: one ring per size in each panel, and one in each legend.
     let rings = doc
         .descendants()
@@ -407,4 +408,51 @@ fn the_readme_path_from_a_dump_to_a_plot_runs() {
     roxmltree::Document::parse(&svg).expect("well-formed SVG");
     let xml = std::fs::read_to_string(dir.path().join("m.xml")).expect("the MSCCL file");
     roxmltree::Document::parse(&xml).expect("well-formed MSCCL XML");
+}
+
+/// A schedule's table holds its own method only: the plot draws its line and the bound, and no
+/// pick of `auto`, which chose nothing.
+#[test]
+fn a_schedules_plot_has_its_own_line_and_no_picks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let schedule = dir.path().join("ring8.sched.ron");
+    let schedule_arg = schedule.display().to_string();
+    let out = topoc(&["compile", "examples/ring8.ron", "-o", &schedule_arg]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = dir.path().join("ring8.svg");
+    let svg_arg = svg.display().to_string();
+    let json = table(&[
+        &schedule_arg,
+        "-b",
+        "1KiB",
+        "-e",
+        "64KiB",
+        "--plot",
+        &svg_arg,
+    ]);
+    assert!(rows(&json).iter().all(|r| r["algorithm"] == "ring"));
+    let text = std::fs::read_to_string(&svg).expect("the plot is written");
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let lines = polylines(&doc, "2")
+        .into_iter()
+        .filter(|l| points(l) == 7)
+        .count();
+    assert_eq!(lines, 2, "one line in each panel");
+    assert_eq!(
+        doc.descendants()
+            .filter(|n| n.has_tag_name("circle"))
+            .count(),
+        0
+    );
+    let legend: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .map(str::trim)
+        .collect();
+    assert!(
+        legend.contains(&"ring") && legend.contains(&"bound"),
+        "{legend:?}"
+    );
+    assert!(!legend.contains(&"auto's pick"), "{legend:?}");
 }
