@@ -37,7 +37,7 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
 /// Which method each phase gets and why: under `auto` its estimate against the next best, then
 /// the compile report's comparison of every method weighed, with the refusals.
 fn print_choices(compiled: &topoc::Compiled) {
-    println!("methods:");
+    println!("method per phase:");
     for note in &compiled.notes {
         if note.weighed.is_empty() {
             println!(

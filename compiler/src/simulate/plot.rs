@@ -63,7 +63,10 @@ struct PhaseRows<'a> {
 fn phases(table: &Table) -> Vec<PhaseRows<'_>> {
     let mut out: Vec<PhaseRows<'_>> = Vec::new();
     for row in table.rows.iter().filter(|r| r.bytes > 0) {
-        let at = match out.iter().position(|p| p.rows[0].phase == row.phase) {
+        let at = match out
+            .iter()
+            .position(|p| p.rows.first().is_some_and(|r| r.phase == row.phase))
+        {
             Some(at) => at,
             None => {
                 out.push(PhaseRows {
@@ -121,7 +124,9 @@ fn draw_phase(
     bus: &DrawingArea<SVGBackend<'_>, Shift>,
     phase: &PhaseRows<'_>,
 ) -> Result<(), String> {
-    let first = phase.rows[0];
+    let Some(first) = phase.rows.first() else {
+        return Ok(());
+    };
     let title = format!(
         "phase {}: {} over {} ranks",
         first.phase, first.collective, first.ranks
