@@ -10,6 +10,16 @@
 //! `in-network`, whose segments follow the MTU) is lowered again for every size, and each of
 //! those schedules verified, as compiling a file declaring that size would. At every size the
 //! cheapest row is the one `auto` takes ([`Row::auto`]).
+//!
+//! Each row carries nccl-tests' algorithm and bus bandwidth ([`bandwidth`]), sizes can be swept
+//! as nccl-tests sweeps them ([`sweep()`]), and a table can be drawn ([`plot`]).
+
+mod bandwidth;
+pub mod plot;
+mod sweep;
+
+pub use bandwidth::{algbw_gbps, bus_factor, bus_formula};
+pub use sweep::sweep;
 
 use crate::compile::PhaseRequest;
 use crate::lower::{Knobs, Method, PhaseSpec};
@@ -29,6 +39,10 @@ pub struct Row {
     pub bytes: u64,
     /// Vector length in elements.
     pub elements: u64,
+    /// The collective, without its root (`allreduce`, `broadcast`, …).
+    pub collective: String,
+    /// Compute nodes taking part: nccl-tests' ranks.
+    pub ranks: usize,
     /// BSP steps.
     pub steps: u32,
     /// The α-β estimate.
@@ -37,6 +51,12 @@ pub struct Row {
     pub bound: Bound,
     /// `bound / estimate`.
     pub efficiency: f64,
+    /// Algorithm bandwidth: `bytes / estimate`, in GB/s (10⁹ bytes per second).
+    pub algbw_gbps: f64,
+    /// Bus bandwidth: `algbw_gbps × bus_factor`, in GB/s.
+    pub busbw_gbps: f64,
+    /// nccl-tests' factor for the collective ([`bus_factor`]).
+    pub bus_factor: f64,
     /// The link direction that carries the most bytes over the phase.
     pub busiest: Option<Busiest>,
     /// Whether `auto` takes this method at this size: the lowest estimate of the phase's rows
@@ -242,13 +262,22 @@ fn row(machine: &Machine, phase: &Phase) -> Row {
                 bytes,
             })
         });
+    let bytes = phase.elements * phase.dtype.size_bytes();
+    let ranks = machine.compute_nodes().count();
+    let factor = bus_factor(phase.collective, ranks);
+    let algbw = algbw_gbps(bytes, estimate.seconds);
     Row {
         phase: phase.name.clone(),
         algorithm: phase.algorithm.clone(),
-        bytes: phase.elements * phase.dtype.size_bytes(),
+        bytes,
         elements: phase.elements,
+        collective: crate::compile::describe(phase.collective),
+        ranks,
         steps: phase.steps,
         efficiency: cost::efficiency(&bound, &estimate),
+        algbw_gbps: algbw,
+        busbw_gbps: algbw * factor,
+        bus_factor: factor,
         estimate,
         bound,
         busiest,

@@ -218,6 +218,8 @@ fn check_summarises_the_machine_and_its_rings() {
         text.contains("ring 2: N0 -L02-> N2 -L232-> N3 -L35-> N5 -L452-> N4 -L46-> N6 -L672-> N7 -L17-> N1 -L012-> N0"),
         "{text}"
     );
+    // What `auto` takes, with its estimate against the next best and the weighing in words.
+    assert!(text.contains("  phase `grads`: auto takes ladder-rings (160.801 µs, tied with ring; of equal estimates the first in the registry is taken)\n    auto: cheapest for allreduce at 4 MiB: ladder-rings 160.801 µs < ring 160.801 µs < trees"), "{text}");
 }
 
 /// The summary of a machine with switches: devices, failures, routed rings, and a bisection
@@ -227,6 +229,18 @@ fn check_summarises_switched_and_failed_machines() {
     let out = topoc(&["check", "examples/fabric.ron"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
+    assert!(
+        text.contains(
+            "  phase `grads`: auto takes in-network (475.883 µs, 38.2% below trees at 769.692 µs)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "ladder-rings does not apply (`ladder-rings` runs on `Ladder` machines only)"
+        ),
+        "{text}"
+    );
     for line in [
         "  nodes      16 compute, 5 switches",
         "  degree     1 link at every compute node",
@@ -238,6 +252,14 @@ fn check_summarises_switched_and_failed_machines() {
     ] {
         assert!(text.contains(line), "{line}\n{text}");
     }
+
+    // A method the file names is reported as such: `auto` did not weigh anything.
+    let out = topoc(&["check", "examples/tree-fat.ron"]);
+    assert!(
+        stdout(&out).contains("  phase `grads`: tree, named by the file (tree requested)"),
+        "{}",
+        stdout(&out)
+    );
 
     let out = topoc(&["check", "examples/ladder8-failed.ron"]);
     assert!(out.status.success(), "{}", stderr(&out));

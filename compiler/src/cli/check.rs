@@ -3,8 +3,10 @@
 use super::{read, report_error};
 use std::path::Path;
 use std::process::ExitCode;
+use topoc::compile::Verdict;
 use topoc::lower::Method;
 use topoc::machine::summary;
+use topoc::simulate::format_seconds;
 
 pub fn check(path: &Path) -> Result<ExitCode, String> {
     let text = read(path)?;
@@ -25,10 +27,54 @@ pub fn check(path: &Path) -> Result<ExitCode, String> {
         }
     }
     // Compile every phase too, so that `check` reports problems `compile` would.
-    topoc::compile(&loaded, &topoc::Options::default())
+    let compiled = topoc::compile(&loaded, &topoc::Options::default())
         .map_err(|e| report_error(path, &text, &e))?;
+    print_choices(&compiled);
     println!("{}: ok", path.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Which method each phase gets and why: under `auto` its estimate against the next best, then
+/// the compile report's comparison of every method weighed, with the refusals.
+fn print_choices(compiled: &topoc::Compiled) {
+    println!("method per phase:");
+    for note in &compiled.notes {
+        if note.weighed.is_empty() {
+            println!(
+                "  phase `{}`: {}, named by the file ({})",
+                note.phase, note.method, note.reason
+            );
+            continue;
+        }
+        let mut priced = note.weighed.iter().filter_map(|w| match w.verdict {
+            Verdict::Estimate(s) => Some((w.method, s)),
+            _ => None,
+        });
+        let margin = match (priced.next(), priced.next()) {
+            (Some((_, best)), Some((next, s))) if best == s => format!(
+                "{}, tied with {next}; of equal estimates the first in the registry is taken",
+                format_seconds(best)
+            ),
+            (Some((_, best)), Some((next, s))) => format!(
+                "{}, {:.1}% below {next} at {}",
+                format_seconds(best),
+                100.0 * (1.0 - best / s),
+                format_seconds(s)
+            ),
+            (Some((_, best)), None) => {
+                format!(
+                    "{}, the only method that lowers it here",
+                    format_seconds(best)
+                )
+            }
+            _ => String::new(),
+        };
+        println!(
+            "  phase `{}`: auto takes {} ({margin})",
+            note.phase, note.method
+        );
+        println!("    {}", note.reason);
+    }
 }
 
 /// Keeps long ring descriptions to one screen line.

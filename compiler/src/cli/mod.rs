@@ -142,13 +142,33 @@ enum Command {
     /// For a topology file every method that applies is costed; for a schedule, its own. The
     /// efficiency is bound / estimate (1.0 = at the bound).
     ///
+    /// Sizes are whole vectors in bytes, as nccl-tests counts them; each row gives the time,
+    /// the algorithm bandwidth (size / time) and the bus bandwidth (algorithm bandwidth times
+    /// 2(n-1)/n for allreduce, (n-1)/n for reduce-scatter and allgather, 1 for broadcast and
+    /// reduce; see docs/cli.md).
+    ///
     /// Example: topoc simulate examples/ladder8.ron --sizes 1KiB,1MiB,256MiB
+    ///
+    /// Example: topoc simulate examples/ladder8.ron -b 1KiB -e 1GiB -f 4 --plot ladder8.svg
     Simulate {
         /// A topology file or a schedule (RON or JSON).
         input: PathBuf,
         /// Message sizes, comma-separated (B, KiB, MiB, GiB; KB, MB, GB).
-        #[arg(long, default_value = "1KiB,1MiB,64MiB,1GiB")]
+        #[arg(long, default_value = "1KiB,1MiB,64MiB,1GiB", conflicts_with_all = ["minbytes", "maxbytes"])]
         sizes: String,
+        /// Smallest size of a sweep (as nccl-tests' -b; needs -e).
+        #[arg(short = 'b', long, requires = "maxbytes")]
+        minbytes: Option<String>,
+        /// Largest size of a sweep (as nccl-tests' -e; needs -b).
+        #[arg(short = 'e', long, requires = "minbytes")]
+        maxbytes: Option<String>,
+        /// Factor from one size of the sweep to the next (as nccl-tests' -f).
+        #[arg(short = 'f', long, default_value_t = 2, requires = "minbytes")]
+        stepfactor: u64,
+        /// Also draw time and bus bandwidth against size, one line per method, to this SVG
+        /// file (written whole or not at all).
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
         /// Only this phase (all phases when absent).
         #[arg(long)]
         phase: Option<String>,
@@ -318,10 +338,21 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Simulate {
             input,
             sizes,
+            minbytes,
+            maxbytes,
+            stepfactor,
+            plot,
             phase,
             format,
             failures,
-        } => simulate::simulate(&input, &sizes, phase.as_deref(), format, &failures),
+        } => simulate::simulate(
+            &input,
+            &simulate::sizes(&sizes, minbytes.zip(maxbytes), stepfactor)?,
+            phase.as_deref(),
+            format,
+            plot.as_deref(),
+            &failures,
+        ),
         Command::Draw {
             input,
             step,

@@ -1,23 +1,33 @@
 //! `topoc simulate`: cost and bound table over message sizes.
 
-use super::{is_topology, read, ReportFormat};
+use super::{is_topology, read, write_atomic, ReportFormat};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 use topoc::simulate::{self, format_bytes, format_seconds, Table};
 
+/// The sizes to simulate: the `--sizes` list, or the sweep `-b`..`-e` by `-f`.
+pub fn sizes(list: &str, sweep: Option<(String, String)>, factor: u64) -> Result<Vec<u64>, String> {
+    let Some((min, max)) = sweep else {
+        return list
+            .split(',')
+            .map(simulate::parse_size)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("error: --sizes: {e}"));
+    };
+    let min = simulate::parse_size(&min).map_err(|e| format!("error: -b/--minbytes: {e}"))?;
+    let max = simulate::parse_size(&max).map_err(|e| format!("error: -e/--maxbytes: {e}"))?;
+    simulate::sweep(min, max, factor).map_err(|e| format!("error: {e}"))
+}
+
 pub fn simulate(
     path: &Path,
-    sizes: &str,
+    sizes: &[u64],
     phase: Option<&str>,
     format: ReportFormat,
+    plot: Option<&Path>,
     failures: &super::Failures,
 ) -> Result<ExitCode, String> {
-    let sizes: Vec<u64> = sizes
-        .split(',')
-        .map(simulate::parse_size)
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("error: --sizes: {e}"))?;
     let text = read(path)?;
     if !failures.is_empty() {
         if !is_topology(&text) {
@@ -26,17 +36,17 @@ pub fn simulate(
                     .to_string(),
             );
         }
-        return degraded(path, &text, &sizes, phase, format, failures);
+        return degraded(path, &text, sizes, phase, format, plot, failures);
     }
     let table = if is_topology(&text) {
         let report = |e: topoc::Error| super::report_error(path, &text, &e);
         let loaded = topoc::load(&text).map_err(report)?;
-        simulate::simulate_topology(&loaded, &sizes, phase, &topoc::Options::default())
+        simulate::simulate_topology(&loaded, sizes, phase, &topoc::Options::default())
             .map_err(report)?
     } else {
         let verified = super::load_verified(path)?;
         Table {
-            rows: simulate::rows(verified.schedule(), &sizes, phase),
+            rows: simulate::rows(verified.schedule(), sizes, phase),
             skipped: Vec::new(),
         }
     };
@@ -52,6 +62,9 @@ pub fn simulate(
             if why.is_empty() { "" } else { "\n" },
             why.join("\n")
         ));
+    }
+    if let Some(plot) = plot {
+        write_plot(plot, &table)?;
     }
     match format {
         ReportFormat::Json => println!(
@@ -72,6 +85,7 @@ fn degraded(
     sizes: &[u64],
     phase: Option<&str>,
     format: ReportFormat,
+    plot: Option<&Path>,
     failures: &super::Failures,
 ) -> Result<ExitCode, String> {
     #[derive(Serialize)]
@@ -100,6 +114,10 @@ fn degraded(
         ..topoc::Options::default()
     };
     let degraded = simulate::simulate_topology(&loaded, sizes, phase, &options).map_err(report)?;
+    if let Some(plot) = plot {
+        // The picture is of the machine as it runs: with the failures.
+        write_plot(plot, &degraded)?;
+    }
     let best = |table: &Table, name: &str, bytes: u64| {
         table
             .rows
@@ -169,31 +187,57 @@ fn degraded(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Draws the table to `path`, whole or not at all.
+fn write_plot(path: &Path, table: &Table) -> Result<(), String> {
+    let svg = simulate::plot::svg(table).map_err(|e| format!("error: --plot: {e}"))?;
+    write_atomic(path, &svg)?;
+    eprintln!("plot written to {}", path.display());
+    Ok(())
+}
+
+/// The table in nccl-tests' order of columns, after a line per phase giving its collective,
+/// ranks and bus-bandwidth factor.
 fn print_table(table: &Table) {
+    let mut seen: Vec<&str> = Vec::new();
+    for r in &table.rows {
+        if !seen.contains(&r.phase.as_str()) {
+            seen.push(&r.phase);
+            println!(
+                "# phase {}: {}, n = {} ranks, busbw = algbw × {:.4}",
+                r.phase, r.collective, r.ranks, r.bus_factor
+            );
+        }
+    }
     let header = [
         "phase",
-        "algorithm",
-        "auto",
-        "size",
-        "steps",
-        "estimate",
-        "bound",
+        "size (B)",
+        "count",
+        "method",
+        "time (µs)",
+        "algbw (GB/s)",
+        "busbw (GB/s)",
+        "bound (µs)",
         "binding",
         "efficiency",
+        "auto",
+        "steps",
         "busiest link direction",
     ];
     let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for r in &table.rows {
         lines.push(vec![
             r.phase.clone(),
+            r.bytes.to_string(),
+            r.elements.to_string(),
             r.algorithm.clone(),
-            if r.auto { "*" } else { "" }.to_string(),
-            format_bytes(r.bytes),
-            r.steps.to_string(),
-            format_seconds(r.estimate.seconds),
-            format_seconds(r.bound.seconds),
+            format!("{:.2}", r.estimate.seconds * 1e6),
+            format!("{:.2}", r.algbw_gbps),
+            format!("{:.2}", r.busbw_gbps),
+            format!("{:.2}", r.bound.seconds * 1e6),
             r.bound.which.to_string(),
             format!("{:.1}%", 100.0 * r.efficiency),
+            if r.auto { "*" } else { "" }.to_string(),
+            r.steps.to_string(),
             r.busiest.as_ref().map_or("-".to_string(), |b| {
                 format!("{} {}→{} ({})", b.link, b.from, b.to, format_bytes(b.bytes))
             }),
