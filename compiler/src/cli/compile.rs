@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 use topoc::compile::{Compiled, Verdict};
-use topoc::emit::msccl;
+use topoc::emit::{msccl, mscclpp};
 
 /// One phase of the compile report (`--report json`).
 #[derive(Serialize)]
@@ -93,9 +93,9 @@ pub fn compile(
     phase: Option<&str>,
     report_format: ReportFormat,
 ) -> Result<ExitCode, String> {
-    if phase.is_some() && emit != Emit::MscclXml {
+    if phase.is_some() && !matches!(emit, Emit::MscclXml | Emit::Mscclpp) {
         return Err(
-            "error: --phase selects the phase to export with --emit msccl-xml; RON and JSON \
+            "error: --phase selects the phase to export with --emit msccl-xml or mscclpp; RON and JSON \
              schedules always hold every phase"
                 .to_string(),
         );
@@ -117,6 +117,18 @@ pub fn compile(
                 )
             })?
         }
+        Emit::Mscclpp => {
+            let options = mscclpp::Options {
+                phase: phase.map(str::to_string),
+            };
+            mscclpp::to_json(&compiled.schedule, &options).map_err(|e| {
+                format!(
+                    "error: {} cannot be exported as an MSCCL++ execution plan: {e}\nnothing was \
+                     written",
+                    path.display()
+                )
+            })?
+        }
     };
     report(&compiled, report_format)?;
     match output {
@@ -124,6 +136,7 @@ pub fn compile(
             write_atomic(o, &out)?;
             let what = match emit {
                 Emit::MscclXml => "MSCCL algorithm of the verified schedule",
+                Emit::Mscclpp => "MSCCL++ execution plan of the verified schedule",
                 Emit::Ron | Emit::Json => "verified schedule",
             };
             eprintln!("{what} written to {}", o.display());

@@ -78,8 +78,8 @@ enum Command {
         /// all.
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// With --emit msccl-xml: the exchange phase to export (an MSCCL file holds one
-        /// algorithm; needed when the topology declares several).
+        /// With --emit msccl-xml or mscclpp: the exchange phase to export (an MSCCL file or
+        /// MSCCL++ plan holds one collective; needed when the topology declares several).
         #[arg(long)]
         phase: Option<String>,
         /// How to report each phase's method on standard error: a line each, or JSON with
@@ -218,6 +218,9 @@ pub enum Emit {
     /// MSCCL algorithm XML of one phase (allreduce, reduce-scatter or allgather), for
     /// msccl-executor-nccl, RCCL and msccl; see docs/msccl.md.
     MscclXml,
+    /// MSCCL++ execution-plan JSON of one phase (allreduce, reduce-scatter or allgather), for
+    /// the MSCCL++ v0.7.0 executor; see docs/mscclpp.md.
+    Mscclpp,
 }
 
 /// Report formats.

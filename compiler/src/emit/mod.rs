@@ -7,5 +7,8 @@
 //! | module     | format | what it exports |
 //! |------------|--------|-----------------|
 //! | [`msccl`]  | MSCCL algorithm XML (msccl-executor-nccl, RCCL, microsoft/msccl) | one allreduce, reduce-scatter or allgather phase |
+//! | [`mscclpp`] | MSCCL++ execution-plan JSON (release v0.7.0) | one allreduce, reduce-scatter or allgather phase |
 
+mod layout;
 pub mod msccl;
+pub mod mscclpp;
