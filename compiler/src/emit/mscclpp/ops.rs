@@ -292,7 +292,7 @@ impl<'a> Builder<'a> {
         ),
         MscclppError,
     > {
-        let mut all = vec![Vec::new(); self.rank.len()];
+        let mut all = Vec::with_capacity(self.rank.len());
         let mut landed = HashMap::new();
         for n in 0..self.rank.len() {
             let mut ops = Vec::new();
@@ -330,7 +330,7 @@ impl<'a> Builder<'a> {
                 *occurrence += 1;
             }
             ops.extend(grouped(signals, false));
-            all[n] = ops;
+            all.push(ops);
         }
         Ok((all, landed))
     }
