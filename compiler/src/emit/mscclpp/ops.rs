@@ -53,6 +53,83 @@ pub(super) struct Stream {
 /// was put on.
 type Landed = Vec<(u32, Buf)>;
 
+/// What a write puts into its chunk.
+enum Value {
+    /// The chunk at this location, as the step started.
+    Replace(Loc),
+    /// The chunk plus the one at this location.
+    Add(Loc),
+}
+
+/// One write of a step, before ordering.
+struct Write {
+    op: Op,
+    /// What it reads as the step started: it must run before whatever replaces that.
+    reads: Vec<Loc>,
+    /// An earlier write to the same chunk in the same step, which this one adds to.
+    after: Option<usize>,
+}
+
+/// A step's writes at one node, in program order.
+#[derive(Default)]
+struct Writes {
+    list: Vec<Write>,
+    /// The last write of each (buffer, chunk).
+    last: BTreeMap<(BufferId, ChunkId), usize>,
+}
+
+impl Writes {
+    /// Adds the write of `value` into chunk `dst` of node `n`. Several receives that combine
+    /// into one chunk in one step add up: each after the one before, on its result.
+    fn write(
+        &mut self,
+        b: &Builder<'_>,
+        n: usize,
+        dst: (BufferId, ChunkId),
+        value: Value,
+    ) -> Result<(), MscclppError> {
+        let rank = b.rank[n].ok_or_else(|| b.internal("a switch writes".into()))?;
+        let to = b.layout.store(rank, dst.0, dst.1);
+        let previous = self.last.get(&dst).copied();
+        let (op, reads) = match value {
+            Value::Replace(src) => (
+                Op::Copy {
+                    src,
+                    dst: to,
+                    cnt: 1,
+                },
+                vec![src],
+            ),
+            Value::Add(add) => {
+                let (src, mut reads) = match previous {
+                    Some(_) => (to, Vec::new()),
+                    None => {
+                        let cur = b.current(n, dst.0, dst.1)?;
+                        (cur, vec![cur])
+                    }
+                };
+                reads.push(add);
+                (
+                    Op::Reduce {
+                        src,
+                        add,
+                        dst: to,
+                        cnt: 1,
+                    },
+                    reads,
+                )
+            }
+        };
+        self.last.insert(dst, self.list.len());
+        self.list.push(Write {
+            op,
+            reads,
+            after: previous,
+        });
+        Ok(())
+    }
+}
+
 struct Builder<'a> {
     machine: &'a Machine,
     phase: &'a Phase,
@@ -346,7 +423,7 @@ impl<'a> Builder<'a> {
     ) -> Result<Vec<Op>, MscclppError> {
         let rank = self.rank[n].ok_or_else(|| self.internal("a switch receives".into()))?;
         let mut waits: BTreeMap<Buf, BTreeSet<u32>> = BTreeMap::new();
-        let mut writes: Vec<Op> = Vec::new();
+        let mut writes = Writes::default();
         let mut seen: HashMap<(usize, Vec<ChunkId>), usize> = HashMap::new();
         for instr in self.instrs(n, k) {
             match instr {
@@ -372,42 +449,23 @@ impl<'a> Builder<'a> {
                             buf: Buf::Scratch,
                             off: slot,
                         };
-                        let dst = self.layout.store(rank, *buffer, c);
-                        writes.push(match mode {
-                            RecvMode::Store => Op::Copy {
-                                src: at,
-                                dst,
-                                cnt: 1,
-                            },
-                            RecvMode::Reduce => Op::Reduce {
-                                src: self.current(n, *buffer, c)?,
-                                add: at,
-                                dst,
-                                cnt: 1,
-                            },
-                        });
-                        updates.push(((n, *buffer, c), dst));
+                        let dst = (*buffer, c);
+                        let value = match mode {
+                            RecvMode::Store => Value::Replace(at),
+                            RecvMode::Reduce => Value::Add(at),
+                        };
+                        writes.write(self, n, dst, value)?;
                     }
                 }
                 Instr::Copy { src, dst, chunks } | Instr::Reduce { src, dst, chunks } => {
                     for &c in chunks {
                         let from = self.current(n, *src, c)?;
-                        let to = self.layout.store(rank, *dst, c);
-                        writes.push(if matches!(instr, Instr::Copy { .. }) {
-                            Op::Copy {
-                                src: from,
-                                dst: to,
-                                cnt: 1,
-                            }
+                        let value = if matches!(instr, Instr::Copy { .. }) {
+                            Value::Replace(from)
                         } else {
-                            Op::Reduce {
-                                src: self.current(n, *dst, c)?,
-                                add: from,
-                                dst: to,
-                                cnt: 1,
-                            }
-                        });
-                        updates.push(((n, *dst, c), to));
+                            Value::Add(from)
+                        };
+                        writes.write(self, n, (*dst, c), value)?;
                     }
                 }
                 Instr::Scale { .. } => {
@@ -416,8 +474,18 @@ impl<'a> Builder<'a> {
                 Instr::Send { .. } => {}
             }
         }
+        updates.extend(writes.last.iter().map(|(&(b, c), &i)| {
+            let dst = match writes.list[i].op {
+                Op::Copy { dst, .. } | Op::Reduce { dst, .. } => dst,
+                _ => Loc {
+                    buf: Buf::Scratch,
+                    off: 0,
+                },
+            };
+            ((n, b, c), dst)
+        }));
         let mut ops = grouped(waits, true);
-        for op in self.ordered(n, k, writes)? {
+        for op in self.ordered(n, k, writes.list)? {
             push_merged(&mut ops, op);
         }
         Ok(ops)
@@ -425,12 +493,21 @@ impl<'a> Builder<'a> {
 
     /// Orders one step's writes so that every read of a chunk comes before the write that
     /// replaces it (BSP reads see the start of the step).
-    fn ordered(&self, n: usize, k: u32, writes: Vec<Op>) -> Result<Vec<Op>, MscclppError> {
-        let touched: Vec<(Vec<Loc>, Vec<Loc>)> = writes.iter().map(Hazards::touches).collect();
+    fn ordered(&self, n: usize, k: u32, writes: Vec<Write>) -> Result<Vec<Op>, MscclppError> {
+        let touched: Vec<(Vec<Loc>, Vec<Loc>)> = writes
+            .iter()
+            .map(|w| (w.reads.clone(), Hazards::touches(&w.op).1))
+            .collect();
         let count = writes.len();
         // before[j]: writes that must run before j (they read what j replaces).
         let mut before = vec![0usize; count];
         let mut after: Vec<Vec<usize>> = vec![Vec::new(); count];
+        for (j, w) in writes.iter().enumerate() {
+            if let Some(i) = w.after {
+                before[j] += 1;
+                after[i].push(j);
+            }
+        }
         for i in 0..count {
             for j in 0..count {
                 if i != j && touched[i].0.iter().any(|l| touched[j].1.contains(l)) {
@@ -465,7 +542,7 @@ impl<'a> Builder<'a> {
                 ),
             });
         }
-        let mut slots: Vec<Option<Op>> = writes.into_iter().map(Some).collect();
+        let mut slots: Vec<Option<Op>> = writes.into_iter().map(|w| Some(w.op)).collect();
         Ok(order.into_iter().filter_map(|i| slots[i].take()).collect())
     }
 
