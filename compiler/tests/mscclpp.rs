@@ -147,8 +147,10 @@ fn ring4_is_put_signal_wait_then_reduce_or_copy() {
     for g in 0..4 {
         let ops = names(&plan, g, 0);
         let steps: Vec<&[&str]> = ops.split(|&n| n == "nop").collect();
-        // (put…) | signal wait | re… or copy… | put… …
-        assert_eq!(steps.first().unwrap().iter().all(|&n| n == "put"), true);
+        assert!(
+            steps.first().unwrap().iter().all(|&n| n == "put"),
+            "{ops:?}"
+        );
         assert!(ops.iter().filter(|&&n| n == "re").count() >= 3, "{ops:?}");
         assert!(ops.iter().filter(|&&n| n == "copy").count() >= 3, "{ops:?}");
         assert_eq!(
@@ -232,6 +234,12 @@ fn refusals_say_why() {
     let prod = RING4.replace("op: Sum", "op: Max");
     let e = refusal(&prod, None, None);
     assert!(e.to_string().contains("reduces with op max"), "{e}");
+    let e = refusal(&example("graph-petersen"), None, Some("weights"));
+    assert_eq!(
+        e.to_string(),
+        "phase `weights` is a broadcast; MSCCL++ export handles allreduce, reduce-scatter and \
+         allgather"
+    );
     // An allgather's op plays no part.
     let gather = prod.replace("collective: AllReduce", "collective: AllGather");
     assert!(export(&gather).is_ok());
@@ -289,11 +297,14 @@ fn problems(good: &str, broken: impl FnOnce(&mut Value)) -> String {
     }
 }
 
+/// A way to break a good plan.
+type Breakage = Box<dyn FnOnce(&mut Value)>;
+
 #[test]
 fn the_reader_enforces_every_rule() {
     let good = ring4();
     assert_eq!(problems(&good, |_| {}), "", "the good plan passes");
-    let cases: Vec<(&str, Box<dyn FnOnce(&mut Value)>)> = vec![
+    let cases: Vec<(&str, Breakage)> = vec![
         (
             "plan: missing `protocol`",
             Box::new(|v| {
@@ -435,8 +446,6 @@ fn the_reader_enforces_every_rule() {
                 // No wait: the reduction reads the scratch slot as soon as the data is put.
                 let i = op_index(v, 1, 0, "wait", 0);
                 ops(v, 1, 0)[i] = json!({"name": "nop"});
-                let last = op_index(v, 1, 0, "wait", 0);
-                let _ = last;
             }),
         ),
         (
@@ -561,4 +570,41 @@ fn names_from_users_are_escaped() {
     let text = export(&RING4.replace("ring-4", "ring \\\"4\\\" <&>")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     assert!(v["name"].as_str().unwrap().contains("ring \"4\" <&>"));
+}
+
+#[test]
+fn the_documented_commands_work() {
+    let docs = std::fs::read_to_string(repo().join("docs/mscclpp.md")).unwrap();
+    let block = docs
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("docs/mscclpp.md has a sh block");
+    let dir = tempfile::tempdir().unwrap();
+    let mut ran = 0;
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        let args: Vec<String> = line
+            .split_whitespace()
+            .skip(1)
+            .map(|a| a.replace("examples/", &format!("{}/examples/", repo().display())))
+            .collect();
+        let o = Command::new(env!("CARGO_BIN_EXE_topoc"))
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let file = args.last().unwrap();
+        mscclpp_sim::check_plan(
+            line,
+            &std::fs::read_to_string(dir.path().join(file)).unwrap(),
+        )
+        .unwrap();
+        ran += 1;
+    }
+    assert_eq!(ran, 2);
 }

@@ -276,10 +276,15 @@ fn collective_name(phase: &schedule_ir::Phase) -> Result<&'static str, MscclppEr
         Collective::ReduceScatter => "reducescatter",
         Collective::AllGather => "allgather",
         Collective::Broadcast { .. } | Collective::Reduce { .. } => {
+            let collective = if matches!(phase.collective, Collective::Broadcast { .. }) {
+                "broadcast"
+            } else {
+                "reduce"
+            };
             return Err(MscclppError::UnsupportedCollective {
                 phase: phase.name.clone(),
-                collective: phase.collective.to_string(),
-            })
+                collective: collective.to_string(),
+            });
         }
     };
     // An allgather moves inputs unchanged: its op plays no part.
