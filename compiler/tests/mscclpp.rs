@@ -480,6 +480,22 @@ fn the_reader_enforces_every_rule() {
     }
 }
 
+/// Thread blocks of one GPU run at the same time: two that use one chunk need a barrier.
+#[test]
+fn thread_blocks_of_one_gpu_must_be_ordered_by_barriers() {
+    let got = problems(&ring4(), |v| {
+        let tbs = v["gpus"][0]["threadblocks"].as_array_mut().unwrap();
+        tbs.push(json!({"id": 1, "channels": [], "ops": [
+            {"name": "copy", "srcbuff": "i", "srcoff": 3, "dstbuff": "o", "dstoff": 3,
+             "ctype": "none", "cnt": 1}
+        ]}));
+    });
+    assert!(
+        got.contains("gpu 0: thread blocks 1 and 0 both use o[3] with no barrier ordering them"),
+        "{got}"
+    );
+}
+
 #[test]
 fn barriers_must_be_reached_by_every_thread_block_they_wait_for() {
     let good = export(&example("ring8")).unwrap();

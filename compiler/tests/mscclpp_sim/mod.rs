@@ -16,8 +16,10 @@
 //!   signal on that channel has been waited for (a counting semaphore per channel pair); a
 //!   barrier holds until all its thread blocks arrive. A value is the chunk of the full vector
 //!   it belongs to and the set of ranks whose inputs it adds; adding different chunks, or a
-//!   rank twice, reading an undefined chunk, or reading a put's data before its signal was
-//!   waited for is an error, and so is a run where no thread block can go on.
+//!   rank twice, reading an undefined chunk, reading a put's data before its signal was
+//!   waited for, or two thread blocks of one GPU using a chunk (one writing) with no barrier
+//!   ordering them (vector clocks joined at barriers) is an error, and so is a run where no
+//!   thread block can go on.
 //! - [`check_result`] checks every rank's output against the collective.
 #![allow(dead_code)]
 
@@ -97,6 +99,19 @@ struct Run<'p> {
     expected: HashMap<Sem, u64>,
     waited: HashMap<Sem, u64>,
     arrivals: HashMap<(usize, u64), u64>,
+    /// Per GPU, per thread block, a vector clock over the GPU's thread blocks: only barriers
+    /// order the thread blocks of one GPU.
+    clocks: Vec<Vec<Vec<u64>>>,
+    /// Per barrier, the join of its arrivals' clocks.
+    barrier_clocks: HashMap<(usize, u64), Vec<u64>>,
+    /// Per local chunk, its last write and the reads since, as (thread block, its clock).
+    accesses: HashMap<(usize, At), Access>,
+}
+
+#[derive(Default)]
+struct Access {
+    write: Option<(usize, u64)>,
+    reads: Vec<(usize, u64)>,
 }
 
 /// Where a thread block is.
@@ -110,6 +125,42 @@ struct Pc {
 }
 
 impl Run<'_> {
+    /// Records that thread block `t` of GPU `g` reads and writes these chunks, failing when an
+    /// access of another thread block to the same chunk is not ordered before it by barriers.
+    fn touch(&mut self, g: usize, t: usize, reads: &[At], writes: &[At]) -> Result<(), String> {
+        let clock = self.clocks[g][t].clone();
+        // This operation is event `clock[t] + 1` of its thread block; thread block `u` has
+        // seen, through barriers, thread block `u`'s events up to `clock[u]`.
+        let stamp = clock[t] + 1;
+        let unordered = |&(u, stamp): &(usize, u64)| u != t && stamp > clock[u];
+        for (list, writing) in [(reads, false), (writes, true)] {
+            for &at in list {
+                let a = self.accesses.entry((g, at)).or_default();
+                let clash = a.write.iter().find(|w| unordered(w)).copied().or_else(|| {
+                    writing
+                        .then(|| a.reads.iter().find(|r| unordered(r)).copied())
+                        .flatten()
+                });
+                if let Some((u, _)) = clash {
+                    return Err(format!(
+                        "gpu {g}: thread blocks {u} and {t} both use {}[{}] with no barrier \
+                         ordering them",
+                        at.0, at.1
+                    ));
+                }
+                if writing {
+                    *a = Access {
+                        write: Some((t, stamp)),
+                        reads: Vec::new(),
+                    };
+                } else {
+                    a.reads.push((t, stamp));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn read(&mut self, g: usize, at: At) -> Result<Val, String> {
         if let Some(&(sem, needed)) = self.landed.get(&(g, at)) {
             if self.waited.get(&sem).copied().unwrap_or(0) < needed {
@@ -135,9 +186,14 @@ impl Run<'_> {
 
     /// Runs one step of thread block `t` of GPU `g`; `Ok(false)` when it must wait.
     fn step(&mut self, g: usize, t: usize, pc: &mut Pc) -> Result<bool, String> {
-        let gpu = &self.plan.gpus[g];
+        let plan = self.plan;
+        let gpu = &plan.gpus[g];
         let tb = &gpu.tbs[t];
         let op: &Op = &tb.ops[pc.next];
+        let (reads, writes) = rules::touches(op);
+        if op.name != "barrier" {
+            self.touch(g, t, &reads, &writes)?;
+        }
         let at = |(b, o): At, x: u64| (b, o + x);
         let cnt = op.cnt.unwrap_or(0);
         let ctype = op.ctype.clone().unwrap_or_default();
@@ -228,15 +284,28 @@ impl Run<'_> {
                 let (id, n) = op.barrier.unwrap_or((0, 1));
                 if !pc.arrived {
                     *self.arrivals.entry((g, id)).or_default() += 1;
+                    let own = self.clocks[g][t].clone();
+                    let joined = self
+                        .barrier_clocks
+                        .entry((g, id))
+                        .or_insert_with(|| vec![0; own.len()]);
+                    for (j, o) in joined.iter_mut().zip(own) {
+                        *j = (*j).max(o);
+                    }
                     pc.arrived = true;
                 }
                 if self.arrivals[&(g, id)] < n {
                     return Ok(false);
                 }
+                let joined = self.barrier_clocks[&(g, id)].clone();
+                for (c, j) in self.clocks[g][t].iter_mut().zip(joined) {
+                    *c = (*c).max(j);
+                }
                 pc.arrived = false;
             }
             _ => {}
         }
+        self.clocks[g][t][t] += 1;
         pc.next += 1;
         Ok(true)
     }
@@ -253,6 +322,13 @@ pub fn simulate(plan: &Plan, policy: Policy) -> Result<Outcome, String> {
         expected: HashMap::new(),
         waited: HashMap::new(),
         arrivals: HashMap::new(),
+        clocks: plan
+            .gpus
+            .iter()
+            .map(|g| vec![vec![0; g.tbs.len()]; g.tbs.len()])
+            .collect(),
+        barrier_clocks: HashMap::new(),
+        accesses: HashMap::new(),
     };
     let mut pcs: Vec<Vec<Pc>> = plan
         .gpus
