@@ -96,7 +96,6 @@ fn every_example_exports_or_says_why() {
                         | MscclppError::InNetwork { .. }
                         | MscclppError::RouteThroughGpu { .. }
                         | MscclppError::UnequalBlocks { .. }
-                        | MscclppError::TooManyOperations { .. }
                         | MscclppError::TooManyThreadBlocks { .. }
                         | MscclppError::TooManyChannels { .. }),
                     ) if !required => {

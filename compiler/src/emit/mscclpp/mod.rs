@@ -26,8 +26,9 @@
 //!   every operation with all their threads, and only `nop` (`__syncthreads`) orders them, so a
 //!   `nop` separates a `put` from its `signal`, a `wait` from the reads it guards, and any two
 //!   operations that touch the same chunk. A GPU whose operations do not fit one thread block
-//!   ([`MAX_OPERATIONS`]) gets a chain of thread blocks, each starting where the last stopped:
-//!   they meet at a `barrier` (one of [`MAX_BARRIERS`] device syncers).
+//!   ([`MAX_OPERATIONS`]) gets a chain of thread blocks, each starting where the last stopped
+//!   (between any two operations): they meet at a `barrier` (one of [`MAX_BARRIERS`] device
+//!   syncers).
 //!
 //! Refused: collectives other than allreduce, reduce-scatter and allgather; reductions with an
 //! op other than Sum (the executor always adds); programs on switches (in-network reduction);
@@ -174,24 +175,6 @@ pub enum MscclppError {
         node: String,
         /// What conflicts.
         detail: String,
-    },
-    /// One BSP step needs more operations than a thread block holds.
-    #[error(
-        "phase `{phase}`, step {step}: {node} (GPU {rank}) needs {ops} operations in one step, \
-         but an MSCCL++ {RELEASE} thread block holds at most {MAX_OPERATIONS}; move fewer \
-         chunks per step"
-    )]
-    TooManyOperations {
-        /// The phase.
-        phase: String,
-        /// The BSP step.
-        step: u32,
-        /// The node.
-        node: String,
-        /// Its GPU id.
-        rank: u32,
-        /// Operations the step needs.
-        ops: usize,
     },
     /// More chained thread blocks than there are barriers to join them.
     #[error(
