@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 use topoc::compile::{Compiled, Verdict};
-use topoc::emit::{chakra, msccl};
+use topoc::emit::{chakra, msccl, mscclpp};
 
 /// One phase of the compile report (`--report json`).
 #[derive(Serialize)]
@@ -94,10 +94,10 @@ pub fn compile(
     sizes: Option<&str>,
     report_format: ReportFormat,
 ) -> Result<ExitCode, String> {
-    if phase.is_some() && !matches!(emit, Emit::MscclXml | Emit::Chakra) {
+    if phase.is_some() && !matches!(emit, Emit::MscclXml | Emit::Mscclpp | Emit::Chakra) {
         return Err(
-            "error: --phase selects the phase to export with --emit msccl-xml or chakra; RON and \
-             JSON schedules always hold every phase"
+            "error: --phase selects the phase to export with --emit msccl-xml, mscclpp or chakra; \
+             RON and JSON schedules always hold every phase"
                 .to_string(),
         );
     }
@@ -144,6 +144,18 @@ pub fn compile(
                 )
             })?
         }
+        Emit::Mscclpp => {
+            let options = mscclpp::Options {
+                phase: phase.map(str::to_string),
+            };
+            mscclpp::to_json(&compiled.schedule, &options).map_err(|e| {
+                format!(
+                    "error: {} cannot be exported as an MSCCL++ execution plan: {e}\nnothing was \
+                     written",
+                    path.display()
+                )
+            })?
+        }
     };
     report(&compiled, report_format)?;
     match output {
@@ -151,6 +163,7 @@ pub fn compile(
             write_atomic(o, &out)?;
             let what = match emit {
                 Emit::MscclXml => "MSCCL algorithm of the verified schedule",
+                Emit::Mscclpp => "MSCCL++ execution plan of the verified schedule",
                 Emit::Ron | Emit::Json | Emit::Chakra => "verified schedule",
             };
             eprintln!("{what} written to {}", o.display());

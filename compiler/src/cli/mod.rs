@@ -80,8 +80,8 @@ enum Command {
         /// all.
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// With --emit msccl-xml: the exchange phase to export (an MSCCL file holds one
-        /// algorithm; needed when the topology declares several).
+        /// With --emit msccl-xml or mscclpp: the exchange phase to export (an MSCCL file or
+        /// MSCCL++ plan holds one collective; needed when the topology declares several).
         #[arg(long)]
         phase: Option<String>,
         /// With --emit chakra: message sizes per rank, comma-separated (B, KiB, MiB, GiB; KB,
@@ -247,6 +247,9 @@ pub enum Emit {
     /// Chakra execution traces of one phase for ASTRA-sim: PREFIX.<rank>.et per rank and the
     /// system-configuration snippet PREFIX.json (needs -o PREFIX); see docs/chakra.md.
     Chakra,
+    /// MSCCL++ execution-plan JSON of one phase (allreduce, reduce-scatter or allgather), for
+    /// the MSCCL++ v0.7.0 executor; see docs/mscclpp.md.
+    Mscclpp,
 }
 
 /// Report formats.

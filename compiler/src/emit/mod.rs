@@ -8,6 +8,9 @@
 //! |------------|--------|-----------------|
 //! | [`chakra`] | Chakra execution traces for ASTRA-sim | one allreduce, reduce-scatter or allgather phase, a trace per rank and size |
 //! | [`msccl`]  | MSCCL algorithm XML (msccl-executor-nccl, RCCL, microsoft/msccl) | one allreduce, reduce-scatter or allgather phase |
+//! | [`mscclpp`] | MSCCL++ execution-plan JSON (release v0.7.0) | one allreduce, reduce-scatter or allgather phase |
 
 pub mod chakra;
+mod layout;
 pub mod msccl;
+pub mod mscclpp;

@@ -41,13 +41,13 @@
 //! [`MAX_CHANNELS`] channels, 16-bit offsets,
 //! [`MAX_TBS_PER_CHANNEL`], dependency ids up to [`MAX_DEPID`], [`MAX_ELEMENTS_PER_RANK`]).
 
-mod layout;
 mod limits;
 mod ops;
 mod plan;
 
+use super::layout::LayoutError;
+pub use super::layout::{Buf, Loc};
 use schedule_ir::{Collective, ReduceOp, VerifiedSchedule};
-use std::fmt;
 use thiserror::Error;
 
 /// Steps one thread block may hold, `nop`s included: `MSCCL_MAX_NUM_STEPS` of
@@ -289,49 +289,49 @@ pub enum MscclError {
     },
 }
 
+impl MscclError {
+    /// The error for a phase whose chunks have no MSCCL layout.
+    fn from_layout(phase: &schedule_ir::Phase, e: LayoutError) -> MscclError {
+        let name = phase.name.clone();
+        match e {
+            LayoutError::NoChunks => MscclError::NoChunks { phase: name },
+            LayoutError::OffsetTooLarge {
+                chunks,
+                buffers,
+                needed,
+            } => MscclError::OffsetTooLarge {
+                phase: name,
+                chunks,
+                buffers,
+                needed,
+            },
+            LayoutError::UnequalBlocks {
+                node,
+                owned,
+                chunks,
+                ranks,
+            } => MscclError::UnequalBlocks {
+                phase: name,
+                collective: phase.collective.to_string(),
+                node,
+                owned,
+                chunks,
+                ranks,
+            },
+            LayoutError::Internal(detail) => MscclError::Internal {
+                phase: name,
+                detail,
+            },
+        }
+    }
+}
+
 fn quoted(names: &[String]) -> String {
     names
         .iter()
         .map(|n| format!("`{n}`"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// One of a GPU's three MSCCL buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Buf {
-    /// The call's input (`i`).
-    Input,
-    /// The call's output (`o`).
-    Output,
-    /// Scratch space the runtime allocates (`s`).
-    Scratch,
-}
-
-impl Buf {
-    /// The letter the XML uses.
-    pub fn letter(self) -> &'static str {
-        match self {
-            Buf::Input => "i",
-            Buf::Output => "o",
-            Buf::Scratch => "s",
-        }
-    }
-}
-
-/// A chunk position in one of a GPU's buffers, in MSCCL chunks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Loc {
-    /// The buffer.
-    pub buf: Buf,
-    /// The chunk offset in it.
-    pub off: u32,
-}
-
-impl fmt::Display for Loc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}[{}]", self.buf.letter(), self.off)
-    }
 }
 
 /// The type of a step.

@@ -1,9 +1,9 @@
 //! The operations of one GPU: buffer locations step by step, MSCCL step types, thread blocks,
 //! and the waits that keep the BSP order between thread blocks.
 
-use super::layout::DATA;
 use super::plan::{step_instrs, Channels, Planner};
 use super::{Buf, Dep, Gpu, Loc, MscclError, Step, StepKind, ThreadBlock};
+use crate::emit::layout::DATA;
 use schedule_ir::{BufferId, ChunkId, Instr, NodeId, RecvMode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

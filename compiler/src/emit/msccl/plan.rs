@@ -1,8 +1,8 @@
 //! From a verified phase to MSCCL thread blocks: transfers and connections, thread-block pairing
 //! and channels (one per logical ring), and which receives fuse with the next send.
 
-use super::layout::{Layout, DATA};
 use super::{Buf, Gpu, MscclError, StepKind, MAX_TBS_PER_CHANNEL};
+use crate::emit::layout::{Layout, DATA};
 use schedule_ir::{BufferId, ChunkId, Instr, LinkId, Machine, NodeId, Phase, Ranks, RecvMode};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -96,7 +96,8 @@ pub(super) fn plan(
 ) -> Result<Vec<Gpu>, MscclError> {
     let ranks = Ranks::new(machine);
     let names: Vec<String> = machine.nodes.iter().map(|n| n.name.clone()).collect();
-    let layout = Layout::new(phase, &ranks, &names)?;
+    let layout = Layout::new(phase, &ranks, &names, super::MAX_OFFSET)
+        .map_err(|e| MscclError::from_layout(phase, e))?;
     let mut planner = Planner {
         phase,
         bounds: bounds.to_vec(),
