@@ -11,6 +11,7 @@
 //! | `tree`         | `Tree`                           | seed 002: the holders of each portion in sibling subtrees combine it, level by level up to the root, then gather back down ([`tree`]); after `ring`, which is faster where uplinks carry one transfer per step; `tree` wins where uplinks have lanes (`examples/tree-fat.ron`) |
 //! | `trees`        | any connected machine (tree edges through switches are routes) | spanning trees packed by an LP ([`trees`], [`crate::embed::trees`]), pipelined to a depth chosen for the phase's size |
 //! | `halving-doubling` | any machine whose compute nodes reach each other | seed 001's pipelined recursive halving/doubling; no rings, every transfer routed ([`halving_doubling`]) |
+//! | `hierarchical` | equal groups (one switch or a clique each) joined by NICs ([`crate::embed::groups`]) | reduce-scatter inside each group, ring allreduce along every rail, allgather inside, pipelined ([`hierarchical`]) |
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` lowers the phase with every method in
@@ -25,6 +26,7 @@ pub mod cube_planes;
 pub mod dag;
 pub mod direct;
 pub mod halving_doubling;
+pub mod hierarchical;
 pub mod in_network;
 pub mod mean;
 pub mod nic_ring;
@@ -224,6 +226,9 @@ pub enum Method {
     Trees,
     /// Pipelined recursive halving/doubling over routed transfers.
     HalvingDoubling,
+    /// Reduce-scatter inside each group, allreduce across groups on every rail, allgather
+    /// inside, on machines built from groups joined by NICs.
+    Hierarchical,
 }
 
 /// Per-phase settings some methods take.
@@ -261,7 +266,7 @@ impl Lowered {
 
 impl Method {
     /// Every method, in the order `auto` weighs them (of equal estimates, the earlier wins).
-    pub const ALL: [Method; 9] = [
+    pub const ALL: [Method; 10] = [
         Method::LadderRings,
         Method::RotatedHd,
         Method::CubePlanes,
@@ -271,6 +276,7 @@ impl Method {
         Method::Tree,
         Method::Trees,
         Method::HalvingDoubling,
+        Method::Hierarchical,
     ];
 
     /// The registry: each method's implementation.
@@ -285,6 +291,7 @@ impl Method {
             Method::Tree => &tree::Tree,
             Method::Trees => &trees::Trees,
             Method::HalvingDoubling => &halving_doubling::HalvingDoubling,
+            Method::Hierarchical => &hierarchical::Hierarchical,
         }
     }
 
