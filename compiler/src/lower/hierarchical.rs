@@ -78,15 +78,6 @@ impl Lowering for Hierarchical {
         for shape in candidates(machine, &groups, spec.elements) {
             let phase = lower_shape(machine, &groups, spec, self.name(), shape)?;
             let seconds = schedule_ir::cost::estimate(&ir, &phase).seconds;
-            if std::env::var_os("HIER_DEBUG").is_some() {
-                let e = schedule_ir::cost::estimate(&ir, &phase);
-                eprintln!(
-                    "{shape:?} steps {} est {:.1}us lat {:.1}us",
-                    phase.steps,
-                    e.seconds * 1e6,
-                    e.latency_seconds * 1e6
-                );
-            }
             if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
                 best = Some((seconds, phase, shape));
             }
@@ -99,8 +90,10 @@ impl Lowering for Hierarchical {
         let mut lowered = Lowered::phase(phase);
         lowered.rings = groups.describe(machine);
         lowered.detail = Some(format!(
-            "{} pieces, {} slices per block on the rails",
-            shape.pieces, shape.slices
+            "{} pieces, {} inside groups, {} slice(s) per block on the rails",
+            shape.pieces,
+            if shape.halving { "halving" } else { "rings" },
+            shape.slices
         ));
         Ok(lowered)
     }
@@ -131,10 +124,10 @@ pub struct Shape {
 }
 
 /// The shapes tried for a vector of `elements`: every piece count of [`PIECES`], with one slice
-/// and with the slice count that makes a rail transfer about as long as a fabric transfer
-/// (a block is `1/G` of a shard; the rail is slower than the fabric by the ratio of their
-/// bottleneck bandwidths). Shapes with more chunks than elements are left out, except the
-/// smallest.
+/// and with the slice count that makes a rail transfer about as long as a fabric transfer (a
+/// block is `1/G` of a shard; the rail is slower than the fabric by the ratio of their
+/// bottleneck bandwidths, the rail's divided among the rails that share a link), halving or
+/// ring inside groups. Shapes with more chunks than elements are left out, except the first.
 pub fn candidates(machine: &Machine, groups: &Groups, elements: u64) -> Vec<Shape> {
     let slowest = |route: &[schedule_ir::LinkId]| {
         route
@@ -153,6 +146,16 @@ pub fn candidates(machine: &Machine, groups: &Groups, elements: u64) -> Vec<Shap
         .first()
         .and_then(|g| g.first())
         .map_or(1.0, |r| slowest(r));
+    // Rails that share a link (one NIC for several members) share its bandwidth.
+    let shared = groups.rail.first().map_or(1, |routes| {
+        routes
+            .iter()
+            .flatten()
+            .map(|l| routes.iter().filter(|r| r.contains(l)).count())
+            .max()
+            .unwrap_or(1)
+    });
+    let rail = rail / shared.max(1) as f64;
     let g = groups.count() as f64;
     let balanced = (inner / (g * rail)).round().clamp(1.0, 16.0) as usize;
     let mut slices = vec![1, balanced, balanced + 1];
@@ -357,11 +360,11 @@ impl Builder<'_> {
             // A ring: in step t member i sends shard i - t - 1 to member i + 1.
             for t in 0..k - 1 {
                 let mut into = vec![Vec::new(); k];
-                for i in 0..k {
+                for (i, after) in last.iter().enumerate() {
                     let j = (i + 1) % k;
                     let shard = (i + 2 * k - t - 1) % k;
                     let chunks = self.layout.shards(p, &[shard]);
-                    into[j] = vec![self.inner(g, i, j, chunks, RecvMode::Reduce, last[i].clone())];
+                    into[j] = vec![self.inner(g, i, j, chunks, RecvMode::Reduce, after.clone())];
                 }
                 last = into;
             }
@@ -395,11 +398,11 @@ impl Builder<'_> {
             // A ring: in step t member i sends shard i - t to member i + 1.
             for t in 0..k - 1 {
                 let mut into = vec![Vec::new(); k];
-                for i in 0..k {
+                for (i, after) in last.iter().enumerate() {
                     let j = (i + 1) % k;
                     let shard = (i + k - t) % k;
                     let chunks = self.layout.shards(p, &[shard]);
-                    into[j] = vec![self.inner(g, i, j, chunks, RecvMode::Store, last[i].clone())];
+                    into[j] = vec![self.inner(g, i, j, chunks, RecvMode::Store, after.clone())];
                 }
                 last = into;
             }
