@@ -5,6 +5,7 @@
 //! visits every compute node exactly once over links that really join consecutive nodes, and
 //! that no two rings share a link.
 
+pub mod groups;
 pub mod hamiltonian;
 pub mod ladder;
 pub mod routed;

@@ -20,6 +20,7 @@ pub mod cube_planes;
 pub mod dag;
 pub mod direct;
 pub mod halving_doubling;
+pub mod hierarchical;
 pub mod in_network;
 pub mod mean;
 pub mod nic_ring;
@@ -219,6 +220,9 @@ pub enum Method {
     Trees,
     /// Pipelined recursive halving/doubling over routed transfers.
     HalvingDoubling,
+    /// Reduce-scatter inside each group, allreduce across groups on every rail, allgather
+    /// inside, on machines built from groups joined by NICs.
+    Hierarchical,
 }
 
 /// Per-phase settings some methods take.
@@ -256,7 +260,7 @@ impl Lowered {
 
 impl Method {
     /// Every method, in the order `auto` weighs them (of equal estimates, the earlier wins).
-    pub const ALL: [Method; 9] = [
+    pub const ALL: [Method; 10] = [
         Method::LadderRings,
         Method::RotatedHd,
         Method::CubePlanes,
@@ -266,6 +270,7 @@ impl Method {
         Method::Tree,
         Method::Trees,
         Method::HalvingDoubling,
+        Method::Hierarchical,
     ];
 
     /// The registry: each method's implementation.
@@ -280,6 +285,7 @@ impl Method {
             Method::Tree => &tree::Tree,
             Method::Trees => &trees::Trees,
             Method::HalvingDoubling => &halving_doubling::HalvingDoubling,
+            Method::Hierarchical => &hierarchical::Hierarchical,
         }
     }
 

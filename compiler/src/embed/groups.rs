@@ -1,0 +1,250 @@
+//! Groups: machines built from equal groups of compute nodes, each joined inside by a fast
+//! fabric (one switch, or a link between every two members), the groups joined by a slower
+//! network (NICs and switches). Found from the links' speeds, never from names.
+//!
+//! A link is *fast* when its bandwidth is at least half that of the fastest link at any compute
+//! node. The groups are the compute nodes of the components of the fast links. A machine has
+//! group structure when there are at least two groups, all of the same size (at least two),
+//! each group's fabric is a clique of fast links or a switch with a fast link to every member,
+//! and the member with local index `i` of every group (its *rail*) reaches the one of the next
+//! group over slow links through switches only.
+
+use super::EmbedError;
+use crate::machine::Machine;
+use schedule_ir::{LinkId, NodeId, NodeKind};
+use std::collections::VecDeque;
+
+/// The fraction of the fastest compute-node link's bandwidth from which a link counts as fast.
+const FAST_FRACTION: f64 = 0.5;
+
+/// A machine's groups and the routes the hierarchical method uses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Groups {
+    /// `members[g][i]`: the member with local index `i` of group `g`, groups in order of their
+    /// first compute node, members in node order.
+    pub members: Vec<Vec<NodeId>>,
+    /// `inner[g][i][j]`: the route from member `i` to member `j` of group `g` inside its
+    /// fabric (empty for `i == j`).
+    pub inner: Vec<Vec<Vec<Vec<LinkId>>>>,
+    /// `rail[g][i]`: the route from member `i` of group `g` to member `i` of group `g + 1`
+    /// (the next group, cyclically) over the slow network.
+    pub rail: Vec<Vec<Vec<LinkId>>>,
+}
+
+impl Groups {
+    /// The number of groups.
+    pub fn count(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The members per group.
+    pub fn size(&self) -> usize {
+        self.members.first().map_or(0, Vec::len)
+    }
+
+    /// One line per group, with user-facing names, for `topoc check`.
+    pub fn describe(&self, machine: &Machine) -> Vec<String> {
+        self.members
+            .iter()
+            .enumerate()
+            .map(|(g, members)| {
+                let names: Vec<&str> = members
+                    .iter()
+                    .map(|&n| machine.node(n).name.as_str())
+                    .collect();
+                format!("group {g}: {}", names.join(" "))
+            })
+            .collect()
+    }
+}
+
+/// Finds the groups of `machine`, or says which part of the structure is missing.
+pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
+    let refuse = |why: String| Err(EmbedError::NotApplicable(why));
+    let compute = machine.compute_nodes();
+    let fastest = compute
+        .iter()
+        .flat_map(|&n| machine.links_at(n))
+        .map(|(l, _)| machine.link(l).bandwidth_gbps)
+        .fold(0.0, f64::max);
+    let fast: Vec<bool> = (0..machine.link_count())
+        .map(|l| machine.link(LinkId::new(l)).bandwidth_gbps >= FAST_FRACTION * fastest)
+        .collect();
+    let members = components(machine, &compute, &fast);
+    if members.len() < 2 {
+        return refuse("the machine is one group: no slower network joins groups".to_string());
+    }
+    let k = members[0].len();
+    if let Some(other) = members.iter().find(|m| m.len() != k) {
+        return refuse(format!(
+            "the groups are unequal: {} has {k} members, {} has {}",
+            name_of(machine, members[0][0]),
+            name_of(machine, other[0]),
+            other.len()
+        ));
+    }
+    if k < 2 {
+        return refuse(
+            "every group is a single compute node: there is nothing inside to use".to_string(),
+        );
+    }
+    let inner = members
+        .iter()
+        .map(|group| fabric_routes(machine, group, &fast))
+        .collect::<Result<Vec<_>, _>>()?;
+    let g_count = members.len();
+    let mut rail = Vec::with_capacity(g_count);
+    for g in 0..g_count {
+        let next = &members[(g + 1) % g_count];
+        let routes = members[g]
+            .iter()
+            .zip(next)
+            .map(|(&a, &b)| {
+                slow_route(machine, a, b, &fast).ok_or_else(|| {
+                    EmbedError::NotApplicable(format!(
+                        "no route from {} to {} over the network between groups",
+                        name_of(machine, a),
+                        name_of(machine, b)
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        rail.push(routes);
+    }
+    Ok(Groups {
+        members,
+        inner,
+        rail,
+    })
+}
+
+fn name_of(machine: &Machine, n: NodeId) -> &str {
+    machine.node(n).name.as_str()
+}
+
+/// The compute nodes of each component of the fast links, in order of first node.
+fn components(machine: &Machine, compute: &[NodeId], fast: &[bool]) -> Vec<Vec<NodeId>> {
+    let mut seen = vec![false; machine.node_count()];
+    let mut groups = Vec::new();
+    for &start in compute {
+        if seen[start.index()] {
+            continue;
+        }
+        seen[start.index()] = true;
+        let mut queue = VecDeque::from([start]);
+        let mut group = Vec::new();
+        while let Some(v) = queue.pop_front() {
+            if machine.node(v).kind == NodeKind::Compute {
+                group.push(v);
+            }
+            for (l, w) in machine.links_at(v) {
+                if fast[l.index()] && !seen[w.index()] {
+                    seen[w.index()] = true;
+                    queue.push_back(w);
+                }
+            }
+        }
+        group.sort();
+        groups.push(group);
+    }
+    groups
+}
+
+/// The fast link joining `a` and `b`, lowest id first.
+fn fast_link(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<LinkId> {
+    machine
+        .links_at(a)
+        .into_iter()
+        .find(|&(l, w)| w == b && fast[l.index()])
+        .map(|(l, _)| l)
+}
+
+/// Routes between every two members of `group`: direct links when the group is a clique,
+/// otherwise through one switch with a fast link to every member.
+fn fabric_routes(
+    machine: &Machine,
+    group: &[NodeId],
+    fast: &[bool],
+) -> Result<Vec<Vec<Vec<LinkId>>>, EmbedError> {
+    let k = group.len();
+    let mut direct = vec![vec![Vec::new(); k]; k];
+    let mut clique = true;
+    for (i, &a) in group.iter().enumerate() {
+        for (j, &b) in group.iter().enumerate() {
+            if i != j {
+                match fast_link(machine, a, b, fast) {
+                    Some(l) => direct[i][j] = vec![l],
+                    None => clique = false,
+                }
+            }
+        }
+    }
+    if clique {
+        return Ok(direct);
+    }
+    let hub = machine
+        .links_at(group[0])
+        .into_iter()
+        .filter(|&(l, s)| fast[l.index()] && machine.node(s).kind != NodeKind::Compute)
+        .map(|(_, s)| s)
+        .find(|&s| {
+            group
+                .iter()
+                .all(|&n| fast_link(machine, n, s, fast).is_some())
+        });
+    let Some(hub) = hub else {
+        return Err(EmbedError::NotApplicable(format!(
+            "the group of {} is neither fully connected nor joined by one switch",
+            name_of(machine, group[0])
+        )));
+    };
+    let up: Vec<LinkId> = group
+        .iter()
+        .filter_map(|&n| fast_link(machine, n, hub, fast))
+        .collect();
+    Ok((0..k)
+        .map(|i| {
+            (0..k)
+                .map(|j| {
+                    if i == j {
+                        Vec::new()
+                    } else {
+                        vec![up[i], up[j]]
+                    }
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// The shortest route from `a` to `b` over slow links whose inner nodes are all switches
+/// (breadth-first, links tried in id order, so the route is the same every run).
+fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<Vec<LinkId>> {
+    let mut came: Vec<Option<(LinkId, NodeId)>> = vec![None; machine.node_count()];
+    let mut seen = vec![false; machine.node_count()];
+    seen[a.index()] = true;
+    let mut queue = VecDeque::from([a]);
+    while let Some(v) = queue.pop_front() {
+        if v == b {
+            let mut route = Vec::new();
+            let mut at = b;
+            while let Some((l, prev)) = came[at.index()] {
+                route.push(l);
+                at = prev;
+            }
+            route.reverse();
+            return Some(route);
+        }
+        if v != a && machine.node(v).kind == NodeKind::Compute {
+            continue;
+        }
+        for (l, w) in machine.links_at(v) {
+            if !fast[l.index()] && !seen[w.index()] {
+                seen[w.index()] = true;
+                came[w.index()] = Some((l, v));
+                queue.push_back(w);
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,457 @@
+//! `hierarchical`: collectives on machines built from equal groups (NVSwitch or fully
+//! connected nodes) joined by NICs and switches — reduce-scatter inside each group, allreduce
+//! across groups over every NIC at once, allgather inside.
+//!
+//! **Structure.** [`crate::embed::groups`] finds `G` groups of `k` members each; member `i` of
+//! every group forms rail `i`, whose members reach each other through their own NICs.
+//!
+//! **Chunks.** The vector is cut into `n` pieces (the pipeline), each piece into `k` shards
+//! (shard `i` ends on member `i`), each shard into `G` blocks (block `b` ends on group `b`),
+//! each block into `m` slices: chunk `((p·k + i)·G + b)·m + s`.
+//!
+//! **Transfers** (all as a DAG, [`super::dag`]), per piece:
+//! 1. inside every group, a reduce-scatter of the `k` shards: recursive halving when `k` is a
+//!    power of two (`log2 k` steps), a ring otherwise (`k - 1` steps); every transfer carries
+//!    whole shards, so it is one send on the group fabric;
+//! 2. along every rail, a ring reduce-scatter then allgather of the shard's `G` blocks, slice
+//!    by slice: the slices are small, so a NIC transfer lasts about as long as a fabric
+//!    transfer and the two share BSP steps;
+//! 3. inside every group, the allgather mirroring step 1.
+//!
+//! Reduce-scatter stops after the rail reduce-scatter (member `i` of group `b` owns block `b`
+//! of every piece's shard `i`); allgather starts at the rail allgather.
+//!
+//! **Pipelining.** The list scheduler places the transfers of later pieces behind earlier ones
+//! (by rank), so one piece's rail transfers run in the same steps as the next piece's fabric
+//! transfers: a step is priced by its most loaded link direction, and the NICs and the fabric
+//! are different links. The piece count `n` and slice count `m` are chosen per phase size: the
+//! method lowers a few candidates and keeps the one the cost model prices lowest.
+
+use super::dag::{self, Transfer, TransferId};
+use super::plan::{self, Move, Packing, Plan};
+use super::{vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use crate::embed::groups::{self, Groups};
+use crate::embed::EmbedError;
+use crate::machine::Machine;
+use schedule_ir::{ChunkId, Collective, Phase, RecvMode};
+
+/// The piece counts tried.
+const PIECES: [usize; 6] = [1, 2, 3, 4, 6, 8];
+
+/// `hierarchical`: reduce-scatter in each group, allreduce across groups on every rail,
+/// allgather in each group, pipelined.
+pub struct Hierarchical;
+
+impl Lowering for Hierarchical {
+    fn name(&self) -> &'static str {
+        "hierarchical"
+    }
+    fn about(&self) -> &'static str {
+        "reduce-scatter inside each group of a machine built from groups, allreduce across \
+         groups over every NIC at once, allgather inside, pipelined"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+        let groups = groups::find(machine)?;
+        Ok(Embedding {
+            summary: format!(
+                "{} groups of {}, {} rails",
+                groups.count(),
+                groups.size(),
+                groups.size()
+            ),
+            parts: groups.describe(machine),
+        })
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        if !supports(spec.collective) {
+            return Err(EmbedError::NotApplicable(format!(
+                "`hierarchical` lowers allreduce, reduce-scatter and allgather, not {}",
+                spec.collective
+            )));
+        }
+        let groups = groups::find(machine)?;
+        let ir = machine.to_ir();
+        let mut best: Option<(f64, Phase, Shape)> = None;
+        for shape in candidates(machine, &groups, spec.elements) {
+            let phase = lower_shape(machine, &groups, spec, self.name(), shape)?;
+            let seconds = schedule_ir::cost::estimate(&ir, &phase).seconds;
+            if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
+                best = Some((seconds, phase, shape));
+            }
+        }
+        let Some((_, phase, shape)) = best else {
+            return Err(EmbedError::NotApplicable(
+                "`hierarchical` found no pipeline shape".to_string(),
+            ));
+        };
+        let mut lowered = Lowered::phase(phase);
+        lowered.rings = groups.describe(machine);
+        lowered.detail = Some(format!(
+            "{} pieces, {} inside groups, {} slice(s) per block on the rails",
+            shape.pieces,
+            if shape.halving { "halving" } else { "rings" },
+            shape.slices
+        ));
+        Ok(lowered)
+    }
+    fn sized(&self) -> bool {
+        true
+    }
+}
+
+/// Whether `hierarchical` lowers `collective`.
+pub fn supports(collective: Collective) -> bool {
+    matches!(
+        collective,
+        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+    )
+}
+
+/// A pipeline shape: `pieces` pieces, each rail block cut into `slices` slices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Pieces of the vector in the pipeline.
+    pub pieces: usize,
+    /// Slices of each block on the rails.
+    pub slices: usize,
+    /// Whether the groups halve and double (`log2 k` steps of unequal sizes, for `k` a power
+    /// of two) rather than run a ring (`k - 1` equal steps, which pair better with the rails'
+    /// slices).
+    pub halving: bool,
+}
+
+/// The shapes tried for a vector of `elements`: every piece count of [`PIECES`], with one slice
+/// and with the slice count that makes a rail transfer about as long as a fabric transfer (a
+/// block is `1/G` of a shard; the rail is slower than the fabric by the ratio of their
+/// bottleneck bandwidths, the rail's divided among the rails that share a link), halving or
+/// ring inside groups. Shapes with more chunks than elements are left out, except the first.
+pub fn candidates(machine: &Machine, groups: &Groups, elements: u64) -> Vec<Shape> {
+    let slowest = |route: &[schedule_ir::LinkId]| {
+        route
+            .iter()
+            .map(|&l| machine.link(l).bandwidth_gbps)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let inner = groups
+        .inner
+        .first()
+        .and_then(|g| g.first())
+        .and_then(|r| r.get(1))
+        .map_or(1.0, |r| slowest(r));
+    let rail = groups
+        .rail
+        .first()
+        .and_then(|g| g.first())
+        .map_or(1.0, |r| slowest(r));
+    // Rails that share a link (one NIC for several members) share its bandwidth.
+    let shared = groups.rail.first().map_or(1, |routes| {
+        routes
+            .iter()
+            .flatten()
+            .map(|l| routes.iter().filter(|r| r.contains(l)).count())
+            .max()
+            .unwrap_or(1)
+    });
+    let rail = rail / shared.max(1) as f64;
+    let g = groups.count() as f64;
+    let balanced = (inner / (g * rail)).round().clamp(1.0, 16.0) as usize;
+    let mut slices = vec![1, balanced, balanced + 1];
+    slices.dedup();
+    let per_piece = (groups.size() * groups.count()) as u64;
+    let halving: &[bool] = if groups.size().is_power_of_two() {
+        &[true, false]
+    } else {
+        &[false]
+    };
+    let mut shapes: Vec<Shape> = Vec::new();
+    for &halving in halving {
+        for pieces in PIECES {
+            for &slices in &slices {
+                let shape = Shape {
+                    pieces,
+                    slices,
+                    halving,
+                };
+                let fits = (pieces * slices) as u64 * per_piece <= elements;
+                if (shapes.is_empty() || fits) && !shapes.contains(&shape) {
+                    shapes.push(shape);
+                }
+            }
+        }
+    }
+    shapes
+}
+
+/// Lowers `spec` with one pipeline shape.
+pub fn lower_shape(
+    machine: &Machine,
+    groups: &Groups,
+    spec: &PhaseSpec,
+    algorithm: &str,
+    shape: Shape,
+) -> Result<Phase, EmbedError> {
+    let layout = Layout {
+        k: groups.size(),
+        g: groups.count(),
+        m: shape.slices,
+    };
+    let count = shape.pieces * layout.k * layout.g * layout.m;
+    let chunks = vector_chunks(spec.elements, count, |c| {
+        let block = (c / layout.m) % layout.g;
+        let shard = (c / (layout.m * layout.g)) % layout.k;
+        Some(groups.members[block][shard])
+    });
+    let mut b = Builder {
+        groups,
+        layout,
+        halving: shape.halving,
+        transfers: Vec::new(),
+    };
+    // A piece's chain inside a group is log2 k or k - 1 steps per half.
+    let half = if shape.halving {
+        layout.k.trailing_zeros() as usize
+    } else {
+        layout.k - 1
+    };
+    let stride = u32::try_from(half.max(1)).unwrap_or(1);
+    for p in 0..shape.pieces {
+        let first = b.transfers.len();
+        b.piece(p, spec.collective);
+        let rank = u32::try_from(p).unwrap_or(u32::MAX).saturating_mul(stride);
+        b.transfers[first..].iter_mut().for_each(|t| t.rank = rank);
+    }
+    let timetable = dag::schedule(machine, &b.transfers, dag::Batching::One)
+        .map_err(|e| EmbedError::NotApplicable(format!("`hierarchical`: {e}")))?;
+    let plan = Plan {
+        chunks,
+        buffers: super::data_buffer(),
+        steps: dag::steps(&b.transfers, &timetable),
+        packing: Packing::AsGiven,
+    };
+    Ok(plan::assemble(spec, algorithm, machine, plan))
+}
+
+/// How chunks are numbered.
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    /// Members per group (shards per piece).
+    k: usize,
+    /// Groups (blocks per shard).
+    g: usize,
+    /// Slices per block.
+    m: usize,
+}
+
+impl Layout {
+    fn chunk(&self, p: usize, i: usize, b: usize, s: usize) -> ChunkId {
+        ChunkId::new(((p * self.k + i) * self.g + b) * self.m + s)
+    }
+
+    /// Every chunk of the given shards of piece `p`, in vector order.
+    fn shards(&self, p: usize, shards: &[usize]) -> Vec<ChunkId> {
+        let mut out = Vec::with_capacity(shards.len() * self.g * self.m);
+        for &i in shards {
+            for b in 0..self.g {
+                for s in 0..self.m {
+                    out.push(self.chunk(p, i, b, s));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Collects the transfers of the DAG.
+struct Builder<'a> {
+    groups: &'a Groups,
+    layout: Layout,
+    /// Halving and doubling inside groups, rather than rings.
+    halving: bool,
+    transfers: Vec<Transfer>,
+}
+
+impl Builder<'_> {
+    fn push(&mut self, what: Move, after: Vec<TransferId>) -> TransferId {
+        let id = TransferId::new(self.transfers.len());
+        self.transfers.push(Transfer {
+            what,
+            after,
+            rank: 0,
+        });
+        id
+    }
+
+    /// A transfer inside group `g` from member `i` to member `j`.
+    fn inner(
+        &mut self,
+        g: usize,
+        i: usize,
+        j: usize,
+        chunks: Vec<ChunkId>,
+        mode: RecvMode,
+        after: Vec<TransferId>,
+    ) -> TransferId {
+        let members = &self.groups.members[g];
+        let what = Move::data(
+            members[i],
+            members[j],
+            self.groups.inner[g][i][j].clone(),
+            chunks,
+            mode,
+        );
+        self.push(what, after)
+    }
+
+    /// Every transfer of piece `p` for `collective`.
+    fn piece(&mut self, p: usize, collective: Collective) {
+        let (k, gc) = (self.layout.k, self.layout.g);
+        // ready[g][i]: what member i of group g waits for before its next phase.
+        let mut ready: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
+        if collective != Collective::AllGather {
+            for (g, r) in ready.iter_mut().enumerate() {
+                *r = self.group_reduce_scatter(p, g);
+            }
+            ready = self.rail_ring(p, &ready, RecvMode::Reduce);
+        }
+        if collective != Collective::ReduceScatter {
+            let gathered = self.rail_ring(p, &ready, RecvMode::Store);
+            for (g, r) in gathered.iter().enumerate() {
+                // The allgather inside starts once every rail transfer into the member landed.
+                let start: Vec<Vec<TransferId>> = r
+                    .iter()
+                    .zip(&ready[g])
+                    .map(|(a, b)| a.iter().chain(b).copied().collect())
+                    .collect();
+                self.group_allgather(p, g, start);
+            }
+        }
+    }
+
+    /// Reduce-scatter of piece `p`'s shards inside group `g`; returns, per member, the
+    /// transfers that complete its shard.
+    fn group_reduce_scatter(&mut self, p: usize, g: usize) -> Vec<Vec<TransferId>> {
+        let k = self.layout.k;
+        let mut last: Vec<Vec<TransferId>> = vec![Vec::new(); k];
+        if self.halving {
+            // Recursive halving, high bit first: member i keeps the shards that agree with it
+            // on the bit and sends the others to its partner.
+            let mut held: Vec<Vec<usize>> = vec![(0..k).collect(); k];
+            for bit in (0..k.trailing_zeros()).rev() {
+                let mut into = vec![Vec::new(); k];
+                for i in 0..k {
+                    let j = i ^ (1 << bit);
+                    let send: Vec<usize> = held[i]
+                        .iter()
+                        .copied()
+                        .filter(|s| (s >> bit) & 1 == (j >> bit) & 1)
+                        .collect();
+                    let chunks = self.layout.shards(p, &send);
+                    into[j] = vec![self.inner(g, i, j, chunks, RecvMode::Reduce, last[i].clone())];
+                }
+                for (i, h) in held.iter_mut().enumerate() {
+                    h.retain(|s| (s >> bit) & 1 == (i >> bit) & 1);
+                }
+                last = into;
+            }
+        } else {
+            // A ring: in step t member i sends shard i - t - 1 to member i + 1.
+            for t in 0..k - 1 {
+                let mut into = vec![Vec::new(); k];
+                for (i, after) in last.iter().enumerate() {
+                    let j = (i + 1) % k;
+                    let shard = (i + 2 * k - t - 1) % k;
+                    let chunks = self.layout.shards(p, &[shard]);
+                    into[j] = vec![self.inner(g, i, j, chunks, RecvMode::Reduce, after.clone())];
+                }
+                last = into;
+            }
+        }
+        last
+    }
+
+    /// Allgather of piece `p`'s shards inside group `g`, member `i` starting once `start[i]`
+    /// landed.
+    fn group_allgather(&mut self, p: usize, g: usize, start: Vec<Vec<TransferId>>) {
+        let k = self.layout.k;
+        let mut last = start;
+        if self.halving {
+            // Recursive doubling, low bit first: partners swap everything they hold.
+            let mut held: Vec<Vec<usize>> = (0..k).map(|i| vec![i]).collect();
+            for bit in 0..k.trailing_zeros() {
+                let mut into = vec![Vec::new(); k];
+                for i in 0..k {
+                    let j = i ^ (1 << bit);
+                    let chunks = self.layout.shards(p, &held[i]);
+                    into[j] = vec![self.inner(g, i, j, chunks, RecvMode::Store, last[i].clone())];
+                }
+                let before = held.clone();
+                for (i, h) in held.iter_mut().enumerate() {
+                    h.extend(&before[i ^ (1 << bit)]);
+                    h.sort_unstable();
+                }
+                last = into;
+            }
+        } else {
+            // A ring: in step t member i sends shard i - t to member i + 1.
+            for t in 0..k - 1 {
+                let mut into = vec![Vec::new(); k];
+                for (i, after) in last.iter().enumerate() {
+                    let j = (i + 1) % k;
+                    let shard = (i + k - t) % k;
+                    let chunks = self.layout.shards(p, &[shard]);
+                    into[j] = vec![self.inner(g, i, j, chunks, RecvMode::Store, after.clone())];
+                }
+                last = into;
+            }
+        }
+    }
+
+    /// A ring along every rail over piece `p`'s shards, slice by slice: reduce-scatter of the
+    /// blocks (`Reduce`: group `g` ends with block `g`) or allgather (`Store`: group `g`
+    /// starts with block `g`). Member `i` of group `g` starts once `start[g][i]` landed.
+    /// Returns, per group and member, every transfer into it.
+    fn rail_ring(
+        &mut self,
+        p: usize,
+        start: &[Vec<Vec<TransferId>>],
+        mode: RecvMode,
+    ) -> Vec<Vec<Vec<TransferId>>> {
+        let (k, gc, m) = (self.layout.k, self.layout.g, self.layout.m);
+        let mut into_all: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
+        // The reduce-scatter's step u sends block g - u - 1, the allgather's block g - u.
+        let reduce = mode == RecvMode::Reduce;
+        let lag = usize::from(reduce);
+        for i in 0..k {
+            for s in 0..m {
+                let mut last: Vec<Vec<TransferId>> = vec![Vec::new(); gc];
+                for u in 0..gc - 1 {
+                    let mut into = vec![Vec::new(); gc];
+                    for g in 0..gc {
+                        let to = (g + 1) % gc;
+                        let block = (g + 2 * gc - u - lag) % gc;
+                        let what = Move::data(
+                            self.groups.members[g][i],
+                            self.groups.members[to][i],
+                            self.groups.rail[g][i].clone(),
+                            vec![self.layout.chunk(p, i, block, s)],
+                            mode,
+                        );
+                        // The sender's own part must be complete, and what it forwards landed.
+                        let after = start[g][i].iter().chain(&last[g]).copied().collect();
+                        let id = self.push(what, after);
+                        into[to] = vec![id];
+                        // A reduce-scatter completes a block with its last step only.
+                        if !reduce || u == gc - 2 {
+                            into_all[to][i].push(id);
+                        }
+                    }
+                    last = into;
+                }
+            }
+        }
+        into_all
+    }
+}

@@ -1,0 +1,249 @@
+//! The hierarchical method on machines built from groups joined by NICs: 2 to 4 groups of 2 to
+//! 8 members, each group one switch or fully connected, one NIC per member or per pair. Every
+//! collective it lowers verifies and runs bit-exact against the reference; machines without
+//! the structure are refused with the reason; on the bundled NVSwitch machines it beats
+//! halving-doubling by a wide margin at 256 MiB.
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+use schedule_ir::{DType, VerifiedSchedule};
+use topoc::lower::{Method, PhaseSpec};
+use topoc::trial;
+
+/// How the members of a group are joined.
+#[derive(Clone, Copy, Debug)]
+enum Fabric {
+    /// One switch, a fast link to every member.
+    Switch,
+    /// A fast link between every two members.
+    Clique,
+}
+
+/// `groups` groups of `k` members joined inside by `fabric` (3600 Gbit/s), each member (or
+/// each pair, with `per_pair`) with a NIC (512 Gbit/s to the member, 400 Gbit/s to one leaf).
+fn machine(groups: usize, k: usize, fabric: Fabric, per_pair: bool) -> String {
+    let mut nodes = Vec::new();
+    let mut switches = vec!["\"leaf\"".to_string()];
+    let mut links = Vec::new();
+    let nics = if per_pair { k.div_ceil(2) } else { k };
+    for g in 0..groups {
+        for i in 0..k {
+            nodes.push(format!("\"n{g}g{i}\""));
+        }
+        match fabric {
+            Fabric::Switch => {
+                switches.push(format!("\"sw{g}\""));
+                for i in 0..k {
+                    links.push(format!(
+                        "(id: \"f{g}.{i}\", between: (\"n{g}g{i}\", \"sw{g}\"), bandwidth_gbps: 3600.0)"
+                    ));
+                }
+            }
+            Fabric::Clique => {
+                for i in 0..k {
+                    for j in i + 1..k {
+                        links.push(format!(
+                            "(id: \"f{g}.{i}.{j}\", between: (\"n{g}g{i}\", \"n{g}g{j}\"), bandwidth_gbps: 3600.0)"
+                        ));
+                    }
+                }
+            }
+        }
+        for n in 0..nics {
+            switches.push(format!("\"nic{g}.{n}\""));
+            links.push(format!(
+                "(id: \"e{g}.{n}\", between: (\"nic{g}.{n}\", \"leaf\"))"
+            ));
+        }
+        for i in 0..k {
+            let n = if per_pair { i / 2 } else { i };
+            links.push(format!(
+                "(id: \"p{g}.{i}\", between: (\"n{g}g{i}\", \"nic{g}.{n}\"), bandwidth_gbps: 512.0)"
+            ));
+        }
+    }
+    format!(
+        "Graph(nodes: [{}], switches: [{}], link: (bandwidth_gbps: 400.0, latency_us: 1.0), links: [{}])",
+        nodes.join(", "),
+        switches.join(", "),
+        links.join(", ")
+    )
+}
+
+fn topology(machine: &str, collective: &str, elements: u64) -> String {
+    format!(
+        r#"Topology(name: "h", switch_latency_us: 0.3, machine: {machine}, phases: [
+            Exchange(name: "x", collective: {collective}, elements: {elements}),
+        ])"#
+    )
+}
+
+fn compile(source: &str, algorithm: &str) -> topoc::Compiled {
+    let options = topoc::Options {
+        algorithm: algorithm.parse().ok(),
+        ..topoc::Options::default()
+    };
+    match topoc::compile_source(source, &options) {
+        Ok(c) => c,
+        Err(e) => panic!("does not compile: {e:?}\n{source}"),
+    }
+}
+
+/// Runs every phase for i32 (must match the reference exactly) and f32 (must reproduce).
+fn runs(verified: &VerifiedSchedule, case: &str) {
+    for dtype in [DType::I32, DType::F32] {
+        let adjusted = trial::adjust(verified.clone(), Some(dtype), None)
+            .unwrap_or_else(|e| panic!("{case}: {e}"));
+        for phase in &adjusted.schedule().phases {
+            assert_eq!(phase.algorithm, "hierarchical", "{case}");
+            let run =
+                trial::run_phase(&adjusted, phase, 3).unwrap_or_else(|e| panic!("{case}: {e}"));
+            assert_eq!(run.mismatch, None, "{case} {dtype}: matches the reference");
+            assert!(
+                run.reproducible,
+                "{case} {dtype}: two runs are bit-identical"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_collective_verifies_and_runs_on_machines_built_from_groups() {
+    let shapes = [
+        (2, 2, Fabric::Switch, false),
+        (2, 8, Fabric::Switch, false),
+        (3, 4, Fabric::Switch, true),
+        (4, 3, Fabric::Clique, false),
+        (2, 4, Fabric::Clique, true),
+        (4, 8, Fabric::Switch, true),
+    ];
+    for (groups, k, fabric, per_pair) in shapes {
+        let m = machine(groups, k, fabric, per_pair);
+        for collective in ["AllReduce", "ReduceScatter", "AllGather"] {
+            // Fewer elements than chunks, and enough for several pieces and slices.
+            for elements in [5, 4099] {
+                let case =
+                    format!("{groups}x{k} {fabric:?} pairs {per_pair} {collective} × {elements}");
+                let compiled = compile(&topology(&m, collective, elements), "hierarchical");
+                runs(&compiled.schedule, &case);
+            }
+        }
+    }
+}
+
+#[test]
+fn finds_the_groups_and_rails_from_link_speeds() {
+    let source = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/nvswitch-2x8.ron"
+    ))
+    .unwrap();
+    let loaded = topoc::compile::load(&source).unwrap();
+    let found = Method::Hierarchical.applies(&loaded.machine).unwrap();
+    assert_eq!(found.summary, "2 groups of 8, 8 rails");
+    assert_eq!(
+        found.parts,
+        vec![
+            "group 0: n0g0 n0g1 n0g2 n0g3 n0g4 n0g5 n0g6 n0g7",
+            "group 1: n1g0 n1g1 n1g2 n1g3 n1g4 n1g5 n1g6 n1g7",
+        ]
+    );
+}
+
+fn refusal(machine_text: &str) -> String {
+    let source = topology(machine_text, "AllReduce", 64);
+    let loaded = topoc::compile::load(&source).unwrap();
+    let err = Method::Hierarchical.applies(&loaded.machine).unwrap_err();
+    let lowered =
+        Method::Hierarchical.lower(&loaded.machine, &PhaseSpec::probe(), &Default::default());
+    assert!(lowered.is_err(), "lowering refuses too");
+    err.to_string()
+}
+
+#[test]
+fn refuses_machines_without_group_structure_saying_why() {
+    assert_eq!(
+        refusal("FullMesh(nodes: 4)"),
+        "the machine is one group: no slower network joins groups"
+    );
+    assert_eq!(
+        refusal("Ring(nodes: 6)"),
+        "the machine is one group: no slower network joins groups"
+    );
+    // Groups of 3 and 2 (the fast links make two components of unequal size).
+    let unequal = r#"Graph(nodes: ["a0", "a1", "a2", "b0", "b1"], switches: ["leaf"],
+        link: (bandwidth_gbps: 100.0),
+        links: [
+            (id: "fa01", between: ("a0", "a1"), bandwidth_gbps: 1000.0),
+            (id: "fa12", between: ("a1", "a2"), bandwidth_gbps: 1000.0),
+            (id: "fa02", between: ("a0", "a2"), bandwidth_gbps: 1000.0),
+            (id: "fb01", between: ("b0", "b1"), bandwidth_gbps: 1000.0),
+            (id: "e0", between: ("a0", "leaf")), (id: "e1", between: ("a1", "leaf")),
+            (id: "e2", between: ("a2", "leaf")), (id: "e3", between: ("b0", "leaf")),
+            (id: "e4", between: ("b1", "leaf")),
+        ])"#;
+    assert_eq!(
+        refusal(unequal),
+        "the groups are unequal: a0 has 3 members, b0 has 2"
+    );
+    // Two groups of three joined in a line by fast links: neither a clique nor one switch.
+    let line = r#"Graph(nodes: ["a0", "a1", "a2", "b0", "b1", "b2"], switches: ["leaf"],
+        link: (bandwidth_gbps: 100.0),
+        links: [
+            (id: "fa01", between: ("a0", "a1"), bandwidth_gbps: 1000.0),
+            (id: "fa12", between: ("a1", "a2"), bandwidth_gbps: 1000.0),
+            (id: "fb01", between: ("b0", "b1"), bandwidth_gbps: 1000.0),
+            (id: "fb12", between: ("b1", "b2"), bandwidth_gbps: 1000.0),
+            (id: "e0", between: ("a0", "leaf")), (id: "e1", between: ("a1", "leaf")),
+            (id: "e2", between: ("a2", "leaf")), (id: "e3", between: ("b0", "leaf")),
+            (id: "e4", between: ("b1", "leaf")), (id: "e5", between: ("b2", "leaf")),
+        ])"#;
+    assert_eq!(
+        refusal(line),
+        "the group of a0 is neither fully connected nor joined by one switch"
+    );
+    // Two pairs whose second members have no way out of their group: no rail joins them.
+    let no_rail = r#"Graph(nodes: ["a0", "a1", "b0", "b1"], switches: ["leaf"],
+        link: (bandwidth_gbps: 100.0),
+        links: [
+            (id: "fa", between: ("a0", "a1"), bandwidth_gbps: 1000.0),
+            (id: "fb", between: ("b0", "b1"), bandwidth_gbps: 1000.0),
+            (id: "e0", between: ("a0", "leaf")), (id: "e1", between: ("b0", "leaf")),
+        ])"#;
+    assert_eq!(
+        refusal(no_rail),
+        "no route from a1 to b1 over the network between groups"
+    );
+}
+
+#[test]
+fn beats_halving_doubling_on_the_nvswitch_machines_at_256_mib() {
+    for file in ["nvswitch-2x8", "nvswitch-4x8", "dgx-a100-2x8"] {
+        let path = format!("{}/../examples/{file}.ron", env!("CARGO_MANIFEST_DIR"));
+        let source = std::fs::read_to_string(&path).unwrap();
+        let loaded = topoc::compile::load(&source).unwrap();
+        let machine = &loaded.machine;
+        let ir = machine.to_ir();
+        let spec = PhaseSpec {
+            elements: 64 << 20,
+            ..PhaseSpec::probe()
+        };
+        let efficiency = |method: Method| {
+            let phase = method
+                .lower(machine, &spec, &Default::default())
+                .unwrap()
+                .phase;
+            let estimate = schedule_ir::cost::estimate(&ir, &phase);
+            schedule_ir::cost::efficiency(&schedule_ir::cost::lower_bound(&ir, &phase), &estimate)
+        };
+        let hierarchical = efficiency(Method::Hierarchical);
+        let halving = efficiency(Method::HalvingDoubling);
+        assert!(
+            hierarchical > halving + 0.1,
+            "{file}: hierarchical {hierarchical:.3} against halving-doubling {halving:.3}"
+        );
+        assert!(
+            hierarchical > 0.68,
+            "{file}: hierarchical reaches {hierarchical:.3} of the bound"
+        );
+    }
+}
