@@ -120,6 +120,8 @@ impl PhaseTerms {
             DType::F64 => 1,
             DType::I32 => 2,
             DType::I64 => 3,
+            DType::F16 => 4,
+            DType::BF16 => 5,
         };
         [u64::from(self.ok), n0, n1, dtype, self.elements, self.len]
     }
@@ -136,6 +138,8 @@ impl PhaseTerms {
                 1 => DType::F64,
                 2 => DType::I32,
                 3 => DType::I64,
+                4 => DType::F16,
+                5 => DType::BF16,
                 _ => return None,
             },
             elements,
