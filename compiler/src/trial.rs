@@ -204,7 +204,11 @@ pub fn random_inputs(dtype: DType, op: ReduceOp, nodes: usize, len: usize, seed:
             .collect()
     }
     let halves = || {
-        let (lo, hi) = if op == ReduceOp::Prod { (0.75, 1.25) } else { (lo as f32, hi as f32) };
+        let (lo, hi) = if op == ReduceOp::Prod {
+            (0.75, 1.25)
+        } else {
+            (lo as f32, hi as f32)
+        };
         vectors(s, n, len, lo, hi, false)
     };
     match dtype {
