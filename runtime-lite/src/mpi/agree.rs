@@ -270,3 +270,32 @@ pub(crate) fn agree_phase<C: Communicator>(
     }
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dtype_survives_the_words_and_an_unknown_code_is_refused() {
+        let dtypes = [
+            DType::F32,
+            DType::F64,
+            DType::I32,
+            DType::I64,
+            DType::F16,
+            DType::BF16,
+        ];
+        for dtype in dtypes {
+            let terms = PhaseTerms {
+                ok: true,
+                name: Digest::from_words(1, 2),
+                dtype,
+                elements: 7,
+                len: 7,
+            };
+            let back = PhaseTerms::from_words(&terms.words()).map(|t| t.dtype);
+            assert_eq!(back, Some(dtype));
+        }
+        assert!(PhaseTerms::from_words(&[1, 1, 2, 6, 7, 7]).is_none());
+    }
+}
