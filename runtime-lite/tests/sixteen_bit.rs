@@ -11,9 +11,10 @@ use runtime_lite::{compare, reference, run_phase, Element, Error};
 use schedule_ir::{DType, Machine, Phase, ReduceOp};
 
 type Builder = fn(usize, &str, ReduceOp, DType, u64) -> Phase;
+type MachineOf = fn(usize) -> Machine;
 
 /// The allreduce schedules to try: each adds in its own order.
-const SCHEDULES: [(fn(usize) -> Machine, Builder); 3] = [
+const SCHEDULES: [(MachineOf, Builder); 3] = [
     (ring_machine, ring_allreduce),
     (ring_machine, pipelined_ring_allreduce),
     (star_machine, star_allreduce),
