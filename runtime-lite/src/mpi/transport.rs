@@ -123,7 +123,7 @@ impl<T: MpiElement, C: Communicator> Transport<T> for MpiTransport<'_, C> {
         let mut incoming = Vec::with_capacity(expected.len());
         let mut abandoned = false;
         let result = mpi::request::scope(|scope| {
-            let mut sends: Vec<(usize, Request<'_, [T::Wire], _>)> = buffers
+            let mut sends: Sends<'_, T::Wire, _> = buffers
                 .iter()
                 .zip(&to)
                 .enumerate()
@@ -194,6 +194,9 @@ impl Deadline {
     }
 }
 
+/// The sends of a step still in flight, each with its index among the step's messages.
+type Sends<'a, W, S> = Vec<(usize, Request<'a, [W], S>)>;
+
 /// Polls until every expected message has been received, keeping the sends moving meanwhile.
 fn receive_all<'a, T, C, S>(
     comm: &C,
@@ -201,7 +204,7 @@ fn receive_all<'a, T, C, S>(
     expected: &[Expected],
     from: &[Address],
     deadline: &Deadline,
-    sends: &mut Vec<(usize, Request<'a, [T::Wire], S>)>,
+    sends: &mut Sends<'a, T::Wire, S>,
 ) -> Result<Vec<Message<T>>, MpiError>
 where
     T: MpiElement,
