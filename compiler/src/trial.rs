@@ -7,7 +7,7 @@ use rand::distr::uniform::SampleUniform;
 use rand::distr::Uniform;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use runtime_lite::{Buffers, Limits, Needs};
+use runtime_lite::{Buffers, Element, Limits, Needs};
 use schedule_ir::{DType, Phase, ReduceOp, VerifiedSchedule};
 use serde::Serialize;
 
@@ -131,23 +131,31 @@ pub fn run_phase_within(
 
 /// Whether two results are equal bit for bit (NaNs included).
 pub fn bit_identical(a: &Buffers, b: &Buffers) -> bool {
-    fn same<T: Copy, U: PartialEq>(x: &[Vec<T>], y: &[Vec<T>], bits: impl Fn(T) -> U) -> bool {
-        x.len() == y.len()
-            && x.iter().zip(y).all(|(p, q)| {
-                p.len() == q.len() && p.iter().zip(q).all(|(&s, &t)| bits(s) == bits(t))
-            })
+    fn same<T: Element>(x: &[Vec<T>], b: &Buffers) -> bool {
+        T::buffers_ref(b).is_some_and(|y| {
+            x.len() == y.len()
+                && x.iter().zip(y).all(|(p, q)| {
+                    p.len() == q.len()
+                        && p.iter()
+                            .zip(q)
+                            .all(|(s, t)| s.to_bits_u64() == t.to_bits_u64())
+                })
+        })
     }
-    match (a, b) {
-        (Buffers::F32(x), Buffers::F32(y)) => same(x, y, f32::to_bits),
-        (Buffers::F64(x), Buffers::F64(y)) => same(x, y, f64::to_bits),
-        (Buffers::I32(x), Buffers::I32(y)) => same(x, y, |v| v),
-        (Buffers::I64(x), Buffers::I64(y)) => same(x, y, |v| v),
-        _ => false,
+    match a {
+        Buffers::F32(x) => same(x, b),
+        Buffers::F64(x) => same(x, b),
+        Buffers::I32(x) => same(x, b),
+        Buffers::I64(x) => same(x, b),
+        Buffers::F16(x) => same(x, b),
+        Buffers::BF16(x) => same(x, b),
     }
 }
 
 /// Random vectors for `nodes` nodes: values in a range where the op stays meaningful (products
 /// near 1 so they neither overflow nor vanish; integer sums that also exercise wrapping).
+/// 16-bit floats are drawn as `f32` and rounded to the type, products from `[0.75, 1.25)` so
+/// that a product over a hundred nodes stays inside `f16`'s range.
 ///
 /// Each element is drawn from a uniform distribution of its own type, set up once, and
 /// written straight into its vector: no per-element set-up and no temporary copy.
@@ -189,10 +197,26 @@ pub fn random_inputs(dtype: DType, op: ReduceOp, nodes: usize, len: usize, seed:
         (ReduceOp::Max | ReduceOp::Min, false) => (i64::from(i32::MIN), i64::from(i32::MAX)),
     };
     let (s, n) = (seed, nodes);
+    fn rounded<T>(drawn: Vec<Vec<f32>>, round: fn(f32) -> T) -> Vec<Vec<T>> {
+        drawn
+            .into_iter()
+            .map(|v| v.into_iter().map(round).collect())
+            .collect()
+    }
+    let halves = || {
+        let (lo, hi) = if op == ReduceOp::Prod {
+            (0.75, 1.25)
+        } else {
+            (lo as f32, hi as f32)
+        };
+        vectors(s, n, len, lo, hi, false)
+    };
     match dtype {
         DType::F32 => Buffers::F32(vectors(s, n, len, lo as f32, hi as f32, false)),
         DType::F64 => Buffers::F64(vectors(s, n, len, lo, hi, false)),
         DType::I32 => Buffers::I32(vectors(s, n, len, low as i32, high as i32, true)),
         DType::I64 => Buffers::I64(vectors(s, n, len, low, high, true)),
+        DType::F16 => Buffers::F16(rounded(halves(), half::f16::from_f32)),
+        DType::BF16 => Buffers::BF16(rounded(halves(), half::bf16::from_f32)),
     }
 }

@@ -171,6 +171,8 @@ fn program(world: &SimpleCommunicator, options: &Options) -> Result<bool, Failur
         DType::F64 => supersteps::<f64>(&mut node, &phase, options),
         DType::I32 => supersteps::<i32>(&mut node, &phase, options),
         DType::I64 => supersteps::<i64>(&mut node, &phase, options),
+        DType::F16 => supersteps::<half::f16>(&mut node, &phase, options),
+        DType::BF16 => supersteps::<half::bf16>(&mut node, &phase, options),
     }
 }
 
@@ -275,9 +277,12 @@ fn supersteps<T: MpiElement>(
 /// Every node's `data`, in rank order, on rank 0; `None` elsewhere.
 fn gather<T: MpiElement>(comm: &SimpleCommunicator, data: &[T], p: usize) -> Option<Vec<Vec<T>>> {
     let root = comm.process_at_rank(0);
+    // As wire values: the 16-bit floats have no MPI datatype of their own.
+    let mine = T::into_wire(data.to_vec());
     if comm.rank() == 0 {
-        let mut all = vec![T::ZERO; data.len() * p];
-        root.gather_into_root(data, &mut all[..]);
+        let mut all = T::into_wire(vec![T::ZERO; data.len() * p]);
+        root.gather_into_root(&mine[..], &mut all[..]);
+        let all = T::from_wire(all);
         Some(
             all.chunks(data.len().max(1))
                 .map(<[T]>::to_vec)
@@ -285,7 +290,7 @@ fn gather<T: MpiElement>(comm: &SimpleCommunicator, data: &[T], p: usize) -> Opt
                 .collect(),
         )
     } else {
-        root.gather_into(data);
+        root.gather_into(&mine[..]);
         None
     }
 }

@@ -147,6 +147,11 @@ fn bench(world: &SimpleCommunicator, options: &Options) -> Result<(), String> {
             DType::F64 => one_size::<f64>(world, schedule.schedule(), &phase, size, options),
             DType::I32 => one_size::<i32>(world, schedule.schedule(), &phase, size, options),
             DType::I64 => one_size::<i64>(world, schedule.schedule(), &phase, size, options),
+            // MPI_Allreduce, the baseline, has no 16-bit float type to reduce.
+            DType::F16 | DType::BF16 => Err(format!(
+                "MPI_Allreduce has no {} reduction to compare with; run the phase as f32",
+                phase.dtype
+            )),
         };
         row?;
     }
@@ -166,7 +171,7 @@ fn load_average() -> String {
 }
 
 /// Times both methods on vectors of `bytes` bytes per node and prints the table row.
-fn one_size<T: MpiElement>(
+fn one_size<T: MpiElement + mpi::datatype::Equivalence>(
     world: &SimpleCommunicator,
     schedule: &Schedule,
     phase: &Phase,

@@ -4,6 +4,7 @@
 use crate::element::Element;
 use crate::error::Error;
 use crate::plan::PhaseInfo;
+use half::{bf16, f16};
 use schedule_ir::DType;
 
 /// One node's vector, of any element type the runtime supports.
@@ -17,6 +18,10 @@ pub enum AnyBuffer {
     I32(Vec<i32>),
     /// 64-bit integers.
     I64(Vec<i64>),
+    /// 16-bit IEEE 754 floats.
+    F16(Vec<f16>),
+    /// 16-bit bfloat16 floats.
+    BF16(Vec<bf16>),
 }
 
 /// One vector per compute node, all of the same element type.
@@ -30,6 +35,10 @@ pub enum Buffers {
     I32(Vec<Vec<i32>>),
     /// 64-bit integers.
     I64(Vec<Vec<i64>>),
+    /// 16-bit IEEE 754 floats.
+    F16(Vec<Vec<f16>>),
+    /// 16-bit bfloat16 floats.
+    BF16(Vec<Vec<bf16>>),
 }
 
 impl AnyBuffer {
@@ -40,6 +49,8 @@ impl AnyBuffer {
             AnyBuffer::F64(_) => DType::F64,
             AnyBuffer::I32(_) => DType::I32,
             AnyBuffer::I64(_) => DType::I64,
+            AnyBuffer::F16(_) => DType::F16,
+            AnyBuffer::BF16(_) => DType::BF16,
         }
     }
 
@@ -50,6 +61,8 @@ impl AnyBuffer {
             AnyBuffer::F64(v) => v.len(),
             AnyBuffer::I32(v) => v.len(),
             AnyBuffer::I64(v) => v.len(),
+            AnyBuffer::F16(v) => v.len(),
+            AnyBuffer::BF16(v) => v.len(),
         }
     }
 
@@ -65,6 +78,8 @@ impl AnyBuffer {
             DType::F64 => AnyBuffer::F64(vec![0.0; len]),
             DType::I32 => AnyBuffer::I32(vec![0; len]),
             DType::I64 => AnyBuffer::I64(vec![0; len]),
+            DType::F16 => AnyBuffer::F16(vec![f16::ZERO; len]),
+            DType::BF16 => AnyBuffer::BF16(vec![bf16::ZERO; len]),
         }
     }
 }
@@ -77,6 +92,8 @@ impl Buffers {
             Buffers::F64(_) => DType::F64,
             Buffers::I32(_) => DType::I32,
             Buffers::I64(_) => DType::I64,
+            Buffers::F16(_) => DType::F16,
+            Buffers::BF16(_) => DType::BF16,
         }
     }
 
@@ -87,6 +104,8 @@ impl Buffers {
             Buffers::F64(v) => v.len(),
             Buffers::I32(v) => v.len(),
             Buffers::I64(v) => v.len(),
+            Buffers::F16(v) => v.len(),
+            Buffers::BF16(v) => v.len(),
         }
     }
 
@@ -102,6 +121,8 @@ impl Buffers {
             DType::F64 => Buffers::F64(vec![vec![0.0; len]; count]),
             DType::I32 => Buffers::I32(vec![vec![0; len]; count]),
             DType::I64 => Buffers::I64(vec![vec![0; len]; count]),
+            DType::F16 => Buffers::F16(vec![vec![f16::ZERO; len]; count]),
+            DType::BF16 => Buffers::BF16(vec![vec![bf16::ZERO; len]; count]),
         }
     }
 }
@@ -126,6 +147,8 @@ from_vec!(f32, F32);
 from_vec!(f64, F64);
 from_vec!(i32, I32);
 from_vec!(i64, I64);
+from_vec!(f16, F16);
+from_vec!(bf16, BF16);
 
 /// `count` vectors of the phase's length, zeroed; an error rather than an abort if they
 /// cannot be allocated.

@@ -2,7 +2,7 @@
 //!
 //! # Semantics of the combining operations
 //!
-//! | op     | integers (`i32`, `i64`)   | floats (`f32`, `f64`)                                  |
+//! | op     | integers (`i32`, `i64`)   | floats (`f32`, `f64`, `f16`, `bf16`)                    |
 //! |--------|---------------------------|--------------------------------------------------------|
 //! | `Sum`  | wrapping addition         | IEEE 754 addition (round to nearest)                   |
 //! | `Prod` | wrapping multiplication   | IEEE 754 multiplication                                 |
@@ -17,6 +17,19 @@
 //! Integer arithmetic wraps, so a sum that overflows gives the same bits on every node and in
 //! every run, and never panics.
 //!
+//! # The 16-bit floats
+//!
+//! `f16` (IEEE 754 binary16) and `bf16` (bfloat16) are held as [`half::f16`] and
+//! [`half::bf16`], and every combination rounds to the element type: `a ⊕ b` is computed in
+//! `f32` and rounded once, to nearest even, back to 16 bits. A sum over a schedule therefore
+//! accumulates in the element type, one rounding per `Reduce`, as a half-precision allreduce
+//! on GPUs does; it is not carried in a wider type between steps. For `+` and `×` this is the
+//! correctly rounded 16-bit result (`f32` has more than twice the significand bits of either
+//! type plus two, so rounding twice never differs from rounding once). A mean's division
+//! (`Scale`) is likewise computed in `f32`, `x / (divisor as f32)`, and rounded once to 16
+//! bits. Sums that leave the type's range give ±infinity, as in IEEE 754 (the largest finite
+//! `f16` is 65504).
+//!
 //! Float `Max` and `Min` are defined so that the result over a set of inputs does not depend on
 //! the order in which they are combined, down to the bit:
 //! - a NaN operand is ignored: `max(NaN, x) = max(x, NaN) = x` (as [`f32::max`]);
@@ -30,6 +43,7 @@
 //! given schedule is still bit-reproducible run to run.
 
 use crate::buffer::{AnyBuffer, Buffers};
+use half::{bf16, f16};
 use schedule_ir::{DType, ReduceOp};
 use std::fmt;
 
@@ -39,9 +53,12 @@ mod sealed {
     impl Sealed for f64 {}
     impl Sealed for i32 {}
     impl Sealed for i64 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
 }
 
-/// A type the runtime can hold in buffers and combine: `f32`, `f64`, `i32` or `i64`.
+/// A type the runtime can hold in buffers and combine: `f32`, `f64`, `i32`, `i64`, `f16` or
+/// `bf16`.
 ///
 /// The trait is sealed: each implementation corresponds to exactly one [`DType`].
 pub trait Element:
@@ -71,7 +88,7 @@ pub trait Element:
     /// (plans refuse such a scale before anything runs).
     fn divide_into(values: &mut [Self], divisor: u32);
 
-    /// The value as an `f64` (exact for `f32`, `f64`, `i32`; rounded for large `i64`).
+    /// The value as an `f64` (exact for every float type and `i32`; rounded for large `i64`).
     fn to_f64(self) -> f64;
 
     /// The value's bit pattern, zero-extended; equal bits mean identical values.
@@ -308,10 +325,69 @@ macro_rules! int_element {
     };
 }
 
+/// A 16-bit float: each operation computed in `f32` and rounded once to the type (see the
+/// [module doc](self)).
+macro_rules! half_element {
+    ($t:ty, $variant:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$variant;
+            const ZERO: Self = <$t>::ZERO;
+            const IS_FLOAT: bool = true;
+            const EPSILON: f64 = <$t>::EPSILON.to_f64_const();
+            const MIN_POSITIVE: f64 = <$t>::MIN_POSITIVE.to_f64_const();
+
+            fn combine(op: ReduceOp, a: Self, b: Self) -> Self {
+                match op {
+                    ReduceOp::Sum | ReduceOp::Mean => <$t>::from_f32(a.to_f32() + b.to_f32()),
+                    ReduceOp::Prod => <$t>::from_f32(a.to_f32() * b.to_f32()),
+                    ReduceOp::Max => float_max!($t, a, b),
+                    ReduceOp::Min => float_min!($t, a, b),
+                }
+            }
+
+            fn combine_into(op: ReduceOp, dst: &mut [Self], src: &[Self]) {
+                let pairs = dst.iter_mut().zip(src);
+                let round = <$t>::from_f32;
+                match op {
+                    ReduceOp::Sum | ReduceOp::Mean => {
+                        pairs.for_each(|(d, s)| *d = round(d.to_f32() + s.to_f32()))
+                    }
+                    ReduceOp::Prod => pairs.for_each(|(d, s)| *d = round(d.to_f32() * s.to_f32())),
+                    ReduceOp::Max => pairs.for_each(|(d, s)| *d = float_max!($t, *d, *s)),
+                    ReduceOp::Min => pairs.for_each(|(d, s)| *d = float_min!($t, *d, *s)),
+                }
+            }
+
+            #[allow(clippy::cast_precision_loss)]
+            fn divide_into(values: &mut [Self], divisor: u32) {
+                if divisor == 0 {
+                    return;
+                }
+                let d = divisor as f32;
+                values
+                    .iter_mut()
+                    .for_each(|x| *x = <$t>::from_f32(x.to_f32() / d));
+            }
+
+            fn to_f64(self) -> f64 {
+                f64::from(self.to_f32())
+            }
+
+            fn to_bits_u64(self) -> u64 {
+                u64::from(self.to_bits())
+            }
+
+            common_impl!($t, $variant);
+        }
+    };
+}
+
 float_element!(f32, F32);
 float_element!(f64, F64);
 int_element!(i32, I32, u32);
 int_element!(i64, I64, u64);
+half_element!(f16, F16);
+half_element!(bf16, BF16);
 
 #[cfg(test)]
 mod tests {
@@ -404,6 +480,77 @@ mod tests {
     }
 
     #[test]
+    fn sixteen_bit_sums_round_to_the_type_at_every_step() {
+        // 2048 + 1 is not an f16 (its spacing there is 2): the tie rounds to even, 2048.
+        let big = f16::from_f32(2048.0);
+        let one = f16::ONE;
+        assert_eq!(f16::combine(ReduceOp::Sum, big, one), big);
+        // So the order of a sum shows: (2048 + 1) + 1 = 2048, but 2048 + (1 + 1) = 2050.
+        let left = f16::combine(ReduceOp::Sum, f16::combine(ReduceOp::Sum, big, one), one);
+        let right = f16::combine(ReduceOp::Sum, big, f16::combine(ReduceOp::Sum, one, one));
+        assert_eq!((left.to_f32(), right.to_f32()), (2048.0, 2050.0));
+        // bf16 has 8 significand bits: 256 + 1 rounds to 256.
+        let big = bf16::from_f32(256.0);
+        assert_eq!(bf16::combine(ReduceOp::Sum, big, bf16::ONE), big);
+        let mut dst = [big, bf16::from_f32(3.0)];
+        bf16::combine_into(ReduceOp::Sum, &mut dst, &[bf16::ONE, bf16::ONE]);
+        assert_eq!(dst.map(bf16::to_f32), [256.0, 4.0]);
+        // Beyond the largest finite f16 (65504) a sum is infinite, as in IEEE 754.
+        let max = f16::MAX;
+        assert!(f16::combine(ReduceOp::Sum, max, max).is_infinite());
+        assert_eq!(
+            f16::combine(ReduceOp::Prod, f16::from_f32(3.0), f16::from_f32(0.5)),
+            f16::from_f32(1.5)
+        );
+    }
+
+    #[test]
+    fn sixteen_bit_max_min_are_order_independent() {
+        let values = [
+            f16::NAN,
+            -f16::NAN,
+            f16::ZERO,
+            f16::NEG_ZERO,
+            f16::ONE,
+            f16::INFINITY,
+        ];
+        for op in [ReduceOp::Max, ReduceOp::Min] {
+            for &a in &values {
+                for &b in &values {
+                    let (ab, ba) = (f16::combine(op, a, b), f16::combine(op, b, a));
+                    assert_eq!(ab.to_bits(), ba.to_bits(), "{op}({a}, {b})");
+                }
+            }
+        }
+        let (z, nz) = (bf16::ZERO, bf16::NEG_ZERO);
+        assert_eq!(bf16::combine(ReduceOp::Max, nz, z).to_bits(), z.to_bits());
+        assert_eq!(bf16::combine(ReduceOp::Min, z, nz).to_bits(), nz.to_bits());
+        assert_eq!(
+            bf16::combine(ReduceOp::Max, bf16::NAN, bf16::ONE),
+            bf16::ONE
+        );
+    }
+
+    #[test]
+    fn sixteen_bit_mean_divides_in_f32_and_rounds_once() {
+        let mut halves = [f16::from_f32(1.0), f16::from_f32(-3.0), f16::from_f32(0.1)];
+        f16::divide_into(&mut halves, 3);
+        let once = |x: f32| f16::from_f32(x / 3.0).to_bits();
+        assert_eq!(
+            halves.map(f16::to_bits),
+            [once(1.0), once(-3.0), once(f16::from_f32(0.1).to_f32())]
+        );
+        assert_eq!(halves[1].to_f32(), -1.0);
+        let mut b = [bf16::from_f32(10.0)];
+        bf16::divide_into(&mut b, 4);
+        assert_eq!(b[0].to_f32(), 2.5);
+        bf16::divide_into(&mut b, 0);
+        assert_eq!(b[0].to_f32(), 2.5);
+        assert_eq!(<f16 as Element>::EPSILON, 1.0 / 1024.0);
+        assert_eq!(<bf16 as Element>::EPSILON, 1.0 / 128.0);
+    }
+
+    #[test]
     fn bytes_round_trip() {
         let data = [1.25f32, -0.0, f32::INFINITY];
         let mut bytes = Vec::new();
@@ -416,6 +563,18 @@ mod tests {
             data.map(f32::to_bits)
         );
         assert!(!i64::read_le_bytes(&bytes[..5], &mut Vec::new()));
+        let halves = [f16::from_f32(-1.5), f16::NAN, f16::from_f32(2.0)];
+        let mut bytes = Vec::new();
+        f16::write_le_bytes(&halves, &mut bytes);
+        assert_eq!(bytes.len(), 6);
+        let mut back = Vec::new();
+        assert!(f16::read_le_bytes(&bytes, &mut back));
+        assert_eq!(
+            back.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+            halves.map(f16::to_bits)
+        );
+        assert!(!bf16::read_le_bytes(&bytes[..3], &mut Vec::new()));
+        assert_eq!(bf16::from_f32(-1.0).to_bits_u64(), 0xbf80);
         assert_eq!((-1i32).to_bits_u64(), 0xffff_ffff);
     }
 }

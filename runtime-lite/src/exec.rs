@@ -408,7 +408,12 @@ pub fn run_node_phase_any<Tr>(
     transport: &mut Tr,
 ) -> Result<(), Error>
 where
-    Tr: Transport<f32> + Transport<f64> + Transport<i32> + Transport<i64>,
+    Tr: Transport<f32>
+        + Transport<f64>
+        + Transport<i32>
+        + Transport<i64>
+        + Transport<half::f16>
+        + Transport<half::bf16>,
 {
     let p = plan::find_phase(schedule.schedule(), phase)?;
     check_dtype_of(&p.name, p.dtype, data.dtype())?;
@@ -417,6 +422,8 @@ where
         crate::AnyBuffer::F64(v) => run_node_phase(schedule, phase, node, v, transport),
         crate::AnyBuffer::I32(v) => run_node_phase(schedule, phase, node, v, transport),
         crate::AnyBuffer::I64(v) => run_node_phase(schedule, phase, node, v, transport),
+        crate::AnyBuffer::F16(v) => run_node_phase(schedule, phase, node, v, transport),
+        crate::AnyBuffer::BF16(v) => run_node_phase(schedule, phase, node, v, transport),
     }
 }
 

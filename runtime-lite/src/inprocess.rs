@@ -199,6 +199,8 @@ pub fn run_phase_any_within(
         Buffers::F64(v) => Buffers::F64(run(schedule, phase, v, limits)?),
         Buffers::I32(v) => Buffers::I32(run(schedule, phase, v, limits)?),
         Buffers::I64(v) => Buffers::I64(run(schedule, phase, v, limits)?),
+        Buffers::F16(v) => Buffers::F16(run(schedule, phase, v, limits)?),
+        Buffers::BF16(v) => Buffers::BF16(run(schedule, phase, v, limits)?),
     })
 }
 
@@ -214,5 +216,7 @@ pub fn run_phase_any(
         Buffers::F64(v) => Buffers::F64(run_phase(schedule, phase, v)?),
         Buffers::I32(v) => Buffers::I32(run_phase(schedule, phase, v)?),
         Buffers::I64(v) => Buffers::I64(run_phase(schedule, phase, v)?),
+        Buffers::F16(v) => Buffers::F16(run_phase(schedule, phase, v)?),
+        Buffers::BF16(v) => Buffers::BF16(run_phase(schedule, phase, v)?),
     })
 }

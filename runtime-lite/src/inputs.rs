@@ -21,11 +21,15 @@
 //! | `f64` | `(bits >> 11) · 2⁻⁵³` | `-1e6 + 2e6·u` (in `f64`) | `0.5 + 1.5·u` (in `f64`) |
 //! | `i32` | — | the low 32 bits, as `i32` (full range: sums wrap) | the same |
 //! | `i64` | — | the 64 bits, as `i64` | the same |
+//! | `f16`, `bf16` | as `f32` | `-100 + 200·u` (in `f32`), rounded to the type | `0.75 + 0.5·u` (in `f32`), rounded |
 //!
-//! Float products are kept near 1 so that a product over many nodes stays a normal number.
+//! Float products are kept near 1 so that a product over many nodes stays a normal number; the
+//! 16-bit types draw from narrower ranges, so that sums over thousands of nodes and products
+//! over hundreds stay inside `f16`'s range (its largest finite value is 65504).
 
 use crate::buffer::{AnyBuffer, Buffers};
 use crate::element::Element;
+use half::{bf16, f16};
 use schedule_ir::{DType, ReduceOp};
 
 const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -84,6 +88,27 @@ impl Draw for i64 {
     }
 }
 
+impl Draw for f16 {
+    fn draw(bits: u64, op: ReduceOp) -> Self {
+        f16::from_f32(draw_half(bits, op))
+    }
+}
+
+impl Draw for bf16 {
+    fn draw(bits: u64, op: ReduceOp) -> Self {
+        bf16::from_f32(draw_half(bits, op))
+    }
+}
+
+/// The `f32` value that a 16-bit float element rounds from.
+fn draw_half(bits: u64, op: ReduceOp) -> f32 {
+    let u = (bits >> 40) as f32 * (1.0 / (1u64 << 24) as f32);
+    match op {
+        ReduceOp::Prod => 0.75 + 0.5 * u,
+        _ => -100.0 + 200.0 * u,
+    }
+}
+
 fn draw_vec<T: Draw>(op: ReduceOp, seed: u64, node: usize, len: usize) -> Vec<T> {
     let base = stream(seed, node);
     (0..len as u64)
@@ -103,6 +128,8 @@ pub fn generate_any(dtype: DType, op: ReduceOp, seed: u64, node: usize, len: usi
         DType::F64 => AnyBuffer::F64(draw_vec(op, seed, node, len)),
         DType::I32 => AnyBuffer::I32(draw_vec(op, seed, node, len)),
         DType::I64 => AnyBuffer::I64(draw_vec(op, seed, node, len)),
+        DType::F16 => AnyBuffer::F16(draw_vec(op, seed, node, len)),
+        DType::BF16 => AnyBuffer::BF16(draw_vec(op, seed, node, len)),
     }
 }
 
@@ -113,6 +140,8 @@ pub fn generate<T: Element>(op: ReduceOp, seed: u64, node: usize, len: usize) ->
         DType::F64 => Buffers::F64(vec![draw_vec(op, seed, node, len)]),
         DType::I32 => Buffers::I32(vec![draw_vec(op, seed, node, len)]),
         DType::I64 => Buffers::I64(vec![draw_vec(op, seed, node, len)]),
+        DType::F16 => Buffers::F16(vec![draw_vec(op, seed, node, len)]),
+        DType::BF16 => Buffers::BF16(vec![draw_vec(op, seed, node, len)]),
     };
     // `T::DTYPE` names `T`'s own variant, so the conversion always succeeds.
     T::from_buffers(buffers)

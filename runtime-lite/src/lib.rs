@@ -10,7 +10,7 @@
 //! - [`threaded`]: one thread per node over channels, with timeouts (failure tests);
 //! - [`reference()`], [`compare`]: what each node must hold, by a plain loop, and the check of a
 //!   run against it;
-//! - [`Element`]: the element types (`f32`, `f64`, `i32`, `i64`) and how they combine;
+//! - [`Element`]: the element types (`f32`, `f64`, `i32`, `i64`, `f16`, `bf16`) and how they combine;
 //!   [`AnyBuffer`] and [`Buffers`] for element types chosen at run time;
 //! - [`inputs`]: deterministic inputs from `(seed, node)`, the same in every process;
 //! - [`Limits`], [`Needs`]: the memory and work a run needs, estimated from the schedule before

@@ -203,6 +203,8 @@ pub fn reference_any(machine: &Machine, phase: &Phase, inputs: &Buffers) -> Resu
         Buffers::F64(v) => Buffers::F64(reference(machine, phase, v)?),
         Buffers::I32(v) => Buffers::I32(reference(machine, phase, v)?),
         Buffers::I64(v) => Buffers::I64(reference(machine, phase, v)?),
+        Buffers::F16(v) => Buffers::F16(reference(machine, phase, v)?),
+        Buffers::BF16(v) => Buffers::BF16(reference(machine, phase, v)?),
     })
 }
 
@@ -241,6 +243,8 @@ pub fn compare_any(
         Buffers::F64(_) => typed::<f64>(machine, phase, inputs, expected, actual),
         Buffers::I32(_) => typed::<i32>(machine, phase, inputs, expected, actual),
         Buffers::I64(_) => typed::<i64>(machine, phase, inputs, expected, actual),
+        Buffers::F16(_) => typed::<half::f16>(machine, phase, inputs, expected, actual),
+        Buffers::BF16(_) => typed::<half::bf16>(machine, phase, inputs, expected, actual),
     }
 }
 

@@ -63,6 +63,8 @@ fn check_all_types(
     check::<i64>(machine, build, p, len, identical);
     check::<f32>(machine, build, p, len, identical);
     check::<f64>(machine, build, p, len, identical);
+    check::<half::f16>(machine, build, p, len, identical);
+    check::<half::bf16>(machine, build, p, len, identical);
 }
 
 #[test]

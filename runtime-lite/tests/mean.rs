@@ -94,6 +94,8 @@ fn every_case_matches_the_reference() {
             check::<i64>(case, p);
             check::<f32>(case, p);
             check::<f64>(case, p);
+            check::<half::f16>(case, p);
+            check::<half::bf16>(case, p);
         }
     }
 }

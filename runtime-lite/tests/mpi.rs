@@ -214,6 +214,22 @@ fn routes_through_a_switch_and_integers() {
 }
 
 #[test]
+fn sixteen_bit_floats_go_over_mpi_as_their_bits() {
+    // MPI has no f16 or bf16 datatype: the messages carry the bit patterns, and the result
+    // must still be the in-process run's, bit for bit.
+    let file = schedule_file(
+        "half8",
+        ring_machine(8),
+        vec![
+            bidirectional_ring_allreduce(8, "grads", ReduceOp::Sum, DType::F16, 10_007),
+            pipelined_ring_allreduce(8, "stats", ReduceOp::Sum, DType::BF16, 4099),
+        ],
+    );
+    bsp_allreduce(&file.0, &[]);
+    bsp_allreduce(&file.0, &["--phase", "stats"]);
+}
+
+#[test]
 fn a_wrong_number_of_ranks_is_an_error() {
     let file = schedule_file(
         "ranks",

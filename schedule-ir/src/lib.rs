@@ -512,6 +512,9 @@ impl fmt::Display for ReduceOp {
 }
 
 /// Element types.
+///
+/// New variants are only ever added at the end, so that files written before them still read
+/// and the serialised names of the others never change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DType {
     /// 32-bit float.
@@ -522,12 +525,17 @@ pub enum DType {
     I32,
     /// 64-bit signed integer.
     I64,
+    /// 16-bit IEEE 754 binary16 float (half precision: 11-bit significand, 5-bit exponent).
+    F16,
+    /// 16-bit bfloat16 float (the upper half of an `f32`: 8-bit significand, 8-bit exponent).
+    BF16,
 }
 
 impl DType {
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> u64 {
         match self {
+            DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
         }
@@ -541,6 +549,8 @@ impl fmt::Display for DType {
             DType::F64 => "f64",
             DType::I32 => "i32",
             DType::I64 => "i64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
         })
     }
 }

@@ -185,3 +185,30 @@ fn integers_are_accepted_where_floats_are_expected_but_not_the_reverse() {
     let edited = ron.replacen("lanes: 1", "lanes: 1.0", 1);
     assert!(serial::from_str(&edited).is_err());
 }
+
+#[test]
+fn sixteen_bit_dtypes_round_trip_under_their_own_names() {
+    use schedule_ir::DType;
+    for (dtype, name) in [(DType::F16, "F16"), (DType::BF16, "BF16")] {
+        let mut s = ring_allreduce(3, 30);
+        let f32_bytes = s.phases[0].chunk_bytes(schedule_ir::ChunkId(0));
+        s.phases[0].dtype = dtype;
+        assert_eq!(dtype.size_bytes(), 2);
+        // Chunks of 10 elements: 40 bytes in f32, 20 in a 16-bit type.
+        assert_eq!(f32_bytes, 40);
+        assert_eq!(s.phases[0].chunk_bytes(schedule_ir::ChunkId(0)), 20);
+        let ron = serial::to_string(&s, Format::Ron);
+        assert!(ron.contains(&format!("dtype: {name},")), "{ron}");
+        let json = serial::to_string(&s, Format::Json);
+        assert!(json.contains(&format!("\"dtype\": \"{name}\"")), "{json}");
+        for text in [ron, json] {
+            assert_eq!(serial::from_str(&text).unwrap(), s);
+        }
+    }
+    assert_eq!(DType::F16.to_string(), "f16");
+    assert_eq!(DType::BF16.to_string(), "bf16");
+    // The names of the older types are unchanged, so files written before still read.
+    let old = serial::to_string(&ring_allreduce(3, 30), Format::Ron);
+    assert!(old.contains("dtype: F32,"));
+    assert_eq!(serial::from_str(&old).unwrap().phases[0].dtype, DType::F32);
+}

@@ -272,6 +272,10 @@ pub enum DTypeArg {
     I32,
     /// 64-bit integer.
     I64,
+    /// 16-bit IEEE 754 float (half precision).
+    F16,
+    /// 16-bit bfloat16 float.
+    Bf16,
 }
 
 impl From<DTypeArg> for schedule_ir::DType {
@@ -281,6 +285,8 @@ impl From<DTypeArg> for schedule_ir::DType {
             DTypeArg::F64 => schedule_ir::DType::F64,
             DTypeArg::I32 => schedule_ir::DType::I32,
             DTypeArg::I64 => schedule_ir::DType::I64,
+            DTypeArg::F16 => schedule_ir::DType::F16,
+            DTypeArg::Bf16 => schedule_ir::DType::BF16,
         }
     }
 }

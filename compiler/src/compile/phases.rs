@@ -185,6 +185,8 @@ pub fn exchanges(
                 DTypeDecl::F64 => DType::F64,
                 DTypeDecl::I32 => DType::I32,
                 DTypeDecl::I64 => DType::I64,
+                DTypeDecl::F16 => DType::F16,
+                DTypeDecl::BF16 => DType::BF16,
             },
             elements: e.elements,
         };

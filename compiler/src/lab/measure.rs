@@ -167,6 +167,8 @@ fn generate_all(phase: &Phase, seed: u64, nodes: usize, len: usize) -> Buffers {
         schedule_ir::DType::F64 => Buffers::F64(g(phase.op, seed, nodes, len)),
         schedule_ir::DType::I32 => Buffers::I32(g(phase.op, seed, nodes, len)),
         schedule_ir::DType::I64 => Buffers::I64(g(phase.op, seed, nodes, len)),
+        schedule_ir::DType::F16 => Buffers::F16(g(phase.op, seed, nodes, len)),
+        schedule_ir::DType::BF16 => Buffers::BF16(g(phase.op, seed, nodes, len)),
     }
 }
 
@@ -185,6 +187,8 @@ fn hashes_of(buffers: &Buffers) -> Vec<u64> {
         Buffers::F64(v) => each(v),
         Buffers::I32(v) => each(v),
         Buffers::I64(v) => each(v),
+        Buffers::F16(v) => each(v),
+        Buffers::BF16(v) => each(v),
     }
 }
 

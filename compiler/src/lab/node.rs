@@ -86,6 +86,8 @@ pub fn hash_buffer(buffer: &AnyBuffer) -> u64 {
         AnyBuffer::F64(v) => runtime_lite::Element::write_le_bytes(v, &mut bytes),
         AnyBuffer::I32(v) => runtime_lite::Element::write_le_bytes(v, &mut bytes),
         AnyBuffer::I64(v) => runtime_lite::Element::write_le_bytes(v, &mut bytes),
+        AnyBuffer::F16(v) => runtime_lite::Element::write_le_bytes(v, &mut bytes),
+        AnyBuffer::BF16(v) => runtime_lite::Element::write_le_bytes(v, &mut bytes),
     }
     hash_bytes(&bytes)
 }

@@ -547,4 +547,8 @@ pub enum DTypeDecl {
     I32,
     /// 64-bit integer.
     I64,
+    /// 16-bit IEEE 754 float (half precision).
+    F16,
+    /// 16-bit bfloat16 float.
+    BF16,
 }

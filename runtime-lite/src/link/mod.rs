@@ -201,6 +201,8 @@ impl LinkNode {
             AnyBuffer::F64(v) => self.run(phase, v),
             AnyBuffer::I32(v) => self.run(phase, v),
             AnyBuffer::I64(v) => self.run(phase, v),
+            AnyBuffer::F16(v) => self.run(phase, v),
+            AnyBuffer::BF16(v) => self.run(phase, v),
         }
     }
 

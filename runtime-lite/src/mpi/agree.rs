@@ -120,6 +120,8 @@ impl PhaseTerms {
             DType::F64 => 1,
             DType::I32 => 2,
             DType::I64 => 3,
+            DType::F16 => 4,
+            DType::BF16 => 5,
         };
         [u64::from(self.ok), n0, n1, dtype, self.elements, self.len]
     }
@@ -136,6 +138,8 @@ impl PhaseTerms {
                 1 => DType::F64,
                 2 => DType::I32,
                 3 => DType::I64,
+                4 => DType::F16,
+                5 => DType::BF16,
                 _ => return None,
             },
             elements,
@@ -265,4 +269,33 @@ pub(crate) fn agree_phase<C: Communicator>(
         std::mem::forget(words);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dtype_survives_the_words_and_an_unknown_code_is_refused() {
+        let dtypes = [
+            DType::F32,
+            DType::F64,
+            DType::I32,
+            DType::I64,
+            DType::F16,
+            DType::BF16,
+        ];
+        for dtype in dtypes {
+            let terms = PhaseTerms {
+                ok: true,
+                name: Digest::from_words(1, 2),
+                dtype,
+                elements: 7,
+                len: 7,
+            };
+            let back = PhaseTerms::from_words(&terms.words()).map(|t| t.dtype);
+            assert_eq!(back, Some(dtype));
+        }
+        assert!(PhaseTerms::from_words(&[1, 1, 2, 6, 7, 7]).is_none());
+    }
 }

@@ -7,7 +7,7 @@
 //!   [`MpiNode::barrier`] between compute and exchange where the program needs one;
 //! - [`MpiTransport`]: the [`Transport`](crate::Transport) underneath, for use with
 //!   [`NodeExecutor`](crate::NodeExecutor) or [`run_node_phase`](crate::run_node_phase);
-//! - [`MpiElement`]: the element types that go over MPI (all four the runtime has);
+//! - [`MpiElement`]: the element types that go over MPI (all six the runtime has);
 //! - [`MpiError`]: what the transport reports.
 //!
 //! # Ranks
@@ -152,13 +152,57 @@ mod sealed {
     impl Sealed for f64 {}
     impl Sealed for i32 {}
     impl Sealed for i64 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
 }
 
-/// An [`Element`] with an MPI datatype: `f32`, `f64`, `i32` and `i64`, sent as `MPI_FLOAT`,
-/// `MPI_DOUBLE`, `MPI_INT32_T` and `MPI_INT64_T`.
-pub trait MpiElement: Element + Equivalence + sealed::Sealed {}
+/// An [`Element`] that goes over MPI: `f32`, `f64`, `i32` and `i64` as themselves
+/// (`MPI_FLOAT`, `MPI_DOUBLE`, `MPI_INT32_T`, `MPI_INT64_T`); `f16` and `bf16`, which MPI has
+/// no standard datatype for, as their bit patterns (`MPI_UINT16_T`). The transport only moves
+/// elements, never combines them in MPI, so the bits are all it needs.
+pub trait MpiElement: Element + sealed::Sealed {
+    /// What a message holds on the wire: a type with an MPI datatype, of the element's size.
+    type Wire: Equivalence + Copy;
 
-impl MpiElement for f32 {}
-impl MpiElement for f64 {}
-impl MpiElement for i32 {}
-impl MpiElement for i64 {}
+    /// The elements as wire values (no copy: the same allocation).
+    fn into_wire(data: Vec<Self>) -> Vec<Self::Wire>;
+
+    /// Wire values back as elements (no copy).
+    fn from_wire(data: Vec<Self::Wire>) -> Vec<Self>;
+}
+
+macro_rules! as_itself {
+    ($($t:ty),*) => {$(
+        impl MpiElement for $t {
+            type Wire = $t;
+
+            fn into_wire(data: Vec<Self>) -> Vec<Self> {
+                data
+            }
+
+            fn from_wire(data: Vec<Self>) -> Vec<Self> {
+                data
+            }
+        }
+    )*};
+}
+
+as_itself!(f32, f64, i32, i64);
+
+macro_rules! as_bits {
+    ($($t:ty),*) => {$(
+        impl MpiElement for $t {
+            type Wire = u16;
+
+            fn into_wire(data: Vec<Self>) -> Vec<u16> {
+                half::vec::HalfFloatVecExt::reinterpret_into(data)
+            }
+
+            fn from_wire(data: Vec<u16>) -> Vec<Self> {
+                half::vec::HalfBitsVecExt::reinterpret_into(data)
+            }
+        }
+    )*};
+}
+
+as_bits!(half::f16, half::bf16);

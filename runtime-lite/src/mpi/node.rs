@@ -206,6 +206,8 @@ impl MpiNode {
             AnyBuffer::F64(v) => self.run(phase, v),
             AnyBuffer::I32(v) => self.run(phase, v),
             AnyBuffer::I64(v) => self.run(phase, v),
+            AnyBuffer::F16(v) => self.run(phase, v),
+            AnyBuffer::BF16(v) => self.run(phase, v),
         }
     }
 

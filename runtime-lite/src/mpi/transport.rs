@@ -116,12 +116,14 @@ impl<T: MpiElement, C: Communicator> Transport<T> for MpiTransport<'_, C> {
         let from = wire.incoming(expected.iter().map(|e| &e.key))?;
         let deadline = Deadline::new(self.timeout);
         let comm = self.comm;
-        let (keys, buffers): (Vec<_>, Vec<_>) =
-            outgoing.into_iter().map(|m| (m.key, m.data)).unzip();
+        let (keys, buffers): (Vec<_>, Vec<_>) = outgoing
+            .into_iter()
+            .map(|m| (m.key, T::into_wire(m.data)))
+            .unzip();
         let mut incoming = Vec::with_capacity(expected.len());
         let mut abandoned = false;
         let result = mpi::request::scope(|scope| {
-            let mut sends: Vec<(usize, Request<'_, [T], _>)> = buffers
+            let mut sends: Sends<'_, T::Wire, _> = buffers
                 .iter()
                 .zip(&to)
                 .enumerate()
@@ -192,6 +194,9 @@ impl Deadline {
     }
 }
 
+/// The sends of a step still in flight, each with its index among the step's messages.
+type Sends<'a, W, S> = Vec<(usize, Request<'a, [W], S>)>;
+
 /// Polls until every expected message has been received, keeping the sends moving meanwhile.
 fn receive_all<'a, T, C, S>(
     comm: &C,
@@ -199,7 +204,7 @@ fn receive_all<'a, T, C, S>(
     expected: &[Expected],
     from: &[Address],
     deadline: &Deadline,
-    sends: &mut Vec<(usize, Request<'a, [T], S>)>,
+    sends: &mut Sends<'a, T::Wire, S>,
 ) -> Result<Vec<Message<T>>, MpiError>
 where
     T: MpiElement,
@@ -261,7 +266,7 @@ fn receive<T: MpiElement>(probed: (mpi::point_to_point::Message, Status)) -> Res
     let bytes = probed.1.count(u8::equivalent_datatype());
     let size = T::DTYPE.size_bytes();
     if u64::try_from(bytes).is_ok_and(|b| b % size == 0) {
-        Ok(probed.matched_receive_vec::<T>().0)
+        Ok(T::from_wire(probed.matched_receive_vec::<T::Wire>().0))
     } else {
         // The count in bytes is always defined, so the message can be taken as bytes.
         let _ = probed.matched_receive_vec::<u8>();

@@ -546,6 +546,27 @@ impl Random for i64 {
     }
 }
 
+/// 16-bit floats: drawn as `f32` in a narrower range (sums over a few nodes stay far inside
+/// `f16`'s 65504; products near 1), rounded to the type.
+fn random_half(rng: &mut ChaCha8Rng, op: ReduceOp) -> f32 {
+    match op {
+        ReduceOp::Prod => rng.random_range(0.75..1.25),
+        _ => rng.random_range(-100.0..100.0),
+    }
+}
+
+impl Random for half::f16 {
+    fn random(rng: &mut ChaCha8Rng, op: ReduceOp) -> Self {
+        half::f16::from_f32(random_half(rng, op))
+    }
+}
+
+impl Random for half::bf16 {
+    fn random(rng: &mut ChaCha8Rng, op: ReduceOp) -> Self {
+        half::bf16::from_f32(random_half(rng, op))
+    }
+}
+
 /// `nodes` random vectors of `len` elements, from a fixed seed.
 pub fn random_inputs<T: Random>(seed: u64, nodes: usize, len: usize, op: ReduceOp) -> Vec<Vec<T>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
