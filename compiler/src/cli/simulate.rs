@@ -12,6 +12,7 @@ pub fn simulate(
     phase: Option<&str>,
     format: ReportFormat,
     failures: &super::Failures,
+    base: &topoc::Options,
 ) -> Result<ExitCode, String> {
     let sizes: Vec<u64> = sizes
         .split(',')
@@ -26,13 +27,12 @@ pub fn simulate(
                     .to_string(),
             );
         }
-        return degraded(path, &text, &sizes, phase, format, failures);
+        return degraded(path, &text, &sizes, phase, format, failures, base);
     }
     let table = if is_topology(&text) {
         let report = |e: topoc::Error| super::report_error(path, &text, &e);
         let loaded = topoc::load(&text).map_err(report)?;
-        simulate::simulate_topology(&loaded, &sizes, phase, &topoc::Options::default())
-            .map_err(report)?
+        simulate::simulate_topology(&loaded, &sizes, phase, base).map_err(report)?
     } else {
         let verified = super::load_verified(path)?;
         Table {
@@ -73,6 +73,7 @@ fn degraded(
     phase: Option<&str>,
     format: ReportFormat,
     failures: &super::Failures,
+    base: &topoc::Options,
 ) -> Result<ExitCode, String> {
     #[derive(Serialize)]
     struct Slowdown {
@@ -92,12 +93,11 @@ fn degraded(
     }
     let report = |e: topoc::Error| super::report_error(path, text, &e);
     let loaded = topoc::load(text).map_err(report)?;
-    let healthy = simulate::simulate_topology(&loaded, sizes, phase, &topoc::Options::default())
-        .map_err(report)?;
+    let healthy = simulate::simulate_topology(&loaded, sizes, phase, base).map_err(report)?;
     let options = topoc::Options {
         fail_links: failures.links.clone(),
         fail_nodes: failures.nodes.clone(),
-        ..topoc::Options::default()
+        ..base.clone()
     };
     let degraded = simulate::simulate_topology(&loaded, sizes, phase, &options).map_err(report)?;
     let best = |table: &Table, name: &str, bytes: u64| {

@@ -76,6 +76,17 @@ impl Lowering for Trees {
                 .collect(),
         })
     }
+    /// Machines past [`crate::limits::MAX_PLANNED_NODES`] are refused before the packing;
+    /// below it, the generic estimate.
+    fn estimate(
+        &self,
+        machine: &Machine,
+        _: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<crate::limits::Estimate, crate::embed::EmbedError> {
+        super::check_planned(self.name(), machine)?;
+        Ok(crate::limits::Estimate::generic(machine))
+    }
     fn lower(
         &self,
         machine: &Machine,
