@@ -163,6 +163,7 @@ impl Estimate {
             chunks: phase.chunks.len() as u64,
             buffers: phase.buffers.len() as u64,
             state_nodes: state_nodes as u64,
+            steps: u64::from(phase.steps),
             ..Estimate::default()
         };
         for instr in phase.programs.iter().flat_map(|p| p.steps.iter().flatten()) {
@@ -470,6 +471,63 @@ mod tests {
             admit(estimate, &huge),
             Err(Refusal::Verifier { .. })
         ));
+    }
+
+    /// Every method's estimate against the schedule it lowers, on every example: methods that
+    /// count their schedule exactly are within a factor of two of it in instructions and chunk
+    /// ids, and no estimate falls short of the schedule's size by more than a factor of four.
+    #[test]
+    fn estimates_match_the_schedules_of_the_examples() {
+        use crate::lower::Method;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "ron"))
+            .collect();
+        files.sort();
+        let exact = [
+            Method::LadderRings,
+            Method::RotatedHd,
+            Method::Direct,
+            Method::InNetwork,
+            Method::Ring,
+        ];
+        let mut compared = 0;
+        for file in files {
+            let loaded = crate::compile::load(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            let machine = &loaded.machine;
+            for request in loaded.phases().unwrap() {
+                let knobs = request.knobs(&crate::Options::default()).unwrap();
+                for method in Method::ALL {
+                    if !method.supports(request.spec.collective) {
+                        continue;
+                    }
+                    let Ok(lowered) = method.lower(machine, &request.spec, &knobs) else {
+                        continue;
+                    };
+                    let estimate = method
+                        .lowering()
+                        .estimate(machine, &request.spec, &knobs)
+                        .unwrap();
+                    let actual = Estimate::measured(&lowered.phase, estimate.state_nodes as usize);
+                    let case = format!("{} {} `{}`", file.display(), method, request.spec.name);
+                    // Instructions beyond sends and receives: the mean's divisions.
+                    if exact.contains(&method) && request.spec.op != schedule_ir::ReduceOp::Mean {
+                        assert!(
+                            estimate.near(&actual, 2),
+                            "{case}: {estimate:?} for {actual:?}"
+                        );
+                    }
+                    assert!(
+                        estimate.bytes().saturating_mul(4) >= actual.bytes(),
+                        "{case}: {estimate:?} for {actual:?}"
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 40, "only {compared} schedules compared");
     }
 
     #[test]
