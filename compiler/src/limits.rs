@@ -14,7 +14,7 @@
 //! The memory estimate is [`BYTES_PER_INSTRUCTION`] per instruction, [`BYTES_PER_CHUNK_REF`]
 //! per chunk id an instruction names, [`BYTES_PER_CHUNK`] per chunk, and the verifier's
 //! symbolic state (6 bytes per node, buffer and chunk, [`schedule_ir::limits`]); the constants
-//! are the largest seen per unit in the scale benchmark (BENCHMARKS.md), rounded up. The work
+//! are fitted to the peaks of the scale benchmark (BENCHMARKS.md). The work
 //! limit stays [`MAX_INSTRUCTIONS`]: a `Ladder` of 512 pairs (16 760 832 instructions) and a
 //! `Ring` of 1448 nodes compile, in about 3 s each, and a `Ring(nodes: 1449)` does not.
 
@@ -41,11 +41,13 @@ pub const MAX_PLANNING: u64 = 1 << 30;
 pub const MAX_PLANNED_NODES: usize = 2048;
 
 /// Memory per instruction while a phase is lowered and verified (the plan, the programs, the
-/// verifier's copies): at most 233 bytes in the scale benchmark, rounded up.
-pub const BYTES_PER_INSTRUCTION: u64 = 256;
+/// verifier's copies). With [`BYTES_PER_CHUNK_REF`], fitted to the scale benchmark's peaks:
+/// 156 to 233 bytes per ring instruction (one chunk id each), 732 MiB for `rotated-hd` on a
+/// 32 × 32 torus (1 015 808 instructions naming 16 760 832 chunk ids).
+pub const BYTES_PER_INSTRUCTION: u64 = 200;
 
 /// Memory per chunk id an instruction names, beyond the instruction itself.
-pub const BYTES_PER_CHUNK_REF: u64 = 48;
+pub const BYTES_PER_CHUNK_REF: u64 = 40;
 
 /// Memory per chunk of the phase (its range and owner, in the plan, the phase and the report).
 pub const BYTES_PER_CHUNK: u64 = 64;
@@ -491,7 +493,6 @@ mod tests {
             Method::RotatedHd,
             Method::Direct,
             Method::InNetwork,
-            Method::Ring,
         ];
         let mut compared = 0;
         for file in files {
@@ -514,6 +515,21 @@ mod tests {
                     let case = format!("{} {} `{}`", file.display(), method, request.spec.name);
                     // Instructions beyond sends and receives: the mean's divisions.
                     if exact.contains(&method) && request.spec.op != schedule_ir::ReduceOp::Mean {
+                        assert!(
+                            estimate.near(&actual, 2),
+                            "{case}: {estimate:?} for {actual:?}"
+                        );
+                    }
+                    // `ring` estimates one logical ring before its search (a lower bound), and
+                    // admits the rings found again, exactly: that count must match.
+                    let estimate = if method == Method::Ring {
+                        let rings = crate::lower::ring::rings(machine).unwrap();
+                        let logical = crate::lower::ring::orient(machine, &rings);
+                        Estimate::rings(request.spec.collective, &logical)
+                    } else {
+                        estimate
+                    };
+                    if method == Method::Ring && request.spec.op != schedule_ir::ReduceOp::Mean {
                         assert!(
                             estimate.near(&actual, 2),
                             "{case}: {estimate:?} for {actual:?}"

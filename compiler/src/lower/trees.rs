@@ -77,15 +77,27 @@ impl Lowering for Trees {
         })
     }
     /// Machines past [`crate::limits::MAX_PLANNED_NODES`] are refused before the packing;
-    /// below it, the generic estimate.
+    /// below it, the larger of the generic estimate and the most the pipeline may hold: at
+    /// most [`MAX_TRANSFERS`] transfers (every hop one) of one piece each.
     fn estimate(
         &self,
         machine: &Machine,
-        _: &PhaseSpec,
+        spec: &PhaseSpec,
         _: &Knobs,
     ) -> Result<crate::limits::Estimate, crate::embed::EmbedError> {
         super::check_planned(self.name(), machine)?;
-        Ok(crate::limits::Estimate::generic(machine))
+        let generic = crate::limits::Estimate::generic(machine);
+        let pieces = pieces(machine, spec.collective) as u64;
+        let chunks = most_chunks(machine, spec.collective, spec.elements) as u64 * pieces;
+        let transfers = MAX_TRANSFERS as u64;
+        let pipeline = crate::limits::Estimate::transfers(transfers, transfers, chunks, 2)
+            .on(machine.compute_nodes().len())
+            .in_steps(transfers);
+        Ok(if pipeline.bytes() > generic.bytes() {
+            pipeline
+        } else {
+            generic
+        })
     }
     fn lower(
         &self,
