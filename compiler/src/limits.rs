@@ -30,6 +30,11 @@ use std::fmt;
 /// work limit, whatever the memory budget.
 pub const MAX_INSTRUCTIONS: u64 = 1 << 24;
 
+/// The most chunk ids the instructions of one phase may name: lowering and verifying take
+/// about a microsecond each in the slower methods (`tree` on a 1000-processor tree: 4 million
+/// in 4 s, BENCHMARKS.md).
+pub const MAX_CHUNK_REFS: u64 = 1 << 25;
+
 /// The most planning work (see [`Estimate::planning`]) one phase may take: about a second in
 /// a release build.
 pub const MAX_PLANNING: u64 = 1 << 30;
@@ -249,6 +254,11 @@ pub enum Refusal {
         /// The estimate.
         estimate: Estimate,
     },
+    /// More chunk ids named than [`MAX_CHUNK_REFS`].
+    ChunkRefs {
+        /// The estimate.
+        estimate: Estimate,
+    },
     /// More planning than [`MAX_PLANNING`].
     Planning {
         /// The estimate.
@@ -289,6 +299,12 @@ impl fmt::Display for Refusal {
                 "would have {} instructions, more than topoc builds for one phase ({MAX_INSTRUCTIONS})",
                 estimate.instructions
             ),
+            Refusal::ChunkRefs { estimate } => write!(
+                f,
+                "would name {} chunk ids in its instructions, more than topoc builds for one \
+                 phase ({MAX_CHUNK_REFS})",
+                estimate.chunk_refs
+            ),
             Refusal::Planning { estimate } => write!(
                 f,
                 "would take about {} operations to route and pack its transfers, more than \
@@ -318,10 +334,13 @@ fn bytes_phrase(bytes: u64) -> String {
 }
 
 /// Admits a phase whose schedule is `estimate`, or says which limit it passes: the work limits
-/// (instructions, planning), then the verifier's, then the memory budget.
+/// (instructions, chunk ids, planning), then the verifier's, then the memory budget.
 pub fn admit(estimate: Estimate, budget: &Budget) -> Result<(), Refusal> {
     if estimate.instructions > MAX_INSTRUCTIONS {
         return Err(Refusal::Work { estimate });
+    }
+    if estimate.chunk_refs > MAX_CHUNK_REFS {
+        return Err(Refusal::ChunkRefs { estimate });
     }
     if estimate.planning > MAX_PLANNING {
         return Err(Refusal::Planning { estimate });
