@@ -427,6 +427,7 @@ pub fn refused(at: &Path, nodes: usize, refusals: &[(String, Refusal)]) -> Probl
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use schedule_ir::{LinkId, NodeId};
 
