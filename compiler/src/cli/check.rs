@@ -1,34 +1,44 @@
 //! `topoc check`: parse, diagnose, summarise the machine and the rings each method finds.
+//! Every method is admitted within the memory budget before it searches or lowers, as under
+//! `topoc compile`, so `check` refuses what `compile` refuses, as fast.
 
 use super::{read, report_error};
 use std::path::Path;
 use std::process::ExitCode;
 use topoc::compile::Verdict;
+use topoc::embed::EmbedError;
+use topoc::limits::Budget;
 use topoc::lower::Method;
 use topoc::machine::summary;
 use topoc::simulate::format_seconds;
 
-pub fn check(path: &Path) -> Result<ExitCode, String> {
+pub fn check(path: &Path, budget: &Budget) -> Result<ExitCode, String> {
     let text = read(path)?;
     let loaded = topoc::load(&text).map_err(|e| report_error(path, &text, &e))?;
     let machine = &loaded.machine;
     println!("machine `{}`", machine.name);
     print!("{}", summary::summarize(machine));
     print!("{}", summary::extras(machine));
+    // Compile every phase first, so that `check` refuses what `compile` refuses, as fast,
+    // before it asks every method what it would run.
+    let options = topoc::Options {
+        budget: *budget,
+        ..topoc::Options::default()
+    };
+    let compiled =
+        topoc::compile(&loaded, &options).map_err(|e| report_error(path, &text, &e))?;
     for method in Method::ALL {
-        match method.applies(machine) {
+        match method.applies(machine, budget) {
             Ok(embedding) => {
                 println!("  {method}: {}", embedding.summary);
                 for part in &embedding.parts {
                     println!("    {}", abbreviate(part));
                 }
             }
+            Err(EmbedError::OverBudget(why)) => println!("  {method}: refused: the schedule {why}"),
             Err(e) => println!("  {method}: does not apply: {e}"),
         }
     }
-    // Compile every phase too, so that `check` reports problems `compile` would.
-    let compiled = topoc::compile(&loaded, &topoc::Options::default())
-        .map_err(|e| report_error(path, &text, &e))?;
     print_choices(&compiled);
     println!("{}: ok", path.display());
     Ok(ExitCode::SUCCESS)

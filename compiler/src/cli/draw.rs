@@ -48,12 +48,17 @@ pub fn draw(
     format: Option<DrawFormat>,
     layout: LayoutArg,
     output: Option<&Path>,
+    budget: &topoc::limits::Budget,
 ) -> Result<ExitCode, String> {
     let text = read(path)?;
     let fail = |e: draw::DrawError| format!("error: {}: {e}", path.display());
     let scene = if is_topology(&text) {
-        let compiled = topoc::compile_source(&text, &topoc::Options::default())
-            .map_err(|e| report_error(path, &text, &e))?;
+        let options = topoc::Options {
+            budget: *budget,
+            ..topoc::Options::default()
+        };
+        let compiled =
+            topoc::compile_source(&text, &options).map_err(|e| report_error(path, &text, &e))?;
         Scene::from_compiled(&compiled, request).map_err(fail)?
     } else {
         Scene::from_schedule(&load_verified(path)?, request).map_err(fail)?

@@ -51,6 +51,8 @@ enum Command {
     Check {
         /// The topology file (RON).
         file: PathBuf,
+        #[command(flatten)]
+        budget: MemoryBudget,
     },
     /// Compile a topology file into a verified schedule.
     ///
@@ -94,6 +96,8 @@ enum Command {
         report: ReportFormat,
         #[command(flatten)]
         failures: Failures,
+        #[command(flatten)]
+        budget: MemoryBudget,
     },
     /// Verify a schedule (or compile and verify a topology file) and print the link report.
     ///
@@ -177,6 +181,8 @@ enum Command {
         format: ReportFormat,
         #[command(flatten)]
         failures: Failures,
+        #[command(flatten)]
+        budget: MemoryBudget,
     },
     /// Draw the machine with its link ids, the embedded rings in distinct colours, or the link
     /// directions one step uses with the chunks they carry.
@@ -203,6 +209,8 @@ enum Command {
         /// all.
         #[arg(short, long)]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        budget: MemoryBudget,
     },
     /// Write a topology file from NCCL's topology dump or `nvidia-smi topo -m` (docs/import.md).
     ///
@@ -232,6 +240,22 @@ impl Failures {
     pub fn is_empty(&self) -> bool {
         self.links.is_empty() && self.nodes.is_empty()
     }
+}
+
+/// How much memory compiling one phase may take.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct MemoryBudget {
+    /// Most memory one phase's lowering and verification may take (B, KiB, MiB, GiB; KB, MB,
+    /// GB). Every method's size is estimated before it builds anything; one that would need
+    /// more is refused with a diagnostic, and `auto` weighs the others.
+    #[arg(long = "memory-budget", value_name = "SIZE", default_value = "4GiB",
+          value_parser = parse_budget)]
+    pub memory: topoc::limits::Budget,
+}
+
+/// `--memory-budget`'s value, read as `topoc run --memory-budget` reads its own.
+fn parse_budget(text: &str) -> Result<topoc::limits::Budget, String> {
+    topoc::simulate::parse_size(text).map(|memory_bytes| topoc::limits::Budget { memory_bytes })
 }
 
 /// Schedule output formats.
@@ -294,7 +318,7 @@ impl From<DTypeArg> for schedule_ir::DType {
 /// Runs a parsed command line. `Err` carries a message already formatted for the terminal.
 pub fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
-        Command::Check { file } => check::check(&file),
+        Command::Check { file, budget } => check::check(&file, &budget.memory),
         Command::Compile {
             file,
             algorithm,
@@ -306,6 +330,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             sizes,
             report,
             failures,
+            budget,
         } => {
             let options = topoc::Options {
                 // `auto` on the command line leaves each phase its own choice.
@@ -314,6 +339,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
                 variant,
                 fail_links: failures.links,
                 fail_nodes: failures.nodes,
+                budget: budget.memory,
             };
             compile::compile(
                 &file,
@@ -354,6 +380,7 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             phase,
             format,
             failures,
+            budget,
         } => simulate::simulate(
             &input,
             &simulate::sizes(&sizes, minbytes.zip(maxbytes), stepfactor)?,
@@ -361,6 +388,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             format,
             plot.as_deref(),
             &failures,
+            &topoc::Options {
+                budget: budget.memory,
+                ..topoc::Options::default()
+            },
         ),
         Command::Draw {
             input,
@@ -369,12 +400,14 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             format,
             layout,
             output,
+            budget,
         } => draw::draw(
             &input,
             &topoc::draw::Request { phase, step },
             format,
             layout,
             output.as_deref(),
+            &budget.memory,
         ),
         Command::Import(args) => import::import(&args),
         Command::Lab(args) => topoc::lab::main(args),

@@ -27,6 +27,7 @@ pub fn simulate(
     format: ReportFormat,
     plot: Option<&Path>,
     failures: &super::Failures,
+    base: &topoc::Options,
 ) -> Result<ExitCode, String> {
     let text = read(path)?;
     if !failures.is_empty() {
@@ -36,13 +37,12 @@ pub fn simulate(
                     .to_string(),
             );
         }
-        return degraded(path, &text, sizes, phase, format, plot, failures);
+        return degraded(path, &text, sizes, phase, format, plot, failures, base);
     }
     let table = if is_topology(&text) {
         let report = |e: topoc::Error| super::report_error(path, &text, &e);
         let loaded = topoc::load(&text).map_err(report)?;
-        simulate::simulate_topology(&loaded, sizes, phase, &topoc::Options::default())
-            .map_err(report)?
+        simulate::simulate_topology(&loaded, sizes, phase, base).map_err(report)?
     } else {
         let verified = super::load_verified(path)?;
         Table {
@@ -87,6 +87,7 @@ fn degraded(
     format: ReportFormat,
     plot: Option<&Path>,
     failures: &super::Failures,
+    base: &topoc::Options,
 ) -> Result<ExitCode, String> {
     #[derive(Serialize)]
     struct Slowdown {
@@ -106,12 +107,11 @@ fn degraded(
     }
     let report = |e: topoc::Error| super::report_error(path, text, &e);
     let loaded = topoc::load(text).map_err(report)?;
-    let healthy = simulate::simulate_topology(&loaded, sizes, phase, &topoc::Options::default())
-        .map_err(report)?;
+    let healthy = simulate::simulate_topology(&loaded, sizes, phase, base).map_err(report)?;
     let options = topoc::Options {
         fail_links: failures.links.clone(),
         fail_nodes: failures.nodes.clone(),
-        ..topoc::Options::default()
+        ..base.clone()
     };
     let degraded = simulate::simulate_topology(&loaded, sizes, phase, &options).map_err(report)?;
     if let Some(plot) = plot {

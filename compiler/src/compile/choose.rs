@@ -3,6 +3,7 @@
 
 use crate::diag::Problem;
 use crate::embed::EmbedError;
+use crate::limits::Refusal;
 use crate::lower::{Choice, Knobs, Lowered, Method, PhaseSpec};
 use crate::machine::Machine;
 use crate::path;
@@ -47,9 +48,8 @@ pub fn lower_phase(
     check_supported(at, spec, &candidates)?;
     crate::limits::check_vector(at, spec.elements, spec.dtype)?;
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
-    let mut too_large: Option<u64> = None;
     if wanted == Choice::Auto {
-        if let Some(chosen) = cheapest(machine, spec, knobs, &mut refusals, &mut too_large) {
+        if let Some(chosen) = cheapest(machine, spec, knobs, &mut refusals) {
             return Ok(chosen);
         }
     } else {
@@ -62,15 +62,20 @@ pub fn lower_phase(
                     };
                     return Ok(noted(spec, *method, reason, lowered));
                 }
-                Err(EmbedError::TooLarge { instructions }) => too_large = Some(instructions),
                 Err(e) => refusals.push((*method, e)),
             }
         }
     }
-    if let Some(instructions) = too_large {
-        return Err(crate::limits::check(at, machine.node_count(), instructions)
-            .err()
-            .unwrap_or_else(|| Problem::at(at.clone(), "internal: size limit disagrees", "here")));
+    // Methods over a limit are the machine's size problem: reported as such, with the budget.
+    let over: Vec<(String, Refusal)> = refusals
+        .iter()
+        .filter_map(|(m, e)| match e {
+            EmbedError::OverBudget(r) => Some((m.name().to_string(), r.clone())),
+            _ => None,
+        })
+        .collect();
+    if !over.is_empty() {
+        return Err(crate::limits::refused(at, machine.node_count(), &over));
     }
     Err(no_method(machine, at, spec, &candidates, &refusals))
 }
@@ -196,13 +201,12 @@ fn no_method(
 /// whose schedule the cost model prices lowest for the phase's own vector (of equal estimates,
 /// the first in [`Method::ALL`]). The note lists every method weighed ([`PhaseNote::weighed`])
 /// and says the same in words. `None` when no method applies; `refusals` then says why each
-/// did not, and `too_large` holds the size of a schedule refused for its size.
+/// did not, those over a limit ([`EmbedError::OverBudget`]) among them.
 fn cheapest(
     machine: &Machine,
     spec: &PhaseSpec,
     knobs: &Knobs,
     refusals: &mut Vec<(Method, EmbedError)>,
-    too_large: &mut Option<u64>,
 ) -> Option<(schedule_ir::Phase, PhaseNote)> {
     let ir = machine.to_ir();
     let mut priced: Vec<(Method, f64)> = Vec::new();
@@ -219,10 +223,6 @@ fn cheapest(
                 if best.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
                     best = Some((method, seconds, lowered));
                 }
-            }
-            Err(EmbedError::TooLarge { instructions }) => {
-                too_large.get_or_insert(instructions);
-                refusals.push((method, EmbedError::TooLarge { instructions }));
             }
             Err(e) => refusals.push((method, e)),
         }

@@ -36,6 +36,10 @@ pub struct Options {
     pub fail_links: Vec<String>,
     /// Node names to take out of service, beyond the file's `failed_nodes`.
     pub fail_nodes: Vec<String>,
+    /// The memory one phase's lowering and verification may take (`--memory-budget`): every
+    /// method's estimate is compared with it before the method builds anything
+    /// ([`crate::limits`]).
+    pub budget: crate::limits::Budget,
 }
 
 /// How one phase was compiled, for humans and for `--report json`.

@@ -72,6 +72,7 @@ impl PhaseRequest {
         Ok(Knobs {
             variant: options.variant.or(self.exchange.variant),
             slices,
+            budget: options.budget,
         })
     }
 }

@@ -173,12 +173,10 @@ pub enum EmbedError {
     /// The structural construction does not apply to this machine.
     #[error("{0}")]
     NotApplicable(String),
-    /// The schedule would be larger than topoc builds ([`crate::limits`]).
-    #[error("the schedule would have {instructions} instructions, more than topoc builds")]
-    TooLarge {
-        /// Instructions the schedule would have.
-        instructions: u64,
-    },
+    /// The schedule would be larger than the budget or topoc's limits allow
+    /// ([`crate::limits`]).
+    #[error("the schedule {0}")]
+    OverBudget(crate::limits::Refusal),
 }
 
 /// Proves that `rings` are Hamiltonian cycles over the compute nodes, each hop a real link or a

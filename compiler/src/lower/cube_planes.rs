@@ -74,6 +74,7 @@
 use super::plan::{self, Move, Packing, Plan};
 use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
+use crate::limits::Estimate;
 use crate::machine::hypercube::CubeLayout;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{ChunkId, Collective, NodeId, Phase, RecvMode};
@@ -94,6 +95,19 @@ impl Lowering for CubePlanes {
     }
     fn variants(&self) -> &'static [u32] {
         &[300, 400]
+    }
+    /// The cube has 8 nodes and 12 chunks: the generic estimate bounds it. Other machines are
+    /// estimated empty, and [`lower`] says why it does not apply.
+    fn estimate(
+        &self,
+        machine: &Machine,
+        _: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        Ok(match machine.shape {
+            Shape::Cube(_) => Estimate::generic(machine),
+            _ => Estimate::default(),
+        })
     }
     fn lower(
         &self,

@@ -16,6 +16,7 @@
 use super::plan::{self, Move, Packing, Plan};
 use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
+use crate::limits::Estimate;
 use crate::machine::Machine;
 use schedule_ir::{ChunkId, Collective, LinkId, Phase, RecvMode};
 
@@ -32,6 +33,30 @@ impl Lowering for Direct {
     }
     fn supports(&self, collective: Collective) -> bool {
         supports(collective)
+    }
+    /// `p(p - 1)` transfers of one chunk per half. A machine where some compute node has
+    /// fewer links than that cannot be joined pairwise: it is estimated empty, and [`lower`]
+    /// names the pair that shares no link.
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        let nodes = machine.compute_nodes();
+        let p = nodes.len();
+        if nodes.iter().any(|&n| machine.links_at(n).len() + 1 < p) {
+            return Ok(Estimate::default());
+        }
+        let halves = if spec.collective == Collective::AllReduce {
+            2
+        } else {
+            1
+        };
+        let transfers = (halves * p * p.saturating_sub(1)) as u64;
+        Ok(Estimate::transfers(transfers, transfers, p as u64, 1)
+            .on(p)
+            .in_steps(halves as u64))
     }
     fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
         Ok(Lowered::phase(lower(spec, self.name(), machine)?))

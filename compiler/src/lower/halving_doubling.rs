@@ -47,6 +47,7 @@ use super::plan::{self, Move, Packing, Plan, Step};
 use super::{even_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::routed::{adjacency, RouteSearch};
 use crate::embed::EmbedError;
+use crate::limits::Estimate;
 use crate::machine::Machine;
 use schedule_ir::{
     Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, Instr, LinkId, NodeId, Phase,
@@ -74,6 +75,15 @@ impl Lowering for HalvingDoubling {
     fn supports(&self, collective: Collective) -> bool {
         supports(collective)
     }
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        super::check_planned(self.name(), machine)?;
+        Ok(estimate(machine, spec.collective, &knobs.slices))
+    }
     fn lower(
         &self,
         machine: &Machine,
@@ -89,6 +99,79 @@ impl Lowering for HalvingDoubling {
     }
 }
 const SCRATCH: BufferId = BufferId(1);
+
+/// The size of [`lower`]'s schedule, counted from the rank layout without building it: round
+/// `i` of the distribution sends `K_i` slices that together hold half of every rank's run
+/// (`2^k · B / 2^(i+1)` chunks), each over the route to the partner `2^i` ranks away (its
+/// length measured once, from rank 0), and reduces them locally; the collection mirrors it;
+/// folding sends whole vectors.
+fn estimate(machine: &Machine, collective: Collective, slices: &[usize]) -> Estimate {
+    let compute = machine.compute_nodes();
+    let Some(ranks) = Ranks::new(&compute, None) else {
+        return Estimate::default();
+    };
+    let ks = round_slices(slices, ranks.rounds);
+    let per_block = ks.iter().copied().max().unwrap_or(1) as u64;
+    let pow = ranks.pow as u64;
+    let chunks = pow.saturating_mul(per_block);
+    let hops = crate::limits::hops_from(machine, ranks.virtual_node(0));
+    let hops_to = |v: usize| hops[ranks.virtual_node(v).index()].clamp(1, u64::MAX / 2);
+    let (mut transfers, mut carried, mut routed, mut locals) = (0u64, 0u64, 0u64, 0u64);
+    // Packing a step first-fit tries each transfer's route against the sub-steps so far: about
+    // as many as the busiest link direction's load, the step's hops over the directions.
+    let directions = 2 * machine.link_count().max(1) as u64;
+    let mut planning = 0u64;
+    // `steps` steps of `count` transfers each, of `chunks_each` chunks over `route` links.
+    let mut add = |steps: u64, count: u64, chunks_each: u64, route: u64| {
+        let all = steps.saturating_mul(count);
+        transfers = transfers.saturating_add(all);
+        carried = carried.saturating_add(all.saturating_mul(chunks_each));
+        let hops = count.saturating_mul(route);
+        routed = routed.saturating_add(steps.saturating_mul(hops));
+        let sub_steps = hops.div_ceil(directions).max(1);
+        let packing = steps.saturating_mul(hops).saturating_mul(sub_steps);
+        planning = planning.saturating_add(packing);
+    };
+    if ranks.extra > 0 {
+        let folds = if collective == Collective::AllReduce {
+            2
+        } else {
+            1
+        };
+        add(
+            folds,
+            ranks.extra as u64,
+            chunks,
+            hops[ranks.node[1].index()].max(1),
+        );
+    }
+    for (i, &k) in ks.iter().enumerate() {
+        let half = chunks >> (i + 1);
+        let route = hops_to(1 << i);
+        // `k` slices of the half from every rank, and as many local reduces.
+        add(k as u64, pow, half / k as u64, route);
+        locals = locals.saturating_add(pow.saturating_mul(half));
+        match collective {
+            Collective::AllReduce => add(1, pow, half, route),
+            Collective::Reduce { .. } => {
+                add(1, pow >> (i + 1), chunks >> (ranks.rounds - i), route)
+            }
+            _ => {}
+        }
+    }
+    let mut estimate = Estimate::transfers(
+        transfers,
+        carried.saturating_add(routed),
+        chunks,
+        if ks.iter().any(|&k| k > 1) { 2 } else { 1 },
+    )
+    .on(compute.len())
+    .in_steps(ks.iter().sum::<usize>() as u64 + 2 * ranks.rounds as u64 + 2);
+    estimate.instructions = estimate.instructions.saturating_add(pow * ks.len() as u64);
+    estimate.chunk_refs = estimate.chunk_refs.saturating_add(locals);
+    estimate.planning = planning;
+    estimate
+}
 
 /// The plan in words: ranks, rounds, ranks folded in first, slices per round.
 pub fn describe(machine: &Machine, slices: &[usize]) -> String {

@@ -28,6 +28,7 @@
 use super::plan::{self, Move, Packing, Plan};
 use super::{vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
+use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
 
@@ -47,6 +48,14 @@ impl Lowering for InNetwork {
     }
     fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
         applies(machine).map(Embedding::summary)
+    }
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        estimate(spec, machine)
     }
     fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
         let (phase, lines) = lower(spec, machine)?;
@@ -153,6 +162,40 @@ fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
         nic_units,
         mtu_bytes,
     })
+}
+
+/// The size of [`lower`]'s schedule (or its ring among the NICs'), counted from the layout and
+/// the segment count without building it: per batch, every rank and NIC sends up and receives
+/// back; per wave of the ring, the ranks send up, the NICs run a ring, and send back.
+fn estimate(spec: &PhaseSpec, machine: &Machine) -> Result<Estimate, EmbedError> {
+    let l = layout(machine)?;
+    let seg_elems = (u64::from(l.mtu_bytes) / spec.dtype.size_bytes()).max(1);
+    let segments = spec.elements.div_ceil(seg_elems).max(1);
+    let p = machine.compute_nodes().len() as u64;
+    let h = l.hosts.len() as u64;
+    let (per_group, group, steps_each, ring_moves) = match &l.switch {
+        Ok((_, switch_units)) => {
+            let full = u64::from((l.nic_units / 4).min(switch_units / 2));
+            let (batch, stride) = if full >= 1 {
+                (full, 1)
+            } else {
+                let need = |units: u32, steps: u64| steps.div_ceil(u64::from(units.max(1)));
+                (1, need(l.nic_units, 4).max(need(*switch_units, 2)))
+            };
+            (2 * p + 2 * h, batch, stride, 0)
+        }
+        Err(_) => {
+            let ring = 2 * h.saturating_sub(1);
+            (2 * p, u64::from(l.nic_units.max(1)), 2 + ring * h, ring * h)
+        }
+    };
+    let groups = segments.div_ceil(group);
+    let transfers = groups.saturating_mul(per_group + ring_moves);
+    // Ring moves carry a wave's share each: `2(h - 1)` shares of a wave per NIC.
+    let carried = segments.saturating_mul(per_group + 2 * h.saturating_sub(1));
+    Ok(Estimate::transfers(transfers, carried, segments, 1)
+        .on((p + h + 1) as usize)
+        .in_steps(groups.saturating_mul(steps_each).saturating_add(4)))
 }
 
 /// Whether `in-network` applies to `machine`, and how, in a line for humans (`topoc check`).

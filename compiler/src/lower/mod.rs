@@ -31,6 +31,7 @@ pub mod tree;
 pub mod trees;
 
 use crate::embed::{EmbedError, Ring};
+use crate::limits::{Budget, Estimate};
 use crate::machine::Machine;
 use schedule_ir::{
     Buffer, BufferId, BufferKind, Chunk, Collective, DType, LinkId, NodeId, Phase, Program,
@@ -161,6 +162,22 @@ pub trait Lowering: Sync {
             lowered.phase.steps
         )))
     }
+    /// What lowering `spec` on `machine` would hold, counted without building it, so that the
+    /// driver refuses a schedule over the budget before any of it is allocated
+    /// ([`crate::limits`]). It must be cheap (linear in the machine at most) and must not
+    /// under-count by more than a small factor. A method may refuse here a machine it cannot
+    /// plan for; one it does not apply to at all may be estimated as empty, and [`lower`]
+    /// then says why. By default: [`Estimate::generic`], a ring allreduce's size.
+    ///
+    /// [`lower`]: Lowering::lower
+    fn estimate(
+        &self,
+        machine: &Machine,
+        _spec: &PhaseSpec,
+        _knobs: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        Ok(Estimate::generic(machine))
+    }
     /// Lowers `spec` on `machine`, a mean as a sum.
     fn lower(
         &self,
@@ -232,6 +249,10 @@ pub struct Knobs {
     pub variant: Option<u32>,
     /// `halving-doubling`: slices per round (the last repeats; empty: the default).
     pub slices: Vec<usize>,
+    /// The memory the lowering may take (`--memory-budget`): checked against the method's
+    /// [`Lowering::estimate`] before it lowers, and by the ring methods again once their rings
+    /// are found.
+    pub budget: Budget,
 }
 
 /// A lowered phase with what the compiler reports about it.
@@ -319,19 +340,39 @@ impl Method {
         self.lowering().variants()
     }
 
-    /// See [`Lowering::applies`].
-    pub fn applies(self, machine: &Machine) -> Result<Embedding, EmbedError> {
+    /// See [`Lowering::applies`]; first, a small allreduce's estimate is admitted within
+    /// `budget`, so that `topoc check` does no more than `topoc compile` would.
+    pub fn applies(self, machine: &Machine, budget: &Budget) -> Result<Embedding, EmbedError> {
+        let knobs = Knobs {
+            budget: *budget,
+            ..Knobs::default()
+        };
+        self.admit(machine, &PhaseSpec::probe(), &knobs)?;
         self.lowering().applies(machine)
     }
 
-    /// Lowers `spec` on `machine` with this method; then [`mean::add_scales`] adds a mean's
-    /// divisions, for every method alike.
+    /// Admits lowering `spec` on `machine` within `knobs.budget`, by the method's
+    /// [`Lowering::estimate`], or says which limit it would pass.
+    pub fn admit(
+        self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<(), EmbedError> {
+        let estimate = self.lowering().estimate(machine, spec, knobs)?;
+        crate::limits::admit(estimate, &knobs.budget).map_err(EmbedError::OverBudget)
+    }
+
+    /// Lowers `spec` on `machine` with this method, once its estimate is admitted
+    /// ([`Method::admit`]); then [`mean::add_scales`] adds a mean's divisions, for every
+    /// method alike.
     pub fn lower(
         self,
         machine: &Machine,
         spec: &PhaseSpec,
         knobs: &Knobs,
     ) -> Result<Lowered, EmbedError> {
+        self.admit(machine, spec, knobs)?;
         let mut lowered = self.lowering().lower(machine, spec, knobs)?;
         mean::add_scales(&mut lowered.phase, &machine.compute_nodes());
         Ok(lowered)

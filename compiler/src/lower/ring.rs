@@ -24,6 +24,7 @@
 use super::plan::{self, Move, Packing, Plan, Step};
 use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
+use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, Phase, RecvMode};
 
@@ -47,8 +48,23 @@ impl Lowering for LadderRings {
     fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
         describe_rings(machine, &barley_twist(machine)?)
     }
-    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
-        lower_rings(self.name(), machine, spec, barley_twist(machine)?)
+    /// The barley twist is built, not searched: its exact size.
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        let rings = barley_twist(machine)?;
+        Ok(Estimate::rings(spec.collective, &orient(machine, &rings)))
+    }
+    fn lower(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Lowered, EmbedError> {
+        lower_rings(self.name(), machine, spec, knobs, barley_twist(machine)?)
     }
 }
 
@@ -66,8 +82,29 @@ impl Lowering for Rings {
     fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
         describe_rings(machine, &rings(machine)?)
     }
-    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
-        lower_rings(self.name(), machine, spec, rings(machine)?)
+    /// A `Ring` machine's own ring is exact; otherwise, before the search, one logical ring
+    /// over the compute nodes: the least any ring schedule holds. [`lower_rings`] admits the
+    /// rings found again, exactly.
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        Ok(match machine.shape {
+            Shape::Ring => {
+                Estimate::rings(spec.collective, &orient(machine, &[natural_ring(machine)]))
+            }
+            _ => Estimate::logical_rings(spec.collective, 1, machine.compute_nodes().len()),
+        })
+    }
+    fn lower(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<Lowered, EmbedError> {
+        lower_rings(self.name(), machine, spec, knobs, rings(machine)?)
     }
 }
 
@@ -131,14 +168,14 @@ fn lower_rings(
     method: &str,
     machine: &Machine,
     spec: &PhaseSpec,
+    knobs: &Knobs,
     rings: Vec<Ring>,
 ) -> Result<Lowered, EmbedError> {
     let logical = orient(machine, &rings);
-    // Refuse before building: a ring schedule grows with the square of the nodes.
-    let instructions = crate::limits::ring_instructions(spec.collective, &logical);
-    if instructions > crate::limits::MAX_INSTRUCTIONS {
-        return Err(EmbedError::TooLarge { instructions });
-    }
+    // Admit the rings found before building: a ring schedule grows with the square of the
+    // nodes, and a search may find more rings than the estimate assumed.
+    crate::limits::admit(Estimate::rings(spec.collective, &logical), &knobs.budget)
+        .map_err(EmbedError::OverBudget)?;
     let phase = lower(spec, method, machine, &logical).ok_or_else(|| {
         EmbedError::NotApplicable(format!("rings do not lower {}", spec.collective))
     })?;

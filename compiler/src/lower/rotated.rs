@@ -35,6 +35,7 @@
 use super::plan::{self, Move, Packing, Plan};
 use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
+use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{ChunkId, Collective, NodeId, Phase, RecvMode};
 
@@ -56,9 +57,53 @@ impl Lowering for RotatedHd {
             Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
         )
     }
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        let grid = coordinates(machine)?;
+        Ok(estimate(
+            spec.collective,
+            grid.dims as usize,
+            grid.size,
+            grid.nodes.len(),
+        ))
+    }
     fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
         Ok(Lowered::phase(lower(spec, self.name(), machine)?))
     }
+}
+
+/// The size of [`lower`]'s schedule on `d` dimensions of size `k` (`n` nodes), counted as it
+/// builds it: each half runs `d(k - 1)` steps in which every node sends on `d·h` links (`h`
+/// ring directions), and a transfer in the `s`-th dimension of a part's walk carries the
+/// `n / k^(s+1)` chunks of its group.
+fn estimate(collective: Collective, d: usize, k: usize, n: usize) -> Estimate {
+    let halves: u128 = match collective {
+        Collective::AllReduce => 2,
+        Collective::ReduceScatter | Collective::AllGather => 1,
+        _ => 0,
+    };
+    let h: u128 = if k == 2 { 1 } else { 2 };
+    let (d, k, n) = (d as u128, k as u128, n as u128);
+    let per_walk = k.saturating_sub(1) * n * d * h;
+    let mut carried: u128 = 0;
+    let mut group = n;
+    for _ in 0..d {
+        group /= k.max(2);
+        carried = carried.saturating_add(per_walk.saturating_mul(group));
+    }
+    let clamp = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
+    Estimate::transfers(
+        clamp(halves * d * per_walk),
+        clamp(halves * carried),
+        clamp(d * h * n),
+        1,
+    )
+    .on(usize::try_from(n).unwrap_or(usize::MAX))
+    .in_steps(clamp(halves * d * k.saturating_sub(1)))
 }
 
 /// The machine as a grid: `nodes[c]` is the node at coordinate index `c`, whose digit in

@@ -46,6 +46,7 @@
 use super::plan::{self, Move, Packing, Plan, Step};
 use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
+use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
 use std::collections::{BTreeMap, VecDeque};
@@ -70,6 +71,37 @@ impl Lowering for Tree {
             summary: format!("{} stage(s), level by level", stages.len()),
             parts: stages,
         })
+    }
+    /// `P` chunks, every one carried between the holders of each level: about `P²` chunk ids
+    /// per half, in a few transfers per node and level. Other machines are estimated empty, and
+    /// [`lower`] says why it does not apply.
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        if machine.shape != Shape::Tree {
+            return Ok(Estimate::default());
+        }
+        let p = machine.compute_nodes().len() as u64;
+        let halves = if spec.collective == Collective::AllReduce {
+            2
+        } else {
+            1
+        };
+        let depth = crate::limits::hops_from(machine, NodeId(0))
+            .into_iter()
+            .filter(|&h| h != u64::MAX)
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let nodes = machine.node_count() as u64;
+        let carried = halves * p.saturating_mul(p.saturating_sub(1));
+        let mut estimate =
+            Estimate::transfers(halves * nodes * depth, carried, p, 1).on(p as usize);
+        estimate.steps = halves * depth * 2;
+        Ok(estimate)
     }
     fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
         let (phase, lines) = lower(spec, machine)?;

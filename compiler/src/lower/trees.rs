@@ -76,6 +76,35 @@ impl Lowering for Trees {
                 .collect(),
         })
     }
+    /// Machines past [`crate::limits::MAX_PLANNED_NODES`] are refused before the packing;
+    /// below it, the larger of the generic estimate and the most the pipeline may hold: at
+    /// most [`MAX_TRANSFERS`] transfers (every hop one) of one piece each. Packing the trees
+    /// grows with the square of the compute nodes (about 7 s for 2048 in a release build):
+    /// `512·p²` operations of planning, so that past about 1448 nodes `trees` is refused
+    /// before it starts rather than keeping `auto` busy for seconds.
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<crate::limits::Estimate, crate::embed::EmbedError> {
+        super::check_planned(self.name(), machine)?;
+        let generic = crate::limits::Estimate::generic(machine);
+        let pieces = pieces(machine, spec.collective) as u64;
+        let chunks = most_chunks(machine, spec.collective, spec.elements) as u64 * pieces;
+        let transfers = MAX_TRANSFERS as u64;
+        let pipeline = crate::limits::Estimate::transfers(transfers, transfers, chunks, 2)
+            .on(machine.compute_nodes().len())
+            .in_steps(transfers);
+        let mut estimate = if pipeline.bytes() > generic.bytes() {
+            pipeline
+        } else {
+            generic
+        };
+        let p = machine.compute_nodes().len() as u64;
+        estimate.planning = 512 * p * p;
+        Ok(estimate)
+    }
     fn lower(
         &self,
         machine: &Machine,
