@@ -138,7 +138,9 @@ fn finds_the_groups_and_rails_from_link_speeds() {
     ))
     .unwrap();
     let loaded = topoc::compile::load(&source).unwrap();
-    let found = Method::Hierarchical.applies(&loaded.machine).unwrap();
+    let found = Method::Hierarchical
+        .applies(&loaded.machine, &topoc::limits::Budget::default())
+        .unwrap();
     assert_eq!(found.summary, "2 groups of 8, 8 rails");
     assert_eq!(
         found.parts,
@@ -152,7 +154,9 @@ fn finds_the_groups_and_rails_from_link_speeds() {
 fn refusal(machine_text: &str) -> String {
     let source = topology(machine_text, "AllReduce", 64);
     let loaded = topoc::compile::load(&source).unwrap();
-    let err = Method::Hierarchical.applies(&loaded.machine).unwrap_err();
+    let err = Method::Hierarchical
+        .applies(&loaded.machine, &topoc::limits::Budget::default())
+        .unwrap_err();
     let lowered =
         Method::Hierarchical.lower(&loaded.machine, &PhaseSpec::probe(), &Default::default());
     assert!(lowered.is_err(), "lowering refuses too");

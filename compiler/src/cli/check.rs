@@ -25,8 +25,7 @@ pub fn check(path: &Path, budget: &Budget) -> Result<ExitCode, String> {
         budget: *budget,
         ..topoc::Options::default()
     };
-    let compiled =
-        topoc::compile(&loaded, &options).map_err(|e| report_error(path, &text, &e))?;
+    let compiled = topoc::compile(&loaded, &options).map_err(|e| report_error(path, &text, &e))?;
     for method in Method::ALL {
         match method.applies(machine, budget) {
             Ok(embedding) => {

@@ -37,7 +37,12 @@ pub fn simulate(
                     .to_string(),
             );
         }
-        return degraded(path, &text, sizes, phase, format, plot, failures, base);
+        let failed = topoc::Options {
+            fail_links: failures.links.clone(),
+            fail_nodes: failures.nodes.clone(),
+            ..base.clone()
+        };
+        return degraded(path, &text, sizes, phase, format, plot, &failed);
     }
     let table = if is_topology(&text) {
         let report = |e: topoc::Error| super::report_error(path, &text, &e);
@@ -78,7 +83,8 @@ pub fn simulate(
 }
 
 /// The cost of running with failures against the healthy machine: both tables, and per phase
-/// and size the best estimate of each with the slowdown.
+/// and size the best estimate of each with the slowdown. `failed` holds the failures; the
+/// healthy machine is compiled with the same options without them.
 fn degraded(
     path: &Path,
     text: &str,
@@ -86,8 +92,7 @@ fn degraded(
     phase: Option<&str>,
     format: ReportFormat,
     plot: Option<&Path>,
-    failures: &super::Failures,
-    base: &topoc::Options,
+    failed: &topoc::Options,
 ) -> Result<ExitCode, String> {
     #[derive(Serialize)]
     struct Slowdown {
@@ -107,13 +112,14 @@ fn degraded(
     }
     let report = |e: topoc::Error| super::report_error(path, text, &e);
     let loaded = topoc::load(text).map_err(report)?;
-    let healthy = simulate::simulate_topology(&loaded, sizes, phase, base).map_err(report)?;
-    let options = topoc::Options {
-        fail_links: failures.links.clone(),
-        fail_nodes: failures.nodes.clone(),
-        ..base.clone()
+    let healthy_options = topoc::Options {
+        fail_links: Vec::new(),
+        fail_nodes: Vec::new(),
+        ..failed.clone()
     };
-    let degraded = simulate::simulate_topology(&loaded, sizes, phase, &options).map_err(report)?;
+    let healthy =
+        simulate::simulate_topology(&loaded, sizes, phase, &healthy_options).map_err(report)?;
+    let degraded = simulate::simulate_topology(&loaded, sizes, phase, failed).map_err(report)?;
     if let Some(plot) = plot {
         // The picture is of the machine as it runs: with the failures.
         write_plot(plot, &degraded)?;
@@ -146,18 +152,18 @@ fn degraded(
             ratio: d / h,
         });
     }
-    let what: Vec<String> = failures
-        .links
+    let what: Vec<String> = failed
+        .fail_links
         .iter()
-        .chain(&failures.nodes)
+        .chain(&failed.fail_nodes)
         .cloned()
         .collect();
     match format {
         ReportFormat::Json => println!(
             "{}",
             serde_json::to_string_pretty(&Out {
-                failed_links: &failures.links,
-                failed_nodes: &failures.nodes,
+                failed_links: &failed.fail_links,
+                failed_nodes: &failed.fail_nodes,
                 healthy: &healthy,
                 degraded: &degraded,
                 slowdown,

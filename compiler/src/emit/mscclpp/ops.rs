@@ -157,7 +157,8 @@ pub(super) fn build(machine: &Machine, phase: &Phase) -> Result<Vec<Stream>, Msc
             });
         }
     }
-    let layout = Layout::new(phase, &ranks, &names, u32::MAX).map_err(|e| layout_error(phase, e))?;
+    let layout =
+        Layout::new(phase, &ranks, &names, u32::MAX).map_err(|e| layout_error(phase, e))?;
     let base = layout.scratch_region();
     let mut b = Builder {
         machine,
