@@ -75,3 +75,88 @@ fn odd_machines_are_refused_not_panicked_on() {
         assert_eq!(compiled, machine == "Torus(dims: [2])", "{machine}");
     }
 }
+
+fn topoc(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_topoc"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("topoc runs")
+}
+
+/// The control characters of `text` other than line breaks and tabs.
+fn raw_controls(text: &[u8]) -> Vec<char> {
+    String::from_utf8_lossy(text)
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .collect()
+}
+
+/// A machine whose names hold a line break followed by DOT statements, ESC sequences that
+/// clear the screen and retitle the terminal, BEL and NUL.
+const HOSTILE: &str = r#"Topology(
+    name: "evil\n}\ndigraph x { a -> b }\n// \u{1b}]0;pwned\u{7}\u{0}",
+    machine: Graph(
+        nodes: ["a\u{1b}[2J", "b\u{0}", "c"],
+        links: [
+            (id: "l\n1", between: ("a\u{1b}[2J", "b\u{0}")),
+            (id: "l2", between: ("b\u{0}", "c")),
+            (id: "l3", between: ("c", "a\u{1b}[2J")),
+        ],
+    ),
+)"#;
+
+#[test]
+fn control_characters_in_names_are_shown_as_text_in_every_picture() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("evil.ron"), HOSTILE).unwrap();
+
+    let dot = topoc(dir.path(), &["draw", "evil.ron", "--format", "dot"]);
+    assert!(
+        dot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dot.stderr)
+    );
+    assert_eq!(raw_controls(&dot.stdout), Vec::<char>::new());
+    let text = String::from_utf8(dot.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The header comment stays one line: the name cannot end it and inject statements.
+    assert!(
+        lines[0].starts_with(
+            "// topoc draw: evil\\x0a}\\x0adigraph x { a -> b }\\x0a// \\x1b]0;pwned\\x07\\x00 — "
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].starts_with("// Positions"), "{}", lines[1]);
+    // The only statement-level `digraph` is topoc's own.
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.trim_start().starts_with("digraph"))
+            .count(),
+        1,
+        "{text}"
+    );
+    // In DOT strings the escape's backslash is itself escaped, so Graphviz shows `\x1b`.
+    assert!(text.contains(r#"label="a\\x1b[2J""#), "{text}");
+    assert!(text.contains(r#"label="l\n1""#), "{text}");
+
+    for (format, args) in [
+        ("svg", vec!["draw", "evil.ron", "--format", "svg"]),
+        ("json", vec!["compile", "evil.ron", "--emit", "json"]),
+        ("ron", vec!["compile", "evil.ron"]),
+    ] {
+        let out = topoc(dir.path(), &args);
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(raw_controls(&out.stdout), Vec::<char>::new(), "{format}");
+        assert_eq!(raw_controls(&out.stderr), Vec::<char>::new(), "{format}");
+    }
+    let svg = String::from_utf8(topoc(dir.path(), &["draw", "evil.ron", "--format", "svg"]).stdout)
+        .unwrap();
+    assert!(svg.contains("a\\x1b[2J"), "{svg}");
+}

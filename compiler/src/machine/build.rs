@@ -100,7 +100,10 @@ impl Figure {
     /// The accepted range in words, as the docs state it.
     pub fn range(&self) -> String {
         let zero = if self.zero { "0 or " } else { "" };
-        format!("{zero}between {:e} and {:e} {}", self.min, self.max, self.unit)
+        format!(
+            "{zero}between {:e} and {:e} {}",
+            self.min, self.max, self.unit
+        )
     }
 
     /// The problem with `value` at `at` (the field's own path), if any.
@@ -124,7 +127,12 @@ impl Figure {
         Some(
             Problem::at(
                 at,
-                format!("a {} must be {}, not {}", self.what, self.range(), shown(value)),
+                format!(
+                    "a {} must be {}, not {}",
+                    self.what,
+                    self.range(),
+                    shown(value)
+                ),
                 label,
             )
             .hint(format!(
