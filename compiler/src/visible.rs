@@ -53,6 +53,38 @@ pub fn message(s: &str) -> Cow<'_, str> {
     text(s, &['\n', '\t'])
 }
 
+/// `s` for a terminal that shows colours: as [`message`], but the colour sequences
+/// (`ESC [ digits/semicolons m`) that the diagnostics renderer writes are kept. User text
+/// inside diagnostics has already been made visible, so every raw ESC left is topoc's own.
+pub fn coloured_message(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(c) = rest.chars().next() {
+        if c == '\u{1b}' {
+            let body = rest[1..].strip_prefix('[').map(|after| {
+                after
+                    .find(|d: char| !(d.is_ascii_digit() || d == ';'))
+                    .filter(|&end| after[end..].starts_with('m'))
+                    .map(|end| end + 3)
+            });
+            if let Some(Some(len)) = body {
+                out.push_str(&rest[..len]);
+                rest = &rest[len..];
+                continue;
+            }
+        }
+        match escape(c) {
+            Some(shown) if c != '\n' && c != '\t' => out.push_str(&shown),
+            _ => out.push(c),
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +98,9 @@ mod tests {
         assert_eq!(line("two\nlines"), "two\\x0alines");
         assert_eq!(message("two\nlines\t\r"), "two\nlines\t\\x0d");
         assert!(matches!(message("plain é ✓"), Cow::Borrowed("plain é ✓")));
+        assert_eq!(
+            coloured_message("\u{1b}[1;31merror\u{1b}[0m: `\u{1b}]0;t\u{7}` \u{1b}[2J\n"),
+            "\u{1b}[1;31merror\u{1b}[0m: `\\x1b]0;t\\x07` \\x1b[2J\n"
+        );
     }
 }

@@ -160,3 +160,99 @@ fn control_characters_in_names_are_shown_as_text_in_every_picture() {
         .unwrap();
     assert!(svg.contains("a\\x1b[2J"), "{svg}");
 }
+
+#[test]
+fn thousands_of_problems_on_one_long_line_give_a_bounded_report() {
+    // One line of about 154 KB with 4,000 unknown node names: once 920 MB of diagnostics,
+    // each repeating the whole line.
+    let links: Vec<String> = (0..4000)
+        .map(|i| format!("(id: \"l{i}\", between: (\"x{i}\", \"a\"))"))
+        .collect();
+    let text = format!(
+        "Topology(name: \"long\", machine: Graph(nodes: [\"a\", \"b\"], links: [{}]))",
+        links.join(", ")
+    );
+    assert!(text.len() > 150_000 && !text.contains('\n'));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("long.ron"), &text).unwrap();
+    let out = topoc(dir.path(), &["check", "long.ron"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.len() < 20_000,
+        "{} bytes of diagnostics",
+        stderr.len()
+    );
+    assert_eq!(
+        stderr.matches("names an unknown node").count(),
+        diag::MAX_SHOWN
+    );
+    assert!(stderr.contains("note: 3980 more problem(s) not shown; the first 20 are above"));
+    assert!(stderr.contains("long.ron has 4000 problem(s); nothing was written"));
+    // Lines are cut to a window, and the location is still the original column.
+    assert!(stderr.lines().all(|l| l.chars().count() < 300), "{stderr}");
+    let column = text.find("(\"x0\"").unwrap() + 2;
+    assert!(
+        stderr.contains(&format!("long.ron:1:{column}\n")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("…hine: Graph(nodes: [\"a\", \"b\"], links: [(id: \"l0\", between: (\"x0\", \"a\")), (id: \"l1\""));
+}
+
+#[test]
+fn a_cut_line_keeps_its_caret_under_the_named_value() {
+    let pad = "x".repeat(500);
+    let text = format!(
+        "// {pad}\nTopology(name: \"t\", /* {pad} */ machine: Graph(nodes: [\"a\", \"b\"], links: [(id: \"l\", between: (\"a\", \"zz\"))]) /* {pad} */)"
+    );
+    let problems = match topoc::compile_source(&text, &Options::default()) {
+        Err(Error::Topology(problems)) => problems,
+        other => panic!("refused, not {:?}", other.map(|_| ())),
+    };
+    let rendered = diag::render("cut.ron", &text, &problems, false);
+    let source_line = rendered.lines().find(|l| l.starts_with("2 │ …")).unwrap();
+    let caret_line = rendered.lines().find(|l| l.contains("^^^^")).unwrap();
+    let caret = caret_line.chars().position(|c| c == '^').unwrap();
+    let named: String = source_line.chars().skip(caret).take(4).collect();
+    assert_eq!(named, "\"zz\"", "{rendered}");
+    assert!(source_line.ends_with('…'), "{rendered}");
+    let column = text.lines().nth(1).unwrap().find("\"zz\"").unwrap() + 1;
+    assert!(
+        rendered.contains(&format!("cut.ron:2:{column}\n")),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn control_characters_in_a_file_reach_no_terminal_raw() {
+    // Raw ESC, BEL and NUL bytes inside the file's strings, and escaped ones in a name.
+    let text =
+        "Topology(name: \"e\u{1b}]0;t\u{7}\", machine: Graph(nodes: [\"a\u{1b}[2J\", \"b\"], \
+                links: [(id: \"l\", between: (\"a\u{1b}[2J\", \"c\u{0}\"))]))";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("raw.ron"), text).unwrap();
+    std::fs::write(
+        dir.path().join("named.ron"),
+        HOSTILE.replace("\"c\"))", "\"d\"))"),
+    )
+    .unwrap();
+    for (file, expected) in [("raw.ron", "`c\\x00`"), ("named.ron", "`d`")] {
+        let out = topoc(dir.path(), &["check", file]);
+        assert_eq!(out.status.code(), Some(1), "{file}");
+        assert_eq!(raw_controls(&out.stderr), Vec::<char>::new(), "{file}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.contains(&format!("names an unknown node {expected}")),
+            "{stderr}"
+        );
+    }
+    // Errors printed by the command line itself quote paths raw no more either.
+    let missing = topoc(dir.path(), &["check", "gone\u{1b}[2J\u{7}.ron"]);
+    assert_eq!(raw_controls(&missing.stderr), Vec::<char>::new());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("gone\\x1b[2J\\x07.ron"));
+    let rendered = String::from_utf8(topoc(dir.path(), &["check", "raw.ron"]).stderr).unwrap();
+    assert!(
+        rendered.contains("(\"a\\x1b[2J\", \"c\\x00\")"),
+        "{rendered}"
+    );
+}
