@@ -1,6 +1,6 @@
 //! `topoc compile`: topology file to schedule file.
 
-use super::{read, report_error, write_atomic, Emit, ReportFormat};
+use super::{output_file, read, report_error, write_atomic, Emit, ReportFormat};
 use schedule_ir::serial::{self, Format};
 use serde::Serialize;
 use std::path::Path;
@@ -100,6 +100,7 @@ pub fn compile(
                 .to_string(),
         );
     }
+    let output = output_file(&[path], output)?;
     let text = read(path)?;
     let compiled =
         topoc::compile_source(&text, options).map_err(|e| report_error(path, &text, &e))?;

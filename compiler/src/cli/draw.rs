@@ -1,6 +1,6 @@
 //! `topoc draw`: the machine, its embedding or one step's link use, as DOT or SVG.
 
-use super::{is_topology, load_verified, read, report_error, write_atomic};
+use super::{is_topology, load_verified, output_file, read, report_error, write_atomic};
 use clap::ValueEnum;
 use std::path::Path;
 use std::process::ExitCode;
@@ -49,6 +49,7 @@ pub fn draw(
     layout: LayoutArg,
     output: Option<&Path>,
 ) -> Result<ExitCode, String> {
+    let output = output_file(&[path], output)?;
     let text = read(path)?;
     let fail = |e: draw::DrawError| format!("error: {}: {e}", path.display());
     let scene = if is_topology(&text) {

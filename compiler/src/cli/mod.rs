@@ -74,8 +74,8 @@ enum Command {
         /// Output format of the schedule.
         #[arg(long, value_enum, default_value_t = Emit::Ron)]
         emit: Emit,
-        /// Where to write the schedule (standard output when absent). Written whole or not at
-        /// all.
+        /// Where to write the schedule (standard output when absent or `-`).
+        /// Written whole or not at all.
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// With --emit msccl-xml: the exchange phase to export (an MSCCL file holds one
@@ -173,8 +173,8 @@ enum Command {
         /// Node placement.
         #[arg(long, value_enum, default_value_t = draw::LayoutArg::Auto)]
         layout: draw::LayoutArg,
-        /// Where to write the picture (standard output when absent). Written whole or not at
-        /// all.
+        /// Where to write the picture (standard output when absent or `-`).
+        /// Written whole or not at all.
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
@@ -333,6 +333,53 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
 /// Reads a file, naming it in the error.
 pub fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {}: {e}", path.display()))
+}
+
+/// Where `-o` sends a command's output: `None` for standard output (no `-o`, or `-o -`), else
+/// the file. Refused before any work, so nothing is written: a file that is one of the
+/// command's `inputs` (the topology would be replaced by its own schedule), and a read-only
+/// file (as `cp` without `-f` refuses; a rename would replace it silently).
+pub fn output_file<'a>(
+    inputs: &[&Path],
+    output: Option<&'a Path>,
+) -> Result<Option<&'a Path>, String> {
+    let Some(path) = output.filter(|o| o.as_os_str() != "-") else {
+        return Ok(None);
+    };
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(Some(path));
+    };
+    for input in inputs {
+        if same_file(input, path) {
+            return Err(format!(
+                "error: the output {} is the input {}; nothing was written (choose another -o)",
+                path.display(),
+                input.display()
+            ));
+        }
+    }
+    if meta.permissions().readonly() {
+        return Err(format!(
+            "error: {} is read-only; nothing was written (make it writable or remove it first)",
+            path.display()
+        ));
+    }
+    Ok(Some(path))
+}
+
+/// Whether two paths name the same file (through links and `./` too).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(a), Ok(b)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return a.dev() == b.dev() && a.ino() == b.ino();
+        }
+    }
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it.
