@@ -236,3 +236,55 @@ fn a_read_only_output_is_refused_and_kept() {
         assert_eq!(entries(dir.path()), ["kept.ron"]);
     }
 }
+
+/// SIGTERM while `-o` is being written removes the temporary file (its destructor never
+/// runs), and the process still ends by the signal. The test polls the directory until the
+/// temporary file appears, then signals; if the compile ever finishes first it tries again,
+/// and fails after several attempts rather than passing without having interrupted a write.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_write_leaves_no_temporary_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    // About 19 MB of JSON: writing and syncing it takes long enough to be caught.
+    std::fs::write(
+        dir.path().join("big.ron"),
+        "Topology(name: \"big\", machine: Ring(nodes: 96))",
+    )
+    .unwrap();
+    let temporary = |dir: &Path| entries(dir).into_iter().find(|e| e.starts_with(".tmp"));
+    for _attempt in 0..4 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_topoc"))
+            .args(["compile", "big.ron", "--emit", "json", "-o", "out.json"])
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Err(status);
+            }
+            if temporary(dir.path()).is_some() {
+                let pid = libc::pid_t::try_from(child.id()).unwrap();
+                // SAFETY: signals our own child, which has not been reaped yet.
+                assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+                break Ok(child.wait().unwrap());
+            }
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        };
+        match status {
+            Ok(status) => {
+                assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+                assert_eq!(temporary(dir.path()), None, "{:?}", entries(dir.path()));
+                return;
+            }
+            // Finished before the temporary file was seen: remove the output, try again.
+            Err(status) => {
+                assert!(status.success(), "{status:?}");
+                std::fs::remove_file(dir.path().join("out.json")).unwrap();
+            }
+        }
+    }
+    panic!("the write was never caught in progress in 4 attempts");
+}

@@ -2,6 +2,7 @@
 //! schedule, told apart by their first word), rendering problems, writing files atomically.
 
 mod check;
+mod cleanup;
 mod compile;
 mod draw;
 mod import;
@@ -384,13 +385,28 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
-    use std::io::Write;
     let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(&e))?;
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(&e))?;
+    // An interrupt from here on removes the temporary file (the destructor would not run).
+    cleanup::pending(tmp.path());
+    let written = write_temporary(tmp, path, text);
+    cleanup::done();
+    written
+}
+
+/// Fills the temporary file and renames it over `path`; on error the temporary file is
+/// removed when `tmp` is dropped.
+fn write_temporary(
+    mut tmp: tempfile::NamedTempFile,
+    path: &Path,
+    text: &str,
+) -> Result<(), String> {
+    use std::io::Write;
+    let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
     tmp.write_all(text.as_bytes()).map_err(|e| fail(&e))?;
     // Temporary files are private (0600); give the result the permissions of the file it
     // replaces, or those of an ordinary new file (0644).
