@@ -107,7 +107,7 @@ const HOSTILE: &str = r#"Topology(
 )"#;
 
 #[test]
-fn control_characters_in_names_are_shown_as_text_in_every_picture() {
+fn control_characters_in_names_are_shown_as_text_in_every_picture_and_report() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("evil.ron"), HOSTILE).unwrap();
 
@@ -143,6 +143,9 @@ fn control_characters_in_names_are_shown_as_text_in_every_picture() {
     assert!(text.contains(r#"label="l\n1""#), "{text}");
 
     for (format, args) in [
+        ("check", vec!["check", "evil.ron"]),
+        ("verify", vec!["verify", "evil.ron"]),
+        ("run", vec!["run", "evil.ron", "--elements", "1000"]),
         ("svg", vec!["draw", "evil.ron", "--format", "svg"]),
         ("json", vec!["compile", "evil.ron", "--emit", "json"]),
         ("ron", vec!["compile", "evil.ron"]),
