@@ -259,3 +259,39 @@ fn control_characters_in_a_file_reach_no_terminal_raw() {
         "{rendered}"
     );
 }
+
+#[test]
+fn files_starting_with_a_byte_order_mark_read_fine() {
+    // A topology file: it compiles, and its problems point where they do without the mark.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ring = std::fs::read_to_string(root.join("../examples/ring8.ron")).unwrap();
+    assert!(topoc::compile_source(&format!("\u{feff}{ring}"), &Options::default()).is_ok());
+    let bad = std::fs::read_to_string(root.join("tests/bad/unknown-node.ron")).unwrap();
+    let render = |text: &str| match topoc::compile_source(text, &Options::default()) {
+        Err(Error::Topology(problems)) => diag::render("bad.ron", text, &problems, false),
+        other => panic!("refused, not {:?}", other.map(|_| ())),
+    };
+    assert_eq!(render(&format!("\u{feff}{bad}")), render(&bad));
+
+    // Through the command line, which tells topologies from schedules by their first word:
+    // a topology and a JSON schedule, each with a mark.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ring.ron"), format!("\u{feff}{ring}")).unwrap();
+    let json = topoc(dir.path(), &["compile", "ring.ron", "--emit", "json"]);
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let mut marked = "\u{feff}".as_bytes().to_vec();
+    marked.extend(json.stdout);
+    std::fs::write(dir.path().join("ring.json"), marked).unwrap();
+    for file in ["ring.ron", "ring.json"] {
+        let out = topoc(dir.path(), &["verify", file]);
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

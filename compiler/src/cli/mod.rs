@@ -427,7 +427,9 @@ fn write_temporary(
 
 /// Whether a text is a topology file (rather than a schedule): its first word is `Topology`.
 pub fn is_topology(text: &str) -> bool {
-    let mut rest = text;
+    let mut rest = text
+        .strip_prefix(topoc::topology::parse::BOM)
+        .unwrap_or(text);
     loop {
         rest = rest.trim_start();
         if let Some(after) = rest.strip_prefix("//") {
