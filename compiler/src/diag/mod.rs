@@ -117,6 +117,9 @@ pub fn render(file_name: &str, source: &str, problems: &[Problem], color: bool) 
         };
         clamp(r, source)
     };
+    // Headlines and labels are one line each, whatever a quoted name holds; notes may run
+    // over several.
+    let one_line = |text: &str| visible::line(text).into_owned();
     let shown = |text: &str| visible::message(text).into_owned();
     let mut out = String::new();
     for problem in problems.iter().take(MAX_SHOWN) {
@@ -132,10 +135,10 @@ pub fn render(file_name: &str, source: &str, problems: &[Problem], color: bool) 
             } else {
                 Label::secondary((), file.map(r))
             };
-            label.with_message(shown(&m.text))
+            label.with_message(one_line(&m.text))
         });
         let diagnostic = Diagnostic::error()
-            .with_message(shown(&problem.message))
+            .with_message(one_line(&problem.message))
             .with_labels(labels.collect())
             .with_notes(problem.notes.iter().map(|n| shown(n)).collect());
         let rendered = if color {
@@ -151,7 +154,7 @@ pub fn render(file_name: &str, source: &str, problems: &[Problem], color: bool) 
         match rendered {
             Ok(text) => out.push_str(&text),
             // The excerpt answers every line codespan asks for; fall back to plain text.
-            Err(_) => out.push_str(&format!("error: {}\n", shown(&problem.message))),
+            Err(_) => out.push_str(&format!("error: {}\n", one_line(&problem.message))),
         }
     }
     if problems.len() > MAX_SHOWN {
