@@ -104,6 +104,9 @@ const HOSTILE: &str = r#"Topology(
             (id: "l3", between: ("c", "a\u{1b}[2J")),
         ],
     ),
+    phases: [
+        Exchange(name: "g\u{1b}[2J\u{7}", collective: AllReduce, op: Sum, dtype: F32, elements: 64),
+    ],
 )"#;
 
 #[test]
@@ -147,6 +150,14 @@ fn control_characters_in_names_are_shown_as_text_in_every_picture_and_report() {
         ("verify", vec!["verify", "evil.ron"]),
         ("run", vec!["run", "evil.ron", "--elements", "1000"]),
         ("svg", vec!["draw", "evil.ron", "--format", "svg"]),
+        (
+            "svg file",
+            vec!["draw", "evil.ron", "-o", "evil\u{1b}[2J.svg"],
+        ),
+        (
+            "ron file",
+            vec!["compile", "evil.ron", "-o", "evil\u{7}.sched.ron"],
+        ),
         ("json", vec!["compile", "evil.ron", "--emit", "json"]),
         ("ron", vec!["compile", "evil.ron"]),
     ] {

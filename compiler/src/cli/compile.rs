@@ -40,7 +40,7 @@ fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
     match format {
         ReportFormat::Text => {
             for (note, phase) in phases {
-                eprintln!(
+                let line = format!(
                     "phase `{}`: {} ({}), {} steps, {} chunks — {}",
                     note.phase,
                     note.method,
@@ -49,6 +49,8 @@ fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
                     phase.chunks.len(),
                     note.reason
                 );
+                // Phase and node names come from the user's file.
+                eprintln!("{}", topoc::visible::line(&line));
             }
         }
         ReportFormat::Json => {
@@ -127,7 +129,8 @@ pub fn compile(
                 Emit::MscclXml => "MSCCL algorithm of the verified schedule",
                 Emit::Ron | Emit::Json => "verified schedule",
             };
-            eprintln!("{what} written to {}", o.display());
+            let to = o.display().to_string();
+            eprintln!("{what} written to {}", topoc::visible::line(&to));
         }
         None => print!("{out}"),
     }

@@ -82,7 +82,8 @@ pub fn draw(
     match output {
         Some(o) => {
             write_atomic(o, &out)?;
-            eprintln!("{} written to {}", scene.subtitle, o.display());
+            let line = format!("{} written to {}", scene.subtitle, o.display());
+            eprintln!("{}", topoc::visible::line(&line));
         }
         None => print!("{out}"),
     }

@@ -92,7 +92,7 @@ pub fn import(args: &ImportArgs) -> Result<ExitCode, String> {
     match output {
         Some(path) => {
             write_atomic(path, &ron)?;
-            eprintln!(
+            let line = format!(
                 "topology `{}` ({} GPUs, {} switches, {} links) written to {}",
                 machine.name,
                 machine.gpus.len(),
@@ -100,6 +100,7 @@ pub fn import(args: &ImportArgs) -> Result<ExitCode, String> {
                 machine.links.len(),
                 path.display()
             );
+            eprintln!("{}", topoc::visible::line(&line));
         }
         None => print!("{ron}"),
     }
