@@ -306,3 +306,35 @@ fn files_starting_with_a_byte_order_mark_read_fine() {
         );
     }
 }
+
+#[test]
+fn labels_far_apart_on_one_long_line_keep_the_primary_in_view() {
+    // A duplicate link id 3,000 bytes after its first declaration, on the same line.
+    let links: Vec<String> = (0..100)
+        .map(|i| format!("(id: \"l{i}\", between: (\"a\", \"b\"))"))
+        .collect();
+    let text = format!(
+        "Topology(name: \"far\", machine: Graph(nodes: [\"a\", \"b\"], links: [{}, (id: \"l0\", between: (\"b\", \"a\"))]))",
+        links.join(", ")
+    );
+    let problems = match topoc::compile_source(&text, &Options::default()) {
+        Err(Error::Topology(problems)) => problems,
+        other => panic!("refused, not {:?}", other.map(|_| ())),
+    };
+    let rendered = diag::render("far.ron", &text, &problems, false);
+    let source_line = rendered.lines().find(|l| l.starts_with("1 │ …")).unwrap();
+    let caret_line = rendered.lines().find(|l| l.contains('^')).unwrap();
+    let caret = caret_line.chars().position(|c| c == '^').unwrap();
+    let named: String = source_line.chars().skip(caret).take(4).collect();
+    assert_eq!(named, "\"l0\"", "{rendered}");
+    assert!(caret_line.contains("declared again here"), "{rendered}");
+    let column = text.rfind("\"l0\"").unwrap() + 1;
+    assert!(
+        rendered.contains(&format!("far.ron:1:{column}\n")),
+        "{rendered}"
+    );
+    assert!(
+        rendered.lines().all(|l| l.chars().count() < 300),
+        "{rendered}"
+    );
+}

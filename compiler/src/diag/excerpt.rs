@@ -69,6 +69,8 @@ pub struct Excerpt {
     offsets: BTreeMap<usize, usize>,
     /// Byte offset in `text` → the original column (1-based, in characters).
     columns: BTreeMap<usize, usize>,
+    /// Where the primary label starts: a cut line keeps it in view.
+    focus: Option<usize>,
 }
 
 impl Excerpt {
@@ -105,6 +107,7 @@ impl Excerpt {
             shown: Vec::new(),
             offsets: BTreeMap::new(),
             columns: BTreeMap::new(),
+            focus: ranges.first().map(|r| r.start),
         };
         for index in wanted {
             excerpt.push_line(lines, index, &ends);
@@ -118,7 +121,10 @@ impl Excerpt {
         let content = lines.content(index);
         let line_end = lines.starts.get(index + 1).copied().unwrap_or(source.len());
         let here: Vec<usize> = ends.range(content.start..=line_end).copied().collect();
-        let window = window(source, &content, &here);
+        let focus = self
+            .focus
+            .filter(|f| (content.start..=line_end).contains(f));
+        let window = window(source, &content, &here, focus);
         let start = self.text.len();
         if window.start > content.start {
             self.text.push('…');
@@ -163,13 +169,23 @@ impl Excerpt {
 }
 
 /// The bytes of a line's `content` to show: all of it when short, else a window of about
-/// [`MAX_LINE`] bytes from just before the first label end `marks` holds.
-fn window(source: &str, content: &Range<usize>, marks: &[usize]) -> Range<usize> {
+/// [`MAX_LINE`] bytes from just before the first label end `marks` holds, or before the
+/// `focus` (the primary label's start) when the labels lie further apart than a window.
+fn window(
+    source: &str,
+    content: &Range<usize>,
+    marks: &[usize],
+    focus: Option<usize>,
+) -> Range<usize> {
     if content.len() <= MAX_LINE {
         return content.clone();
     }
     let first = marks.first().copied().unwrap_or(content.start);
     let last = marks.last().copied().unwrap_or(first);
+    let first = match focus {
+        Some(f) if last - first + 2 * MARGIN > MAX_LINE => f,
+        _ => first,
+    };
     let mut start = first.saturating_sub(MARGIN).max(content.start);
     let mut end = (last + MARGIN).min(start + MAX_LINE).min(content.end);
     while !source.is_char_boundary(start) {
