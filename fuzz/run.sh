@@ -18,6 +18,23 @@
 # $CARGO_TARGET_DIR/fuzz when CARGO_TARGET_DIR is set, else fuzz/target.
 set -euo pipefail
 
+# libFuzzer names what it saves by kind: crash-, timeout-, oom- and leak- files are failures;
+# slow-unit- files are inputs that merely ran slowly (-report_slow_units) and are no crash.
+# Prints "CRASHES SLOW" for the artifact directory $1.
+count_findings() {
+    local crashes slow
+    crashes=$(find "$1" -type f \( -name 'crash-*' -o -name 'timeout-*' \
+        -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)
+    slow=$(find "$1" -type f -name 'slow-unit-*' | wc -l)
+    echo "$crashes $slow"
+}
+
+# `fuzz/run.sh --count-findings DIR` only counts (tested by fuzz/tests/run_sh.rs).
+if [[ ${1:-} == --count-findings && $# -eq 2 ]]; then
+    count_findings "$2"
+    exit 0
+fi
+
 if [[ $# -lt 2 ]]; then
     echo "usage: fuzz/run.sh TARGET SECONDS [libFuzzer flags...]" >&2
     exit 2
@@ -73,10 +90,6 @@ set -e
 
 execs=$(grep -ho 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
 corpus=$(find "$fuzz/corpus/$target" -type f | wc -l)
-# libFuzzer names what it saves by kind: crash-, timeout-, oom- and leak- files are failures;
-# slow-unit- files are inputs that merely ran slowly (-report_slow_units) and are no crash.
-crashes=$(find "$fuzz/artifacts/$target" -type f \( -name 'crash-*' -o -name 'timeout-*' \
-    -o -name 'oom-*' -o -name 'leak-*' \) | wc -l)
-slow=$(find "$fuzz/artifacts/$target" -type f -name 'slow-unit-*' | wc -l)
+read -r crashes slow < <(count_findings "$fuzz/artifacts/$target")
 echo "fuzz/run.sh $target: ${seconds}s, $execs executions, corpus $corpus files, $crashes crash file(s) and $slow slow unit(s) in fuzz/artifacts/$target, log $log"
 exit "$status"

@@ -24,6 +24,7 @@
 //! 10. [`emit`] — back ends for other tools' formats: [`emit::msccl`] writes MSCCL algorithm XML.
 //! 11. [`import`] — topology files from other tools' descriptions of a machine (NCCL's topology
 //!     dump, `nvidia-smi topo -m`).
+//! 12. [`visible`] — control characters in users' names shown as text in every output.
 
 pub mod compile;
 pub mod diag;
@@ -39,6 +40,7 @@ pub mod machine;
 pub mod simulate;
 pub mod topology;
 pub mod trial;
+pub mod visible;
 
 pub use compile::{compile, compile_source, load, Compiled, Loaded, Options};
 pub use error::Error;

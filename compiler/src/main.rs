@@ -3,6 +3,7 @@
 mod cli;
 
 use clap::Parser;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -11,7 +12,13 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("{message}");
+            // Messages quote names and paths from users: no control character reaches the
+            // terminal raw, except the colours of diagnostics when stderr is a terminal.
+            if std::io::stderr().is_terminal() {
+                eprintln!("{}", topoc::visible::coloured_message(&message));
+            } else {
+                eprintln!("{}", topoc::visible::message(&message));
+            }
             ExitCode::FAILURE
         }
     }

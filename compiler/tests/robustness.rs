@@ -75,3 +75,266 @@ fn odd_machines_are_refused_not_panicked_on() {
         assert_eq!(compiled, machine == "Torus(dims: [2])", "{machine}");
     }
 }
+
+fn topoc(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_topoc"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("topoc runs")
+}
+
+/// The control characters of `text` other than line breaks and tabs.
+fn raw_controls(text: &[u8]) -> Vec<char> {
+    String::from_utf8_lossy(text)
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .collect()
+}
+
+/// A machine whose names hold a line break followed by DOT statements, ESC sequences that
+/// clear the screen and retitle the terminal, BEL and NUL.
+const HOSTILE: &str = r#"Topology(
+    name: "evil\n}\ndigraph x { a -> b }\n// \u{1b}]0;pwned\u{7}\u{0}",
+    machine: Graph(
+        nodes: ["a\u{1b}[2J", "b\u{0}", "c"],
+        links: [
+            (id: "l\n1", between: ("a\u{1b}[2J", "b\u{0}")),
+            (id: "l2", between: ("b\u{0}", "c")),
+            (id: "l3", between: ("c", "a\u{1b}[2J")),
+        ],
+    ),
+    phases: [
+        Exchange(name: "g\u{1b}[2J\u{7}", collective: AllReduce, op: Sum, dtype: F32, elements: 64),
+    ],
+)"#;
+
+#[test]
+fn control_characters_in_names_are_shown_as_text_in_every_picture_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("evil.ron"), HOSTILE).unwrap();
+
+    let dot = topoc(dir.path(), &["draw", "evil.ron", "--format", "dot"]);
+    assert!(
+        dot.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dot.stderr)
+    );
+    assert_eq!(raw_controls(&dot.stdout), Vec::<char>::new());
+    let text = String::from_utf8(dot.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The header comment stays one line: the name cannot end it and inject statements.
+    assert!(
+        lines[0].starts_with(
+            "// topoc draw: evil\\x0a}\\x0adigraph x { a -> b }\\x0a// \\x1b]0;pwned\\x07\\x00 — "
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].starts_with("// Positions"), "{}", lines[1]);
+    // The only statement-level `digraph` is topoc's own.
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.trim_start().starts_with("digraph"))
+            .count(),
+        1,
+        "{text}"
+    );
+    // In DOT strings the escape's backslash is itself escaped, so Graphviz shows `\x1b`.
+    assert!(text.contains(r#"label="a\\x1b[2J""#), "{text}");
+    assert!(text.contains(r#"label="l\n1""#), "{text}");
+
+    for (format, args) in [
+        ("check", vec!["check", "evil.ron"]),
+        ("verify", vec!["verify", "evil.ron"]),
+        ("run", vec!["run", "evil.ron", "--elements", "1000"]),
+        ("svg", vec!["draw", "evil.ron", "--format", "svg"]),
+        (
+            "svg file",
+            vec!["draw", "evil.ron", "-o", "evil\u{1b}[2J.svg"],
+        ),
+        (
+            "ron file",
+            vec!["compile", "evil.ron", "-o", "evil\u{7}.sched.ron"],
+        ),
+        ("json", vec!["compile", "evil.ron", "--emit", "json"]),
+        ("ron", vec!["compile", "evil.ron"]),
+    ] {
+        let out = topoc(dir.path(), &args);
+        assert!(
+            out.status.success(),
+            "{format}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(raw_controls(&out.stdout), Vec::<char>::new(), "{format}");
+        assert_eq!(raw_controls(&out.stderr), Vec::<char>::new(), "{format}");
+    }
+    let svg = String::from_utf8(topoc(dir.path(), &["draw", "evil.ron", "--format", "svg"]).stdout)
+        .unwrap();
+    assert!(svg.contains("a\\x1b[2J"), "{svg}");
+}
+
+#[test]
+fn thousands_of_problems_on_one_long_line_give_a_bounded_report() {
+    // One line of about 154 KB with 4,000 unknown node names: once 920 MB of diagnostics,
+    // each repeating the whole line.
+    let links: Vec<String> = (0..4000)
+        .map(|i| format!("(id: \"l{i}\", between: (\"x{i}\", \"a\"))"))
+        .collect();
+    let text = format!(
+        "Topology(name: \"long\", machine: Graph(nodes: [\"a\", \"b\"], links: [{}]))",
+        links.join(", ")
+    );
+    assert!(text.len() > 150_000 && !text.contains('\n'));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("long.ron"), &text).unwrap();
+    let out = topoc(dir.path(), &["check", "long.ron"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.len() < 20_000,
+        "{} bytes of diagnostics",
+        stderr.len()
+    );
+    assert_eq!(
+        stderr.matches("names an unknown node").count(),
+        diag::MAX_SHOWN
+    );
+    assert!(stderr.contains("note: 3980 more problem(s) not shown; the first 20 are above"));
+    assert!(stderr.contains("long.ron has 4000 problem(s); nothing was written"));
+    // Lines are cut to a window, and the location is still the original column.
+    assert!(stderr.lines().all(|l| l.chars().count() < 300), "{stderr}");
+    let column = text.find("(\"x0\"").unwrap() + 2;
+    assert!(
+        stderr.contains(&format!("long.ron:1:{column}\n")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("…hine: Graph(nodes: [\"a\", \"b\"], links: [(id: \"l0\", between: (\"x0\", \"a\")), (id: \"l1\""));
+}
+
+#[test]
+fn a_cut_line_keeps_its_caret_under_the_named_value() {
+    let pad = "x".repeat(500);
+    let text = format!(
+        "// {pad}\nTopology(name: \"t\", /* {pad} */ machine: Graph(nodes: [\"a\", \"b\"], links: [(id: \"l\", between: (\"a\", \"zz\"))]) /* {pad} */)"
+    );
+    let problems = match topoc::compile_source(&text, &Options::default()) {
+        Err(Error::Topology(problems)) => problems,
+        other => panic!("refused, not {:?}", other.map(|_| ())),
+    };
+    let rendered = diag::render("cut.ron", &text, &problems, false);
+    let source_line = rendered.lines().find(|l| l.starts_with("2 │ …")).unwrap();
+    let caret_line = rendered.lines().find(|l| l.contains("^^^^")).unwrap();
+    let caret = caret_line.chars().position(|c| c == '^').unwrap();
+    let named: String = source_line.chars().skip(caret).take(4).collect();
+    assert_eq!(named, "\"zz\"", "{rendered}");
+    assert!(source_line.ends_with('…'), "{rendered}");
+    let column = text.lines().nth(1).unwrap().find("\"zz\"").unwrap() + 1;
+    assert!(
+        rendered.contains(&format!("cut.ron:2:{column}\n")),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn control_characters_in_a_file_reach_no_terminal_raw() {
+    // Raw ESC, BEL and NUL bytes inside the file's strings, and escaped ones in a name.
+    let text =
+        "Topology(name: \"e\u{1b}]0;t\u{7}\", machine: Graph(nodes: [\"a\u{1b}[2J\", \"b\"], \
+                links: [(id: \"l\", between: (\"a\u{1b}[2J\", \"c\u{0}\"))]))";
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("raw.ron"), text).unwrap();
+    std::fs::write(
+        dir.path().join("named.ron"),
+        HOSTILE.replace("\"c\"))", "\"d\"))"),
+    )
+    .unwrap();
+    for (file, expected) in [("raw.ron", "`c\\x00`"), ("named.ron", "`d`")] {
+        let out = topoc(dir.path(), &["check", file]);
+        assert_eq!(out.status.code(), Some(1), "{file}");
+        assert_eq!(raw_controls(&out.stderr), Vec::<char>::new(), "{file}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.contains(&format!("names an unknown node {expected}")),
+            "{stderr}"
+        );
+    }
+    // Errors printed by the command line itself quote paths raw no more either.
+    let missing = topoc(dir.path(), &["check", "gone\u{1b}[2J\u{7}.ron"]);
+    assert_eq!(raw_controls(&missing.stderr), Vec::<char>::new());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("gone\\x1b[2J\\x07.ron"));
+    let rendered = String::from_utf8(topoc(dir.path(), &["check", "raw.ron"]).stderr).unwrap();
+    assert!(
+        rendered.contains("(\"a\\x1b[2J\", \"c\\x00\")"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn files_starting_with_a_byte_order_mark_read_fine() {
+    // A topology file: it compiles, and its problems point where they do without the mark.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ring = std::fs::read_to_string(root.join("../examples/ring8.ron")).unwrap();
+    assert!(topoc::compile_source(&format!("\u{feff}{ring}"), &Options::default()).is_ok());
+    let bad = std::fs::read_to_string(root.join("tests/bad/unknown-node.ron")).unwrap();
+    let render = |text: &str| match topoc::compile_source(text, &Options::default()) {
+        Err(Error::Topology(problems)) => diag::render("bad.ron", text, &problems, false),
+        other => panic!("refused, not {:?}", other.map(|_| ())),
+    };
+    assert_eq!(render(&format!("\u{feff}{bad}")), render(&bad));
+
+    // Through the command line, which tells topologies from schedules by their first word:
+    // a topology and a JSON schedule, each with a mark.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("ring.ron"), format!("\u{feff}{ring}")).unwrap();
+    let json = topoc(dir.path(), &["compile", "ring.ron", "--emit", "json"]);
+    assert!(
+        json.status.success(),
+        "{}",
+        String::from_utf8_lossy(&json.stderr)
+    );
+    let mut marked = "\u{feff}".as_bytes().to_vec();
+    marked.extend(json.stdout);
+    std::fs::write(dir.path().join("ring.json"), marked).unwrap();
+    for file in ["ring.ron", "ring.json"] {
+        let out = topoc(dir.path(), &["verify", file]);
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn labels_far_apart_on_one_long_line_keep_the_primary_in_view() {
+    // A duplicate link id 3,000 bytes after its first declaration, on the same line.
+    let links: Vec<String> = (0..100)
+        .map(|i| format!("(id: \"l{i}\", between: (\"a\", \"b\"))"))
+        .collect();
+    let text = format!(
+        "Topology(name: \"far\", machine: Graph(nodes: [\"a\", \"b\"], links: [{}, (id: \"l0\", between: (\"b\", \"a\"))]))",
+        links.join(", ")
+    );
+    let problems = match topoc::compile_source(&text, &Options::default()) {
+        Err(Error::Topology(problems)) => problems,
+        other => panic!("refused, not {:?}", other.map(|_| ())),
+    };
+    let rendered = diag::render("far.ron", &text, &problems, false);
+    let source_line = rendered.lines().find(|l| l.starts_with("1 │ …")).unwrap();
+    let caret_line = rendered.lines().find(|l| l.contains('^')).unwrap();
+    let caret = caret_line.chars().position(|c| c == '^').unwrap();
+    let named: String = source_line.chars().skip(caret).take(4).collect();
+    assert_eq!(named, "\"l0\"", "{rendered}");
+    assert!(caret_line.contains("declared again here"), "{rendered}");
+    let column = text.rfind("\"l0\"").unwrap() + 1;
+    assert!(
+        rendered.contains(&format!("far.ron:1:{column}\n")),
+        "{rendered}"
+    );
+    assert!(
+        rendered.lines().all(|l| l.chars().count() < 300),
+        "{rendered}"
+    );
+}

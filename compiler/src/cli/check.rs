@@ -11,14 +11,15 @@ use topoc::limits::Budget;
 use topoc::lower::Method;
 use topoc::machine::summary;
 use topoc::simulate::format_seconds;
+use topoc::visible;
 
 pub fn check(path: &Path, budget: &Budget) -> Result<ExitCode, String> {
     let text = read(path)?;
     let loaded = topoc::load(&text).map_err(|e| report_error(path, &text, &e))?;
     let machine = &loaded.machine;
-    println!("machine `{}`", machine.name);
+    println!("machine `{}`", visible::line(&machine.name));
     print!("{}", summary::summarize(machine));
-    print!("{}", summary::extras(machine));
+    print!("{}", visible::message(&summary::extras(machine)));
     // Compile every phase first, so that `check` refuses what `compile` refuses, as fast,
     // before it asks every method what it would run.
     let options = topoc::Options {
@@ -29,17 +30,23 @@ pub fn check(path: &Path, budget: &Budget) -> Result<ExitCode, String> {
     for method in Method::ALL {
         match method.applies(machine, budget) {
             Ok(embedding) => {
-                println!("  {method}: {}", embedding.summary);
+                println!("  {method}: {}", visible::message(&embedding.summary));
                 for part in &embedding.parts {
                     println!("    {}", abbreviate(part));
                 }
             }
-            Err(EmbedError::OverBudget(why)) => println!("  {method}: refused: the schedule {why}"),
-            Err(e) => println!("  {method}: does not apply: {e}"),
+            Err(EmbedError::OverBudget(why)) => println!(
+                "  {method}: refused: the schedule {}",
+                visible::message(&why.to_string())
+            ),
+            Err(e) => println!(
+                "  {method}: does not apply: {}",
+                visible::message(&e.to_string())
+            ),
         }
     }
     print_choices(&compiled);
-    println!("{}: ok", path.display());
+    println!("{}: ok", visible::line(&path.display().to_string()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -51,7 +58,9 @@ fn print_choices(compiled: &topoc::Compiled) {
         if note.weighed.is_empty() {
             println!(
                 "  phase `{}`: {}, named by the file ({})",
-                note.phase, note.method, note.reason
+                visible::line(&note.phase),
+                note.method,
+                visible::message(&note.reason)
             );
             continue;
         }
@@ -80,14 +89,17 @@ fn print_choices(compiled: &topoc::Compiled) {
         };
         println!(
             "  phase `{}`: auto takes {} ({margin})",
-            note.phase, note.method
+            visible::line(&note.phase),
+            note.method
         );
-        println!("    {}", note.reason);
+        println!("    {}", visible::message(&note.reason));
     }
 }
 
-/// Keeps long ring descriptions to one screen line.
+/// Keeps long ring descriptions to one screen line, control characters in names shown as
+/// text.
 fn abbreviate(s: &str) -> String {
+    let s = &visible::line(s);
     const MAX: usize = 160;
     if s.chars().count() <= MAX {
         s.to_string()

@@ -1,6 +1,6 @@
 //! `topoc compile`: topology file to schedule file.
 
-use super::{read, report_error, write_atomic, Emit, ReportFormat};
+use super::{output_file, read, report_error, write_atomic, Emit, ReportFormat};
 use schedule_ir::serial::{self, Format};
 use serde::Serialize;
 use std::path::Path;
@@ -40,7 +40,7 @@ fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
     match format {
         ReportFormat::Text => {
             for (note, phase) in phases {
-                eprintln!(
+                let line = format!(
                     "phase `{}`: {} ({}), {} steps, {} chunks — {}",
                     note.phase,
                     note.method,
@@ -49,6 +49,8 @@ fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
                     phase.chunks.len(),
                     note.reason
                 );
+                // Phase and node names come from the user's file.
+                eprintln!("{}", topoc::visible::line(&line));
             }
         }
         ReportFormat::Json => {
@@ -101,6 +103,7 @@ pub fn compile(
                 .to_string(),
         );
     }
+    let output = output_file(&[path], output)?;
     if sizes.is_some() && emit != Emit::Chakra {
         return Err("error: --sizes applies to --emit chakra only".to_string());
     }
@@ -166,7 +169,8 @@ pub fn compile(
                 Emit::Mscclpp => "MSCCL++ execution plan of the verified schedule",
                 Emit::Ron | Emit::Json | Emit::Chakra => "verified schedule",
             };
-            eprintln!("{what} written to {}", o.display());
+            let to = o.display().to_string();
+            eprintln!("{what} written to {}", topoc::visible::line(&to));
         }
         None => print!("{out}"),
     }

@@ -1,6 +1,6 @@
 //! `topoc draw`: the machine, its embedding or one step's link use, as DOT or SVG.
 
-use super::{is_topology, load_verified, read, report_error, write_atomic};
+use super::{is_topology, load_verified, output_file, read, report_error, write_atomic};
 use clap::ValueEnum;
 use std::path::Path;
 use std::process::ExitCode;
@@ -50,6 +50,7 @@ pub fn draw(
     output: Option<&Path>,
     budget: &topoc::limits::Budget,
 ) -> Result<ExitCode, String> {
+    let output = output_file(&[path], output)?;
     let text = read(path)?;
     let fail = |e: draw::DrawError| format!("error: {}: {e}", path.display());
     let scene = if is_topology(&text) {
@@ -86,7 +87,8 @@ pub fn draw(
     match output {
         Some(o) => {
             write_atomic(o, &out)?;
-            eprintln!("{} written to {}", scene.subtitle, o.display());
+            let line = format!("{} written to {}", scene.subtitle, o.display());
+            eprintln!("{}", topoc::visible::line(&line));
         }
         None => print!("{out}"),
     }

@@ -1,6 +1,6 @@
 //! `topoc import`: a topology file from NCCL's topology dump or `nvidia-smi topo -m`.
 
-use super::{read, write_atomic};
+use super::{output_file, read, write_atomic};
 use clap::ValueEnum;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -24,8 +24,8 @@ pub struct ImportArgs {
     format: Format,
     /// The file to read.
     file: PathBuf,
-    /// Where to write the topology file (standard output when absent). Written whole or not at
-    /// all.
+    /// Where to write the topology file (standard output when absent or `-`).
+    /// Written whole or not at all.
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// The topology's name (default: the input file's name without its extension).
@@ -61,6 +61,7 @@ pub fn import(args: &ImportArgs) -> Result<ExitCode, String> {
         nvlink: kind(&args.nvlink, "nvlink", "nvlink")?,
         pcie: kind(&args.pcie, "pcie", "pcie")?,
     };
+    let output = output_file(&[&args.file], args.output.as_deref())?;
     let text = read(&args.file)?;
     let name = args.name.clone().unwrap_or_else(|| stem(&args.file));
     let shown = args.file.display().to_string();
@@ -88,10 +89,10 @@ pub fn import(args: &ImportArgs) -> Result<ExitCode, String> {
     topoc::compile::load(&ron).map_err(|e| {
         format!("error: the topology imported from {shown} does not load ({e}); please report this")
     })?;
-    match &args.output {
+    match output {
         Some(path) => {
             write_atomic(path, &ron)?;
-            eprintln!(
+            let line = format!(
                 "topology `{}` ({} GPUs, {} switches, {} links) written to {}",
                 machine.name,
                 machine.gpus.len(),
@@ -99,6 +100,7 @@ pub fn import(args: &ImportArgs) -> Result<ExitCode, String> {
                 machine.links.len(),
                 path.display()
             );
+            eprintln!("{}", topoc::visible::line(&line));
         }
         None => print!("{ron}"),
     }

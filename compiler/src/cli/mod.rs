@@ -2,6 +2,7 @@
 //! schedule, told apart by their first word), rendering problems, writing files atomically.
 
 mod check;
+mod cleanup;
 mod compile;
 mod draw;
 mod import;
@@ -78,8 +79,8 @@ enum Command {
         /// Output format of the schedule.
         #[arg(long, value_enum, default_value_t = Emit::Ron)]
         emit: Emit,
-        /// Where to write the schedule (standard output when absent). Written whole or not at
-        /// all.
+        /// Where to write the schedule (standard output when absent or `-`).
+        /// Written whole or not at all.
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// With --emit msccl-xml or mscclpp: the exchange phase to export (an MSCCL file or
@@ -205,8 +206,8 @@ enum Command {
         /// Node placement.
         #[arg(long, value_enum, default_value_t = draw::LayoutArg::Auto)]
         layout: draw::LayoutArg,
-        /// Where to write the picture (standard output when absent). Written whole or not at
-        /// all.
+        /// Where to write the picture (standard output when absent or `-`).
+        /// Written whole or not at all.
         #[arg(short, long)]
         output: Option<PathBuf>,
         #[command(flatten)]
@@ -419,15 +420,77 @@ pub fn read(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("error: cannot read {}: {e}", path.display()))
 }
 
+/// Where `-o` sends a command's output: `None` for standard output (no `-o`, or `-o -`), else
+/// the file. Refused before any work, so nothing is written: a file that is one of the
+/// command's `inputs` (the topology would be replaced by its own schedule), and a read-only
+/// file (as `cp` without `-f` refuses; a rename would replace it silently).
+pub fn output_file<'a>(
+    inputs: &[&Path],
+    output: Option<&'a Path>,
+) -> Result<Option<&'a Path>, String> {
+    let Some(path) = output.filter(|o| o.as_os_str() != "-") else {
+        return Ok(None);
+    };
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(Some(path));
+    };
+    for input in inputs {
+        if same_file(input, path) {
+            return Err(format!(
+                "error: the output {} is the input {}; nothing was written (choose another -o)",
+                path.display(),
+                input.display()
+            ));
+        }
+    }
+    if meta.permissions().readonly() {
+        return Err(format!(
+            "error: {} is read-only; nothing was written (make it writable or remove it first)",
+            path.display()
+        ));
+    }
+    Ok(Some(path))
+}
+
+/// Whether two paths name the same file (through links and `./` too).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(a), Ok(b)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return a.dev() == b.dev() && a.ino() == b.ino();
+        }
+    }
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
 /// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
-    use std::io::Write;
     let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(&e))?;
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(&e))?;
+    // An interrupt from here on removes the temporary file (the destructor would not run).
+    cleanup::pending(tmp.path());
+    let written = write_temporary(tmp, path, text);
+    cleanup::done();
+    written
+}
+
+/// Fills the temporary file and renames it over `path`; on error the temporary file is
+/// removed when `tmp` is dropped.
+fn write_temporary(
+    mut tmp: tempfile::NamedTempFile,
+    path: &Path,
+    text: &str,
+) -> Result<(), String> {
+    use std::io::Write;
+    let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
     tmp.write_all(text.as_bytes()).map_err(|e| fail(&e))?;
     // Temporary files are private (0600); give the result the permissions of the file it
     // replaces, or those of an ordinary new file (0644).
@@ -448,7 +511,9 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
 
 /// Whether a text is a topology file (rather than a schedule): its first word is `Topology`.
 pub fn is_topology(text: &str) -> bool {
-    let mut rest = text;
+    let mut rest = text
+        .strip_prefix(topoc::topology::parse::BOM)
+        .unwrap_or(text);
     loop {
         rest = rest.trim_start();
         if let Some(after) = rest.strip_prefix("//") {

@@ -58,16 +58,18 @@ pub fn run(
             println!("{text}");
         }
         ReportFormat::Text => {
+            // Names come from the user's files: control characters are shown as text.
+            use topoc::visible::line;
             println!(
                 "{}: schedule verified ({} phase(s) on machine `{}`)",
-                path.display(),
+                line(&path.display().to_string()),
                 schedule.phases.len(),
-                schedule.machine.name
+                line(&schedule.machine.name)
             );
             for r in &runs {
                 println!(
                     "phase `{}`: {} ({}, {}, {} elements) by {} on {} nodes, {} steps, seed {}",
-                    r.phase,
+                    line(&r.phase),
                     r.collective,
                     r.op,
                     r.dtype,
@@ -79,7 +81,7 @@ pub fn run(
                 );
                 match &r.mismatch {
                     None => println!("  every node matches the reference reduction"),
-                    Some(m) => println!("  MISMATCH: {m}"),
+                    Some(m) => println!("  MISMATCH: {}", line(m)),
                 }
                 println!(
                     "  second run bit-identical: {}",

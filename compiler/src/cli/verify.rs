@@ -10,8 +10,15 @@ pub fn verify(path: &Path, format: ReportFormat) -> Result<ExitCode, String> {
         return verify_json(path);
     }
     let verified = load_verified(path)?;
-    print!("{}", verified.report());
-    println!("{}: verified", path.display());
+    // The report quotes the schedule's names: control characters are shown as text.
+    print!(
+        "{}",
+        topoc::visible::message(&verified.report().to_string())
+    );
+    println!(
+        "{}: verified",
+        topoc::visible::line(&path.display().to_string())
+    );
     Ok(ExitCode::SUCCESS)
 }
 

@@ -9,6 +9,7 @@
 
 use super::layout::Layout;
 use super::{chunk_label, colour, is_switch, overlay_dash, Scene, LINK_COLOUR};
+use crate::visible;
 use schedule_ir::{NodeId, RecvMode};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,7 +18,12 @@ use std::fmt::Write as _;
 pub fn render(scene: &Scene, layout: &Layout) -> String {
     let m = &scene.machine;
     let mut out = String::new();
-    let _ = writeln!(out, "// topoc draw: {} — {}", scene.title, scene.subtitle);
+    let _ = writeln!(
+        out,
+        "// topoc draw: {} — {}",
+        comment(&scene.title),
+        comment(&scene.subtitle)
+    );
     let _ = writeln!(
         out,
         "// Positions are topoc's layout, pinned: `dot -Tsvg` (which runs neato here) keeps them."
@@ -81,7 +87,12 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
                 } else {
                     ""
                 };
-                let _ = writeln!(out, "\n  // {}: {}{ways}", o.name, o.detail);
+                let _ = writeln!(
+                    out,
+                    "\n  // {}: {}{ways}",
+                    comment(&o.name),
+                    comment(&o.detail)
+                );
                 let style = overlay_dash(i).map_or("solid", |_| "dashed");
                 for h in &o.edges {
                     let _ = writeln!(
@@ -184,7 +195,9 @@ pub fn render(scene: &Scene, layout: &Layout) -> String {
     out
 }
 
-/// A DOT string literal.
+/// A DOT string literal. A line break becomes DOT's `\n`; every other control character is
+/// shown as text (`\x1b`, its backslash escaped for DOT), since Graphviz refuses NUL and
+/// passes ESC through to its output.
 fn quote(s: &str) -> String {
     let mut out = String::from("\"");
     for ch in s.chars() {
@@ -192,11 +205,20 @@ fn quote(s: &str) -> String {
             '"' => out.push_str("\\\""),
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
-            c => out.push(c),
+            c => match visible::escape(c) {
+                Some(shown) => out.push_str(&shown.replace('\\', "\\\\")),
+                None => out.push(c),
+            },
         }
     }
     out.push('"');
     out
+}
+
+/// Text inside a `//` comment: one line whatever the text holds, so a name cannot end the
+/// comment and be read as DOT statements.
+fn comment(s: &str) -> std::borrow::Cow<'_, str> {
+    visible::line(s)
 }
 
 /// Text inside an HTML-like label.

@@ -5,6 +5,7 @@
 //! `docs/import.md` gives the table and where the numbers come from. `--figure KEY=GBPS` (GB/s)
 //! or `--figure KEY=GBPS,US` (and a latency in µs) replaces one.
 
+use crate::machine::build::{BANDWIDTH, LATENCY};
 use std::fmt;
 
 /// A kind of link with its own figures.
@@ -171,11 +172,16 @@ impl Figures {
             Some((gb, us)) => (gb, Some(us)),
             None => (value, None),
         };
-        figure.gbytes = positive(gb, "a bandwidth in GB/s")?;
+        figure.gbytes = bandwidth(gb)?;
         if let Some(us) = us {
             figure.latency_us = match us.trim().parse::<f64>() {
-                Ok(v) if v.is_finite() && v >= 0.0 => v,
-                _ => return Err(format!("`{us}` is not a latency in µs (zero or more)")),
+                Ok(v) if LATENCY.accepts(v) => v,
+                _ => {
+                    return Err(format!(
+                        "`{us}` is not a latency in µs ({})",
+                        LATENCY.range()
+                    ))
+                }
             };
         }
         for entry in &mut self.table {
@@ -187,10 +193,16 @@ impl Figures {
     }
 }
 
-fn positive(text: &str, what: &str) -> Result<f64, String> {
+/// A bandwidth in GB/s, held to the topology language's range (which is in Gbit/s), so an
+/// imported file always loads.
+fn bandwidth(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("`{text}` is not {what} (a positive number)")),
+        Ok(v) if BANDWIDTH.accepts(v * 8.0) => Ok(v),
+        _ => Err(format!(
+            "`{text}` is not a bandwidth in GB/s (between {:e} and {:e} GB/s)",
+            BANDWIDTH.min / 8.0,
+            BANDWIDTH.max / 8.0
+        )),
     }
 }
 
@@ -220,5 +232,13 @@ mod tests {
         assert!(f.set("nvlink3=-1").is_err());
         assert!(f.set("nvlink3").is_err());
         assert!(f.set("nvlink3=1,x").is_err());
+        // Subnormal and absurd figures are refused here, not by the imported file's load.
+        assert!(f
+            .set("nvlink3=1e-320")
+            .expect_err("subnormal")
+            .contains("between 1.25e-7 and 1.25e8 GB/s"));
+        assert!(f.set("nvlink3=20,1e-320").is_err());
+        assert!(f.set("nvlink3=20,1e300").is_err());
+        assert!(f.set("nvlink3=20,0").is_ok());
     }
 }

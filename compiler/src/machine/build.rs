@@ -20,29 +20,153 @@ pub const MAX_LINKS: u64 = 1 << 20;
 /// The most dimensions of a hypercube: 2^14 nodes is [`MAX_NODES`].
 pub const MAX_HYPERCUBE_DIMS: u32 = 14;
 
+/// A number of the topology language with a unit and the range of values the compiler
+/// accepts. The range keeps the cost model's arithmetic meaningful: a bandwidth of `1e-320`
+/// (subnormal) made every estimate `inf` and every efficiency `NaN`, so figures are held to
+/// sane physical bounds rather than merely to being finite and positive.
+pub struct Figure {
+    /// What the number is, for the message ("link bandwidth").
+    pub what: &'static str,
+    /// The field's name in the file, for the hint.
+    pub field: &'static str,
+    /// Its unit as the docs write it.
+    pub unit: &'static str,
+    /// The smallest accepted value other than zero.
+    pub min: f64,
+    /// The largest accepted value.
+    pub max: f64,
+    /// Whether exactly zero is accepted (latencies), beside `[min, max]`.
+    pub zero: bool,
+    /// What the number means, for the hint.
+    pub meaning: &'static str,
+    /// An example value for the hint.
+    pub example: &'static str,
+}
+
+/// A link's bandwidth per direction: 1 kbit/s to 10^9 Gbit/s.
+pub const BANDWIDTH: Figure = Figure {
+    what: "link bandwidth",
+    field: "bandwidth_gbps",
+    meaning: "the bandwidth of each direction",
+    unit: "Gbit/s",
+    min: 1e-6,
+    max: 1e9,
+    zero: false,
+    example: "100.0",
+};
+
+/// A link's one-way latency: zero, or 1 ps to 1000 s.
+pub const LATENCY: Figure = Figure {
+    what: "link latency",
+    field: "latency_us",
+    meaning: "the one-way latency",
+    unit: "µs",
+    min: 1e-6,
+    max: 1e9,
+    zero: true,
+    example: "1.0",
+};
+
+/// How fast a node combines data: the same range as a bandwidth.
+pub const REDUCE_RATE: Figure = Figure {
+    what: "reduction rate",
+    field: "reduce_gbps",
+    meaning: "the rate at which a node combines data (leave it out to make reduction free in the estimates)",
+    unit: "Gbit/s",
+    min: 1e-6,
+    max: 1e9,
+    zero: false,
+    example: "800.0",
+};
+
+/// What a transfer pays per switch: the same range as a latency.
+pub const SWITCH_LATENCY: Figure = Figure {
+    what: "switch latency",
+    field: "switch_latency_us",
+    meaning: "what a transfer pays for each switch it passes through",
+    unit: "µs",
+    min: 1e-6,
+    max: 1e9,
+    zero: true,
+    example: "0.3",
+};
+
+impl Figure {
+    /// Whether `value` is accepted.
+    pub fn accepts(&self, value: f64) -> bool {
+        (self.zero && value == 0.0) || (self.min..=self.max).contains(&value)
+    }
+
+    /// The accepted range in words, as the docs state it.
+    pub fn range(&self) -> String {
+        let zero = if self.zero { "0 or " } else { "" };
+        format!(
+            "{zero}between {:e} and {:e} {}",
+            self.min, self.max, self.unit
+        )
+    }
+
+    /// The problem with `value` at `at` (the field's own path), if any.
+    pub fn check(&self, at: Path, value: f64) -> Option<Problem> {
+        if self.accepts(value) {
+            return None;
+        }
+        let label = if value.is_nan() {
+            "not a number"
+        } else if value < 0.0 || (value == 0.0 && !self.zero) {
+            if self.zero {
+                "negative"
+            } else {
+                "not a positive number"
+            }
+        } else if value < self.min {
+            "too small"
+        } else {
+            "too large"
+        };
+        Some(
+            Problem::at(
+                at,
+                format!(
+                    "a {} must be {}, not {}",
+                    self.what,
+                    self.range(),
+                    shown(value)
+                ),
+                label,
+            )
+            .hint(format!(
+                "`{}` is {}, {}, e.g. `{}: {}`",
+                self.field,
+                self.meaning,
+                self.range(),
+                self.field,
+                self.example
+            )),
+        )
+    }
+}
+
+/// A number as the user would recognise it: plain when of ordinary size, else in exponent
+/// form (a subnormal written out in full is hundreds of digits).
+fn shown(value: f64) -> String {
+    let size = value.abs();
+    if value == 0.0 || (1e-4..1e7).contains(&size) || !value.is_finite() {
+        format!("{value}")
+    } else {
+        format!("{value:e}")
+    }
+}
+
 /// Checks a link's parameters; `at` is the path of the declaration that holds the fields.
 pub fn check_params(at: &Path, p: &LinkParams) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    if !(p.bandwidth_gbps.is_finite() && p.bandwidth_gbps > 0.0) {
-        problems.push(
-            Problem::at(
-                at.field("bandwidth_gbps"),
-                format!("link bandwidth must be positive, not {}", p.bandwidth_gbps),
-                "not a positive number",
-            )
-            .hint("bandwidth is per direction in Gbit/s, e.g. `bandwidth_gbps: 100.0`"),
-        );
-    }
-    if !(p.latency_us.is_finite() && p.latency_us >= 0.0) {
-        problems.push(
-            Problem::at(
-                at.field("latency_us"),
-                format!("link latency must be zero or more, not {}", p.latency_us),
-                "not a non-negative number",
-            )
-            .hint("latency is one-way in microseconds, e.g. `latency_us: 1.0`"),
-        );
-    }
+    let mut problems: Vec<Problem> = [
+        BANDWIDTH.check(at.field("bandwidth_gbps"), p.bandwidth_gbps),
+        LATENCY.check(at.field("latency_us"), p.latency_us),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if p.lanes == 0 {
         problems.push(
             Problem::at(
@@ -66,27 +190,22 @@ pub(crate) fn too_many(at: Path, count: u64, what: &str) -> Problem {
 
 /// Builds the machine of a topology file, or reports every problem found.
 pub fn build(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
-    if let Some(rate) = file.reduce_gbps {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(vec![Problem::at(
-                path!["reduce_gbps"],
-                format!("a reduction rate must be positive, not {rate}"),
-                "not a positive number",
-            )
-            .hint("the rate at which a node combines data, in Gbit/s, e.g. `reduce_gbps: 800.0`; leave it out to make reduction free in the estimates")]);
+    let figures = [
+        file.reduce_gbps
+            .and_then(|v| REDUCE_RATE.check(path!["reduce_gbps"], v)),
+        file.switch_latency_us
+            .and_then(|v| SWITCH_LATENCY.check(path!["switch_latency_us"], v)),
+    ];
+    let mut problems: Vec<Problem> = figures.into_iter().flatten().collect();
+    // The machine's own figures are reported beside the file's, not after they are fixed.
+    let machine = match generate(file) {
+        Ok(machine) if problems.is_empty() => machine,
+        Ok(_) => return Err(problems),
+        Err(more) => {
+            problems.extend(more);
+            return Err(problems);
         }
-    }
-    if let Some(latency) = file.switch_latency_us {
-        if !(latency.is_finite() && latency >= 0.0) {
-            return Err(vec![Problem::at(
-                path!["switch_latency_us"],
-                format!("a switch latency must be zero or more, not {latency}"),
-                "not a non-negative number",
-            )
-            .hint("what a transfer pays for each switch it passes through, in µs, e.g. `switch_latency_us: 0.3`")]);
-        }
-    }
-    let machine = generate(file)?;
+    };
     check_connected(&machine)?;
     let common = file.machine.common();
     let machine = overrides::apply(machine, common.link_overrides)?;

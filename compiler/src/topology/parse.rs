@@ -6,11 +6,24 @@ use crate::diag::Problem;
 use ron::extensions::Extensions;
 use ron::Options;
 
+/// The UTF-8 byte-order mark some editors write first; RON does not accept it.
+pub const BOM: char = '\u{feff}';
+
 /// Parses a topology file.
 pub fn parse(source: &str) -> Result<TopologyFile, Problem> {
     let options = Options::default()
         .with_default_extension(Extensions::IMPLICIT_SOME)
         .with_default_extension(Extensions::UNWRAP_VARIANT_NEWTYPES);
+    // A byte-order mark becomes three spaces rather than nothing, so every byte offset the
+    // parser reports is still that of the user's file.
+    let blanked;
+    let source = match source.strip_prefix(BOM) {
+        Some(rest) => {
+            blanked = format!("   {rest}");
+            blanked.as_str()
+        }
+        None => source,
+    };
     options
         .from_str::<TopologyFile>(source)
         .map_err(|e| problem_from_ron(source, &e))

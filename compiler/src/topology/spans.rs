@@ -117,7 +117,12 @@ impl SpanTree {
     pub fn new(source: &str) -> SpanTree {
         let mut reader = Reader {
             src: source.as_bytes(),
-            pos: 0,
+            // A byte-order mark is not part of the value (see `parse`).
+            pos: if source.starts_with(super::parse::BOM) {
+                super::parse::BOM.len_utf8()
+            } else {
+                0
+            },
             depth: 0,
         };
         let root = reader.value();

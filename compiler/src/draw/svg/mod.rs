@@ -597,7 +597,10 @@ pub fn esc(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => out.push('\u{fffd}'),
+            // XML 1.0 cannot carry NUL or ESC even as a reference: show them as text.
+            c if c != '\n' && c != '\t' && c.is_control() => {
+                out.push_str(&crate::visible::escape(c).unwrap_or_default());
+            }
             c => out.push(c),
         }
     }

@@ -4,9 +4,11 @@
 //! when the problem was found after parsing, by byte range when the parser found it) and may
 //! carry hints. Rendering resolves paths to spans through [`SpanTree`].
 
+pub mod excerpt;
+
 use crate::topology::spans::{Path, SpanTree};
+use crate::visible;
 use codespan_reporting::diagnostic::{Diagnostic, Label};
-use codespan_reporting::files::SimpleFile;
 use codespan_reporting::term;
 use std::ops::Range;
 
@@ -94,10 +96,19 @@ impl Problem {
     }
 }
 
+/// The most problems [`render`] shows; the rest are counted (as rustc stops after a limit).
+/// A file with thousands of problems is mostly one mistake repeated.
+pub const MAX_SHOWN: usize = 20;
+
 /// Renders problems against the file they are about. `color` selects ANSI colours.
+///
+/// At most [`MAX_SHOWN`] problems are shown, then a line counting the others. Each shows only
+/// the lines its labels touch, long lines cut to a window around the labels, control
+/// characters as text (see [`excerpt`]); user text in messages, labels and notes has its
+/// control characters shown as text too. The output is therefore bounded whatever the file.
 pub fn render(file_name: &str, source: &str, problems: &[Problem], color: bool) -> String {
     let tree = SpanTree::new(source);
-    let file = SimpleFile::new(file_name, source);
+    let lines = excerpt::Lines::new(source);
     let config = term::Config::default();
     let resolve = |at: &At| -> Range<usize> {
         let r = match at {
@@ -106,20 +117,30 @@ pub fn render(file_name: &str, source: &str, problems: &[Problem], color: bool) 
         };
         clamp(r, source)
     };
+    // Headlines and labels are one line each, whatever a quoted name holds; notes may run
+    // over several.
+    let one_line = |text: &str| visible::line(text).into_owned();
+    let shown = |text: &str| visible::message(text).into_owned();
     let mut out = String::new();
-    for problem in problems {
-        let mut labels = vec![Label::primary((), resolve(&problem.primary.at))
-            .with_message(problem.primary.text.clone())];
-        labels.extend(
-            problem
-                .secondary
-                .iter()
-                .map(|m| Label::secondary((), resolve(&m.at)).with_message(m.text.clone())),
-        );
+    for problem in problems.iter().take(MAX_SHOWN) {
+        let marks: Vec<(&Mark, Range<usize>)> = std::iter::once(&problem.primary)
+            .chain(&problem.secondary)
+            .map(|m| (m, resolve(&m.at)))
+            .collect();
+        let ranges: Vec<Range<usize>> = marks.iter().map(|(_, r)| r.clone()).collect();
+        let file = excerpt::Excerpt::new(file_name, &lines, &ranges, &config);
+        let labels = marks.iter().enumerate().map(|(i, (m, r))| {
+            let label = if i == 0 {
+                Label::primary((), file.map(r))
+            } else {
+                Label::secondary((), file.map(r))
+            };
+            label.with_message(one_line(&m.text))
+        });
         let diagnostic = Diagnostic::error()
-            .with_message(problem.message.clone())
-            .with_labels(labels)
-            .with_notes(problem.notes.clone());
+            .with_message(one_line(&problem.message))
+            .with_labels(labels.collect())
+            .with_notes(problem.notes.iter().map(|n| shown(n)).collect());
         let rendered = if color {
             let mut buf = Vec::new();
             let styles = term::Styles::default();
@@ -132,9 +153,15 @@ pub fn render(file_name: &str, source: &str, problems: &[Problem], color: bool) 
         };
         match rendered {
             Ok(text) => out.push_str(&text),
-            // A span outside the file cannot happen after clamping; fall back to plain text.
-            Err(_) => out.push_str(&format!("error: {}\n", problem.message)),
+            // The excerpt answers every line codespan asks for; fall back to plain text.
+            Err(_) => out.push_str(&format!("error: {}\n", one_line(&problem.message))),
         }
+    }
+    if problems.len() > MAX_SHOWN {
+        out.push_str(&format!(
+            "note: {} more problem(s) not shown; the first {MAX_SHOWN} are above\n\n",
+            problems.len() - MAX_SHOWN
+        ));
     }
     out
 }
