@@ -5,6 +5,7 @@ use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
 use topoc::simulate::{self, format_bytes, format_seconds, Table};
+use topoc::visible;
 
 /// The sizes to simulate: the `--sizes` list, or the sweep `-b`..`-e` by `-f`.
 pub fn sizes(list: &str, sweep: Option<(String, String)>, factor: u64) -> Result<Vec<u64>, String> {
@@ -181,7 +182,7 @@ fn degraded(
             for s in &slowdown {
                 println!(
                     "  {} {}: {} healthy, {} degraded, {:.2}x",
-                    s.phase,
+                    visible::line(&s.phase),
                     format_bytes(s.bytes),
                     format_seconds(s.healthy_seconds),
                     format_seconds(s.degraded_seconds),
@@ -210,7 +211,10 @@ fn print_table(table: &Table) {
             seen.push(&r.phase);
             println!(
                 "# phase {}: {}, n = {} ranks, busbw = algbw × {:.4}",
-                r.phase, r.collective, r.ranks, r.bus_factor
+                visible::line(&r.phase),
+                r.collective,
+                r.ranks,
+                r.bus_factor
             );
         }
     }
@@ -232,7 +236,7 @@ fn print_table(table: &Table) {
     let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for r in &table.rows {
         lines.push(vec![
-            r.phase.clone(),
+            visible::line(&r.phase).into_owned(),
             r.bytes.to_string(),
             r.elements.to_string(),
             r.algorithm.clone(),
@@ -245,7 +249,14 @@ fn print_table(table: &Table) {
             if r.auto { "*" } else { "" }.to_string(),
             r.steps.to_string(),
             r.busiest.as_ref().map_or("-".to_string(), |b| {
-                format!("{} {}→{} ({})", b.link, b.from, b.to, format_bytes(b.bytes))
+                visible::line(&format!(
+                    "{} {}→{} ({})",
+                    b.link,
+                    b.from,
+                    b.to,
+                    format_bytes(b.bytes)
+                ))
+                .into_owned()
             }),
         ]);
     }
