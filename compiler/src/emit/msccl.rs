@@ -47,6 +47,7 @@ mod plan;
 
 use super::layout::LayoutError;
 pub use super::layout::{Buf, Loc};
+use super::{choose_phase, PhaseChoiceError};
 use schedule_ir::{Collective, ReduceOp, VerifiedSchedule};
 use thiserror::Error;
 
@@ -81,28 +82,9 @@ pub struct Options {
 /// Why a schedule cannot be written as MSCCL XML.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum MscclError {
-    /// The schedule has no phase at all.
-    #[error("the schedule has no exchange phase to export")]
-    NoPhase,
-    /// Several phases and none chosen.
-    #[error(
-        "the schedule has {} exchange phases ({}) and an MSCCL file holds one algorithm; \
-         choose one with --phase NAME",
-        .available.len(),
-        quoted(.available)
-    )]
-    PhaseRequired {
-        /// The phases there are.
-        available: Vec<String>,
-    },
-    /// The chosen phase does not exist.
-    #[error("the schedule has no phase `{name}`; its phases are {}", quoted(.available))]
-    NoSuchPhase {
-        /// The name asked for.
-        name: String,
-        /// The phases there are.
-        available: Vec<String>,
-    },
+    /// No one phase to export.
+    #[error(transparent)]
+    Phase(#[from] PhaseChoiceError),
     /// A collective MSCCL export does not handle.
     #[error(
         "phase `{phase}` is a {collective}; MSCCL export handles allreduce, reduce-scatter and \
@@ -326,14 +308,6 @@ impl MscclError {
     }
 }
 
-fn quoted(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The type of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StepKind {
@@ -450,18 +424,11 @@ fn choose<'a>(
     schedule: &'a schedule_ir::Schedule,
     options: &Options,
 ) -> Result<&'a schedule_ir::Phase, MscclError> {
-    let available = || schedule.phases.iter().map(|p| p.name.clone()).collect();
-    match (&options.phase, schedule.phases.as_slice()) {
-        (Some(name), _) => schedule.phase(name).ok_or_else(|| MscclError::NoSuchPhase {
-            name: name.clone(),
-            available: available(),
-        }),
-        (None, []) => Err(MscclError::NoPhase),
-        (None, [only]) => Ok(only),
-        (None, _) => Err(MscclError::PhaseRequired {
-            available: available(),
-        }),
-    }
+    Ok(choose_phase(
+        schedule,
+        options.phase.as_deref(),
+        "an MSCCL file holds one algorithm",
+    )?)
 }
 
 /// Builds the algorithm for one phase of a verified schedule.

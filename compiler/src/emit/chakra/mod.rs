@@ -36,8 +36,9 @@
 mod graph;
 pub mod schema;
 
+use super::{choose_phase, PhaseChoiceError};
 use prost::Message;
-use schedule_ir::{Collective, Phase, Schedule, VerifiedSchedule};
+use schedule_ir::{Collective, VerifiedSchedule};
 use thiserror::Error;
 
 /// The schema version written into every trace's `GlobalMetadata` (as Chakra's own
@@ -57,28 +58,9 @@ pub struct Options {
 /// Why a phase cannot be written as Chakra traces.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum ChakraError {
-    /// The schedule has no phase at all.
-    #[error("the schedule has no exchange phase to export")]
-    NoPhase,
-    /// Several phases and none chosen.
-    #[error(
-        "the schedule has {} exchange phases ({}) and a set of traces holds one collective; \
-         choose one with --phase NAME",
-        .available.len(),
-        quoted(.available)
-    )]
-    PhaseRequired {
-        /// The phases there are.
-        available: Vec<String>,
-    },
-    /// The chosen phase does not exist.
-    #[error("the schedule has no phase `{name}`; its phases are {}", quoted(.available))]
-    NoSuchPhase {
-        /// The name asked for.
-        name: String,
-        /// The phases there are.
-        available: Vec<String>,
-    },
+    /// No one phase to export.
+    #[error(transparent)]
+    Phase(#[from] PhaseChoiceError),
     /// A collective ASTRA-sim takes no custom implementation for.
     #[error(
         "phase `{phase}` is a {collective}, but ASTRA-sim takes custom implementations only for \
@@ -151,14 +133,6 @@ pub enum ChakraError {
     },
 }
 
-fn quoted(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The traces of one message size.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceSet {
@@ -214,21 +188,15 @@ pub fn system_json(key: &str, base: &str) -> String {
 }
 
 /// The phase chosen by `options`, or why none can be.
-fn choose<'a>(schedule: &'a Schedule, options: &Options) -> Result<&'a Phase, ChakraError> {
-    let available = || schedule.phases.iter().map(|p| p.name.clone()).collect();
-    match (&options.phase, schedule.phases.as_slice()) {
-        (Some(name), _) => schedule
-            .phase(name)
-            .ok_or_else(|| ChakraError::NoSuchPhase {
-                name: name.clone(),
-                available: available(),
-            }),
-        (None, []) => Err(ChakraError::NoPhase),
-        (None, [only]) => Ok(only),
-        (None, _) => Err(ChakraError::PhaseRequired {
-            available: available(),
-        }),
-    }
+fn choose<'a>(
+    schedule: &'a schedule_ir::Schedule,
+    options: &Options,
+) -> Result<&'a schedule_ir::Phase, ChakraError> {
+    Ok(choose_phase(
+        schedule,
+        options.phase.as_deref(),
+        "a set of traces holds one collective",
+    )?)
 }
 
 /// Exports one phase of a verified schedule as Chakra traces, one set per size.

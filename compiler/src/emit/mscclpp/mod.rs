@@ -39,6 +39,7 @@ mod json;
 mod ops;
 mod threadblocks;
 
+use super::{choose_phase, PhaseChoiceError};
 use schedule_ir::{Collective, ReduceOp, VerifiedSchedule};
 use thiserror::Error;
 
@@ -65,28 +66,9 @@ pub struct Options {
 /// Why a schedule cannot be written as an MSCCL++ execution plan.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum MscclppError {
-    /// The schedule has no phase at all.
-    #[error("the schedule has no exchange phase to export")]
-    NoPhase,
-    /// Several phases and none chosen.
-    #[error(
-        "the schedule has {} exchange phases ({}) and an MSCCL++ plan holds one collective; \
-         choose one with --phase NAME",
-        .available.len(),
-        quoted(.available)
-    )]
-    PhaseRequired {
-        /// The phases there are.
-        available: Vec<String>,
-    },
-    /// The chosen phase does not exist.
-    #[error("the schedule has no phase `{name}`; its phases are {}", quoted(.available))]
-    NoSuchPhase {
-        /// The name asked for.
-        name: String,
-        /// The phases there are.
-        available: Vec<String>,
-    },
+    /// No one phase to export.
+    #[error(transparent)]
+    Phase(#[from] PhaseChoiceError),
     /// A collective the export does not handle.
     #[error(
         "phase `{phase}` is a {collective}; MSCCL++ export handles allreduce, reduce-scatter \
@@ -223,33 +205,16 @@ pub enum MscclppError {
     },
 }
 
-fn quoted(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// The phase chosen by `options`, or why none can be.
 fn choose<'a>(
     schedule: &'a schedule_ir::Schedule,
     options: &Options,
 ) -> Result<&'a schedule_ir::Phase, MscclppError> {
-    let available = || schedule.phases.iter().map(|p| p.name.clone()).collect();
-    match (&options.phase, schedule.phases.as_slice()) {
-        (Some(name), _) => schedule
-            .phase(name)
-            .ok_or_else(|| MscclppError::NoSuchPhase {
-                name: name.clone(),
-                available: available(),
-            }),
-        (None, []) => Err(MscclppError::NoPhase),
-        (None, [only]) => Ok(only),
-        (None, _) => Err(MscclppError::PhaseRequired {
-            available: available(),
-        }),
-    }
+    Ok(choose_phase(
+        schedule,
+        options.phase.as_deref(),
+        "an MSCCL++ plan holds one collective",
+    )?)
 }
 
 /// The `collective` field for a phase, or why it has none.
