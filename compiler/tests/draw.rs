@@ -137,6 +137,57 @@ fn svg_of_the_ladder_shows_both_rings_in_distinct_colours() {
     assert!(texts.iter().any(|t| t.starts_with("ring 2: N0 → N2 → N3")));
 }
 
+/// A `trees` schedule draws each spanning tree in its own colour: every compute node but the
+/// root has one edge towards the root in each tree, and the legend names each tree.
+#[test]
+fn svg_of_a_trees_schedule_shows_each_tree_in_its_own_colour() {
+    let source = r#"Topology(name: "mesh", machine: Mesh(dims: [3, 3]), phases: [
+        Exchange(name: "g", collective: AllReduce, op: Sum, dtype: F32, elements: 4096,
+            algorithm: "trees"),
+    ])"#;
+    let compiled = topoc::compile_source(source, &topoc::Options::default()).expect("compiles");
+    let trees = compiled.notes[0].trees.len();
+    assert!(trees >= 2, "the 3×3 mesh packs several trees, not {trees}");
+    let scene = Scene::from_compiled(&compiled, &Request::default()).expect("a scene");
+    assert_eq!(scene.overlays.len(), trees);
+    assert!(scene.subtitle.contains(&format!("{trees} spanning trees")));
+    let text = render_svg(&scene);
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    let mut by_tree: BTreeMap<String, (BTreeSet<String>, usize)> = BTreeMap::new();
+    for n in doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("ring-edge"))
+    {
+        let entry = by_tree
+            .entry(n.attribute("data-overlay").expect("overlay").to_string())
+            .or_default();
+        entry
+            .0
+            .insert(n.attribute("stroke").expect("stroke").to_string());
+        entry.1 += 1;
+    }
+    assert_eq!(by_tree.len(), trees);
+    let colours: BTreeSet<&String> = by_tree.values().flat_map(|(c, _)| c).collect();
+    assert_eq!(
+        colours.len(),
+        trees.min(10),
+        "one colour per tree: {by_tree:?}"
+    );
+    for (name, (colour, edges)) in &by_tree {
+        assert_eq!(colour.len(), 1, "{name} is drawn in one colour");
+        assert_eq!(
+            *edges, 8,
+            "{name}: one edge up from each of the 8 other nodes"
+        );
+    }
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .collect();
+    assert!(texts.iter().any(|t| t.starts_with("tree 1: rooted at")));
+}
+
 /// Every example, in the embedding view and at its first and last step, gives well-formed SVG
 /// naming every link, and the same bytes when drawn again.
 #[test]

@@ -307,6 +307,7 @@ fn noted(
         reason,
         rings: lowered.rings,
         embedding: lowered.embedding,
+        trees: lowered.trees,
         weighed: Vec::new(),
     };
     (lowered.phase, note)

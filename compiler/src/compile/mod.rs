@@ -56,6 +56,8 @@ pub struct PhaseNote {
     pub rings: Vec<String>,
     /// The rings as data, in the same order (for `topoc draw`); empty for trees.
     pub embedding: Vec<Ring>,
+    /// The spanning trees as data, in the same order (for `topoc draw`); empty for rings.
+    pub trees: Vec<crate::embed::trees::Tree>,
     /// Under `auto`: every method weighed, cheapest first, then those that do not apply, then
     /// those that do not lower the collective. Empty when a method was requested.
     pub weighed: Vec<Weighed>,

@@ -22,6 +22,7 @@ pub mod layout;
 pub mod svg;
 
 use crate::compile::Compiled;
+use crate::embed::trees::Tree;
 use crate::embed::Ring;
 use crate::machine::Shape;
 use schedule_ir::{
@@ -165,13 +166,16 @@ impl Scene {
         };
         let schedule = compiled.schedule.schedule();
         let phase = pick_phase(&schedule.phases, request)?;
-        let rings: &[Ring] = phase
-            .and_then(|p| compiled.notes.iter().find(|n| n.phase == p.name))
-            .map_or(&[], |n| n.embedding.as_slice());
-        let overlays = if rings.is_empty() {
-            None
-        } else {
-            Some(ring_overlays(&schedule.machine, rings))
+        let note = phase.and_then(|p| compiled.notes.iter().find(|n| n.phase == p.name));
+        let overlays = match note {
+            Some(n) if !n.embedding.is_empty() => Some((
+                ring_overlays(&schedule.machine, &n.embedding),
+                "embedded ring",
+            )),
+            Some(n) if !n.trees.is_empty() => {
+                Some((tree_overlays(&schedule.machine, &n.trees), "spanning tree"))
+            }
+            _ => None,
         };
         Ok(build(&schedule.machine, shape, phase, overlays, request))
     }
@@ -221,11 +225,11 @@ fn build(
     machine: &Machine,
     shape: ShapeHint,
     phase: Option<&Phase>,
-    overlays: Option<Vec<Overlay>>,
+    overlays: Option<(Vec<Overlay>, &'static str)>,
     request: &Request,
 ) -> Scene {
     let (mut overlays, kind) = match (overlays, phase) {
-        (Some(o), _) => (o, "embedded ring"),
+        (Some(o), _) => o,
         (None, Some(p)) => (channels::derive(machine, p), "channel"),
         (None, None) => (Vec::new(), "channel"),
     };
@@ -307,6 +311,40 @@ fn ring_overlays(machine: &Machine, rings: &[Ring]) -> Vec<Overlay> {
             Overlay {
                 name: format!("ring {}", i + 1),
                 detail: walk(machine, &ring.nodes),
+                edges,
+                both_ways: false,
+            }
+        })
+        .collect()
+}
+
+/// The spanning trees of a compiler note as overlays, named `tree 1`, `tree 2`, …: each
+/// child's route up to its parent, every link of it crossed towards the parent.
+fn tree_overlays(machine: &Machine, trees: &[Tree]) -> Vec<Overlay> {
+    trees
+        .iter()
+        .enumerate()
+        .map(|(i, tree)| {
+            let mut edges = Vec::new();
+            for (child, _, first) in tree.edges() {
+                let via = tree.via.get(child.index()).map_or(&[][..], Vec::as_slice);
+                let mut at = child;
+                for &link in std::iter::once(&first).chain(via) {
+                    let Some(next) = machine.links.get(link.index()).and_then(|l| l.other(at))
+                    else {
+                        break;
+                    };
+                    edges.extend(hop(machine, link, at, next));
+                    at = next;
+                }
+            }
+            Overlay {
+                name: format!("tree {}", i + 1),
+                detail: format!(
+                    "rooted at {}, {} edges towards the root",
+                    machine.node_name(tree.root),
+                    edges.len()
+                ),
                 edges,
                 both_ways: false,
             }

@@ -263,6 +263,9 @@ pub struct Lowered {
     pub rings: Vec<String>,
     /// The rings as data, in the same order (for `topoc draw`); empty for other methods.
     pub embedding: Vec<Ring>,
+    /// The spanning trees that carry a share, in the same order as `rings` (for `topoc
+    /// draw`); empty for other methods.
+    pub trees: Vec<crate::embed::trees::Tree>,
     /// Choices the method made, in words (`cube-planes`: the start choice found).
     pub detail: Option<String>,
 }
@@ -274,6 +277,7 @@ impl Lowered {
             phase,
             rings: Vec::new(),
             embedding: Vec::new(),
+            trees: Vec::new(),
             detail: None,
         }
     }

@@ -183,6 +183,7 @@ fn lower_rings(
         phase,
         rings: rings.iter().map(|r| r.describe(machine)).collect(),
         embedding: rings,
+        trees: Vec::new(),
         detail: None,
     })
 }

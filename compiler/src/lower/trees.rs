@@ -117,15 +117,18 @@ impl Lowering for Trees {
             crate::embed::EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"))
         })?;
         let total: usize = lowered.chunks_per_tree.iter().sum();
-        let described = packing
+        let used: Vec<(&crate::embed::trees::Tree, usize)> = packing
             .trees
             .iter()
-            .zip(&lowered.chunks_per_tree)
-            .filter(|(_, &c)| c > 0)
-            .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
+            .zip(lowered.chunks_per_tree.iter().copied())
+            .filter(|&(_, c)| c > 0)
             .collect();
         Ok(Planned {
-            rings: described,
+            rings: used
+                .iter()
+                .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
+                .collect(),
+            trees: used.iter().map(|(t, _)| (*t).clone()).collect(),
             ..Planned::phase(lowered.phase)
         })
     }
