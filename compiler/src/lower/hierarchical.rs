@@ -32,6 +32,7 @@ use super::plan::{self, Move, Packing, Plan};
 use super::{vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::groups::{self, Groups};
 use crate::embed::EmbedError;
+use crate::limits::Estimate;
 use crate::machine::Machine;
 use schedule_ir::{ChunkId, Collective, Phase, RecvMode};
 
@@ -52,6 +53,18 @@ impl Lowering for Hierarchical {
     }
     fn supports(&self, collective: Collective) -> bool {
         supports(collective)
+    }
+    /// Finds the groups first, so that a machine without them is refused for that reason and
+    /// not counted; then the generic size, which bounds the pipeline's (every piece moves
+    /// once up and once down each group and each rail).
+    fn estimate(
+        &self,
+        machine: &Machine,
+        _spec: &PhaseSpec,
+        _knobs: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        groups::find(machine)?;
+        Ok(Estimate::generic(machine))
     }
     fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
         let groups = groups::find(machine)?;
