@@ -69,19 +69,15 @@ impl<'a> Searcher<'a> {
         }
     }
 
-    /// Walks every Hamiltonian cycle from node 0 avoiding `forbidden`, calling `found` for
+    /// Walks every Hamiltonian cycle from node 0 over links `taken` has room on, calling `found` for
     /// each until it returns `false`.
-    fn search(
-        &mut self,
-        forbidden: &BTreeSet<LinkId>,
-        found: &mut dyn FnMut(Ring) -> bool,
-    ) -> Outcome {
+    fn search(&mut self, taken: &Taken, found: &mut dyn FnMut(Ring) -> bool) -> Outcome {
         let n = self.adj.len();
         let mut visited = vec![false; n];
         let mut path: Vec<usize> = vec![0];
         let mut via: Vec<LinkId> = Vec::new();
         visited[0] = true;
-        let mut candidates: Vec<Vec<(usize, LinkId)>> = vec![self.order(0, &visited, forbidden)];
+        let mut candidates: Vec<Vec<(usize, LinkId)>> = vec![self.order(0, &visited, taken)];
         while let Some(top) = candidates.last_mut() {
             let Some((next, link)) = top.pop() else {
                 candidates.pop();
@@ -99,8 +95,8 @@ impl<'a> Searcher<'a> {
             via.push(link);
             visited[next] = true;
             if path.len() < n
-                && (self.stranded(&path, &visited, forbidden)
-                    || (n <= CONNECTED_CHECK_MAX && self.cut_off(next, &visited, forbidden)))
+                && (self.stranded(&path, &visited, taken)
+                    || (n <= CONNECTED_CHECK_MAX && self.cut_off(next, &visited, taken)))
             {
                 // Some node can no longer be passed through: this branch holds no cycle.
                 path.pop();
@@ -112,7 +108,7 @@ impl<'a> Searcher<'a> {
                 // Close the cycle back to node 0 over any allowed link.
                 let closing: Vec<LinkId> = self.adj[next]
                     .iter()
-                    .filter(|(m, l)| *m == 0 && !forbidden.contains(l) && !via.contains(l))
+                    .filter(|(m, l)| *m == 0 && !taken.full(*l) && !via.contains(l))
                     .map(|&(_, l)| l)
                     .collect();
                 for l in closing {
@@ -131,7 +127,7 @@ impl<'a> Searcher<'a> {
                 visited[next] = false;
                 continue;
             }
-            let order = self.order(next, &visited, forbidden);
+            let order = self.order(next, &visited, taken);
             candidates.push(order);
         }
         Outcome::Exhausted
@@ -139,20 +135,15 @@ impl<'a> Searcher<'a> {
 
     /// Unvisited neighbours of `v`, ordered so that `pop` yields the one with the fewest
     /// unvisited neighbours first (ties: lowest id).
-    fn order(
-        &self,
-        v: usize,
-        visited: &[bool],
-        forbidden: &BTreeSet<LinkId>,
-    ) -> Vec<(usize, LinkId)> {
+    fn order(&self, v: usize, visited: &[bool], taken: &Taken) -> Vec<(usize, LinkId)> {
         let mut out: Vec<(usize, usize, LinkId)> = Vec::new();
         for &(u, l) in &self.adj[v] {
-            if visited[u] || forbidden.contains(&l) || out.iter().any(|&(_, w, _)| w == u) {
+            if visited[u] || taken.full(l) || out.iter().any(|&(_, w, _)| w == u) {
                 continue;
             }
             let free = self.adj[u]
                 .iter()
-                .filter(|(w, l2)| !visited[*w] && !forbidden.contains(l2))
+                .filter(|(w, l2)| !visited[*w] && !taken.full(*l2))
                 .count();
             out.push((free, u, l));
         }
@@ -166,7 +157,7 @@ impl<'a> Searcher<'a> {
     /// are unvisited, the head of the walk, or the start (to which the cycle closes). Only the
     /// neighbours of the node that just stopped being the head lost a way, and the neighbours
     /// of the new head may have to be its next step.
-    fn stranded(&self, path: &[usize], visited: &[bool], forbidden: &BTreeSet<LinkId>) -> bool {
+    fn stranded(&self, path: &[usize], visited: &[bool], taken: &Taken) -> bool {
         let head = path[path.len() - 1];
         let Some(&inner) = path.len().checked_sub(2).and_then(|i| path.get(i)) else {
             return false;
@@ -174,7 +165,7 @@ impl<'a> Searcher<'a> {
         let ways = |w: usize| {
             let mut seen: Vec<usize> = Vec::with_capacity(4);
             for &(x, l) in &self.adj[w] {
-                if forbidden.contains(&l) || seen.contains(&x) {
+                if taken.full(l) || seen.contains(&x) {
                     continue;
                 }
                 if !visited[x] || x == head || x == 0 {
@@ -189,7 +180,7 @@ impl<'a> Searcher<'a> {
         let mut forced = 0;
         for &v in &[inner, head] {
             for &(w, l) in &self.adj[v] {
-                if visited[w] || forbidden.contains(&l) {
+                if visited[w] || taken.full(l) {
                     continue;
                 }
                 if ways(w) < 2 {
@@ -201,15 +192,13 @@ impl<'a> Searcher<'a> {
         // be reached: the walk can continue into only one of them.
         let mut checked: Vec<usize> = Vec::new();
         for &(w, l) in &self.adj[head] {
-            if visited[w] || forbidden.contains(&l) || checked.contains(&w) {
+            if visited[w] || taken.full(l) || checked.contains(&w) {
                 continue;
             }
             checked.push(w);
             let others = self.adj[w]
                 .iter()
-                .filter(|&&(x, l2)| {
-                    !forbidden.contains(&l2) && x != head && (!visited[x] || x == 0)
-                })
+                .filter(|&&(x, l2)| !taken.full(l2) && x != head && (!visited[x] || x == 0))
                 .map(|&(x, _)| x)
                 .collect::<BTreeSet<usize>>();
             if others.len() == 1 {
@@ -223,7 +212,7 @@ impl<'a> Searcher<'a> {
     /// unvisited nodes, or the start can no longer be reached to close the cycle: then no
     /// continuation visits every node. Linear in the machine, so only run on machines of up
     /// to [`CONNECTED_CHECK_MAX`] nodes.
-    fn cut_off(&self, head: usize, visited: &[bool], forbidden: &BTreeSet<LinkId>) -> bool {
+    fn cut_off(&self, head: usize, visited: &[bool], taken: &Taken) -> bool {
         let unvisited = visited.iter().filter(|&&v| !v).count();
         let mut seen = vec![false; self.adj.len()];
         let mut stack = vec![head];
@@ -232,7 +221,7 @@ impl<'a> Searcher<'a> {
         let mut closes = false;
         while let Some(v) = stack.pop() {
             for &(w, l) in &self.adj[v] {
-                if forbidden.contains(&l) {
+                if taken.full(l) {
                     continue;
                 }
                 if w == 0 && v != head {
@@ -297,7 +286,7 @@ pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedErro
         return Err(EmbedError::NoHamiltonianCycle { reason });
     }
     let mut firsts: Vec<Ring> = Vec::new();
-    let outcome = searcher.search(&BTreeSet::new(), &mut |ring| {
+    let outcome = searcher.search(&Taken::none(machine), &mut |ring| {
         firsts.push(ring);
         firsts.len() < FIRST_CYCLE_TRIES
     });
@@ -317,20 +306,69 @@ pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedErro
         best: vec![firsts[0].clone()],
     };
     for first in &firsts {
-        let forbidden: BTreeSet<LinkId> = first.links.iter().copied().collect();
+        let taken = Taken::none(machine).with(first);
         let mut chosen = vec![first.clone()];
-        if more.extend(&mut chosen, &forbidden) || more.budget == 0 {
+        if more.extend(&mut chosen, &taken) || more.budget == 0 {
             break;
         }
     }
     Ok(more.best)
 }
 
+/// How many rings already use each link, against how many it can carry: a link of `k` lanes
+/// carries `k` transfers per direction per step, so it serves `k` rings as `k` parallel links
+/// would. Two spellings of the same hardware (two parallel links, or one link of two lanes)
+/// then hold the same rings.
+#[derive(Clone)]
+struct Taken {
+    /// Rings using each link, by link index.
+    uses: Vec<u32>,
+    /// Lanes of each link, by link index.
+    lanes: Vec<u32>,
+}
+
+impl Taken {
+    /// No link used yet.
+    fn none(machine: &Machine) -> Taken {
+        let lanes: Vec<u32> = (0..machine.link_count())
+            .map(|l| machine.link(LinkId::new(l)).lanes)
+            .collect();
+        Taken {
+            uses: vec![0; lanes.len()],
+            lanes,
+        }
+    }
+
+    /// These uses and one more ring's.
+    fn with(mut self, ring: &Ring) -> Taken {
+        for &l in &ring.links {
+            if let Some(u) = self.uses.get_mut(l.index()) {
+                *u += 1;
+            }
+        }
+        self
+    }
+
+    /// Whether the link has no lane left for another ring.
+    fn full(&self, link: LinkId) -> bool {
+        let i = link.index();
+        self.uses.get(i).copied().unwrap_or(0) >= self.lanes.get(i).copied().unwrap_or(0)
+    }
+}
+
 /// The most link-disjoint rings the machine can hold: a ring takes two links at every node,
-/// so `⌊links / 2⌋` at the node with the fewest links.
+/// so `⌊links / 2⌋` at the node with the fewest links, a link of `k` lanes counting as `k`
+/// parallel links.
 pub fn most_rings(machine: &Machine) -> usize {
     (0..machine.node_count())
-        .map(|i| machine.links_at(schedule_ir::NodeId::new(i)).len() / 2)
+        .map(|i| {
+            let lanes: u64 = machine
+                .links_at(schedule_ir::NodeId::new(i))
+                .iter()
+                .map(|&(l, _)| u64::from(machine.link(l).lanes))
+                .sum();
+            usize::try_from(lanes / 2).unwrap_or(usize::MAX)
+        })
         .min()
         .unwrap_or(0)
 }
@@ -350,10 +388,10 @@ struct Disjoint<'a> {
 }
 
 impl Disjoint<'_> {
-    /// Adds rings avoiding `forbidden` (the links of `chosen`) until `want` are chosen,
+    /// Adds rings over the lanes `taken` leaves (the links of `chosen` use theirs) until `want` are chosen,
     /// trying other rings at each level when a later level finds none. Returns whether
     /// `want` rings were found; `best` holds the most found either way.
-    fn extend(&mut self, chosen: &mut Vec<Ring>, forbidden: &BTreeSet<LinkId>) -> bool {
+    fn extend(&mut self, chosen: &mut Vec<Ring>, taken: &Taken) -> bool {
         if chosen.len() > self.best.len() {
             self.best = chosen.clone();
         }
@@ -370,14 +408,13 @@ impl Disjoint<'_> {
             .min(self.budget);
         let mut s = Searcher::new(self.machine, share);
         let mut options: Vec<Ring> = Vec::new();
-        s.search(forbidden, &mut |ring| {
+        s.search(taken, &mut |ring| {
             options.push(ring);
             options.len() < LATER_CYCLE_TRIES
         });
         self.budget = self.budget.saturating_sub(s.steps);
         for ring in options {
-            let mut more = forbidden.clone();
-            more.extend(ring.links.iter().copied());
+            let more = taken.clone().with(&ring);
             chosen.push(ring);
             let done = self.extend(chosen, &more);
             chosen.pop();
@@ -492,6 +529,43 @@ mod tests {
         // Three rings of eight links use all 24.
         let used: BTreeSet<LinkId> = rings.iter().flat_map(|r| r.links.clone()).collect();
         assert_eq!(used.len(), 24);
+    }
+
+    #[test]
+    fn a_link_of_two_lanes_carries_two_rings_as_two_parallel_links_would() {
+        let m = example("dgx1-v100-lanes");
+        assert_eq!(most_rings(&m), 3, "every GPU has six lanes");
+        let rings = searched(&m);
+        assert_eq!(rings.len(), 3);
+        // 16 links, 8 of them with two lanes: 24 lanes, each used by exactly one ring.
+        let mut uses: std::collections::BTreeMap<LinkId, u32> = Default::default();
+        for l in rings.iter().flat_map(|r| r.links.iter()) {
+            *uses.entry(*l).or_default() += 1;
+        }
+        assert_eq!(uses.len(), 16);
+        for (l, n) in uses {
+            assert_eq!(n, m.link(l).lanes, "{}", m.link(l).name);
+        }
+    }
+
+    #[test]
+    fn a_third_ring_over_a_link_of_two_lanes_is_refused_by_name() {
+        let m = load(
+            r#"Topology(name: "t", machine: Graph(nodes: ["a", "b", "c"],
+                link: (bandwidth_gbps: 100.0, latency_us: 1.0, lanes: 2),
+                links: [(id: "ab", between: ("a", "b")), (id: "bc", between: ("b", "c")),
+                        (id: "ca", between: ("c", "a"))]), phases: [])"#,
+        );
+        assert_eq!(most_rings(&m), 2);
+        let ring = searched(&m)[0].clone();
+        let two = vec![ring.clone(), ring.clone()];
+        assert_eq!(crate::embed::prove_rings(&m, &two), Ok(()));
+        let three = vec![ring.clone(), ring.clone(), ring];
+        let err = crate::embed::prove_rings(&m, &three).expect_err("three rings on two lanes");
+        assert_eq!(
+            err.to_string(),
+            "rings 0, 1 and 2 use link ab, which has 2 lanes"
+        );
     }
 
     #[test]

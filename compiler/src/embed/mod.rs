@@ -150,6 +150,16 @@ pub enum EmbedError {
         /// The link's id.
         link: String,
     },
+    /// More rings use a link of several lanes than it has lanes.
+    #[error("rings {rings} use link {link}, which has {lanes} lanes")]
+    LanesExceeded {
+        /// The rings using it, listed for people ("0, 1 and 2").
+        rings: String,
+        /// The link's id.
+        link: String,
+        /// How many rings it can carry.
+        lanes: u32,
+    },
     /// No Hamiltonian cycle exists (the search was exhaustive).
     #[error("the machine has no Hamiltonian cycle: {reason}")]
     NoHamiltonianCycle {
@@ -180,10 +190,11 @@ pub enum EmbedError {
 }
 
 /// Proves that `rings` are Hamiltonian cycles over the compute nodes, each hop a real link or a
-/// route that reaches the next node through switches only, and that no two rings share a link.
+/// route that reaches the next node through switches only, and that no link carries more rings
+/// than it has lanes (so no two rings share a link of one lane).
 pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> {
     let compute = machine.compute_nodes();
-    let mut owner: BTreeMap<LinkId, usize> = BTreeMap::new();
+    let mut owner: BTreeMap<LinkId, Vec<usize>> = BTreeMap::new();
     for (r, ring) in rings.iter().enumerate() {
         let name = |n: NodeId| machine.node(n).name.clone();
         if ring.nodes.len() != ring.links.len() {
@@ -251,17 +262,39 @@ pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> 
         own.sort();
         own.dedup();
         for link in own {
-            if let Some(&first) = owner.get(&link) {
-                return Err(EmbedError::SharedLink {
-                    first,
-                    second: r,
-                    link: machine.link(link).name.clone(),
+            let users = owner.entry(link).or_default();
+            users.push(r);
+            let lanes = machine.link(link).lanes;
+            if users.len() > lanes as usize {
+                let name = machine.link(link).name.clone();
+                return Err(if lanes <= 1 {
+                    EmbedError::SharedLink {
+                        first: users[0],
+                        second: r,
+                        link: name,
+                    }
+                } else {
+                    EmbedError::LanesExceeded {
+                        rings: listed(users),
+                        link: name,
+                        lanes,
+                    }
                 });
             }
-            owner.insert(link, r);
         }
     }
     Ok(())
+}
+
+/// `0, 1 and 2`: ring numbers as a sentence lists them.
+fn listed(rings: &[usize]) -> String {
+    match rings.split_last() {
+        Some((last, rest)) if !rest.is_empty() => {
+            let rest: Vec<String> = rest.iter().map(usize::to_string).collect();
+            format!("{} and {last}", rest.join(", "))
+        }
+        _ => rings.iter().map(usize::to_string).collect(),
+    }
 }
 
 /// Whether `route`, walked from `from`, crosses real links, passes only through switches and

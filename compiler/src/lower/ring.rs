@@ -73,7 +73,8 @@ impl Lowering for Rings {
         "ring"
     }
     fn about(&self) -> &'static str {
-        "ring collectives over up to two link-disjoint Hamiltonian rings, or one ring routed \
+        "ring collectives over as many link-disjoint Hamiltonian rings as the machine holds \
+         (a link of k lanes serving k rings), each walked both ways, or one ring routed \
          through the switches"
     }
     fn supports(&self, collective: Collective) -> bool {

@@ -171,8 +171,12 @@ impl Planner<'_> {
     /// Pairs every receive with its send, as the verifier does, and names the connections.
     fn collect_transfers(&mut self) -> Result<(), MscclError> {
         let phase = self.phase;
-        let mut conn_of: HashMap<(NodeId, NodeId, Vec<LinkId>), usize> = HashMap::new();
+        // A connection is a sender, a receiver, a route and a lane: the `i`-th transfer over the
+        // same route in a step takes lane `i`, so that rings sharing a link of several lanes
+        // keep a connection each, as they would on parallel links.
+        let mut conn_of: HashMap<(NodeId, NodeId, Vec<LinkId>, u32), usize> = HashMap::new();
         for k in 0..phase.steps {
+            let mut lanes: HashMap<(NodeId, NodeId, Vec<LinkId>), u32> = HashMap::new();
             let mut sends: Vec<PendingSend> = Vec::new();
             for n in 0..phase.programs.len() {
                 for (j, instr) in step_instrs(phase, n, k).iter().enumerate() {
@@ -222,7 +226,11 @@ impl Planner<'_> {
                         )));
                     };
                     send.matched = true;
-                    let key = (send.from, node, send.route.clone());
+                    let lane = lanes
+                        .entry((send.from, node, send.route.clone()))
+                        .or_default();
+                    let key = (send.from, node, send.route.clone(), *lane);
+                    *lane += 1;
                     let conn = match conn_of.get(&key) {
                         Some(&c) => c,
                         None => {
