@@ -17,8 +17,7 @@
 //!   out-of-place calls alike. Our scratch buffer `b` is `s` at offset `(b-1)·N + g(c)`.
 //! - **Thread blocks and channels.** Each directed connection (sender, receiver, route, and
 //!   lane: the `i`-th transfer over one route in a step, so rings sharing a link of several
-//!   lanes keep a connection each) gets
-//!   one sending and one receiving thread block. At each node, an incoming connection is paired
+//!   lanes keep a connection each) gets one sending and one receiving thread block. At each node, an incoming connection is paired
 //!   with the outgoing one that most often forwards what it received one step later; the pair
 //!   shares a thread block. The chains of paired connections are our logical rings; each takes
 //!   the lowest channel the runtimes' rules allow (one thread block per peer, direction and
