@@ -204,6 +204,14 @@ pub fn schedule(
     };
     ready.sort_by_key(|&t| key(t));
     let batch = batch_sizes(machine, batching, &routes);
+    // Directions some transfer crosses: once none of them has a free lane and no open send
+    // has room, nothing else fits in the step and the rest of the ready list waits unread.
+    let mut relevant = vec![false; lanes.len()];
+    routes
+        .iter()
+        .flatten()
+        .for_each(|d| relevant[d.index()] = true);
+    let relevant_count = relevant.iter().filter(|&&r| r).count();
     let mut send = vec![0u32; n];
     let mut used = vec![0u32; lanes.len()];
     let mut placed = 0;
@@ -213,17 +221,31 @@ pub fn schedule(
         let mut enabled: Vec<usize> = Vec::new();
         let mut touched: Vec<usize> = Vec::new();
         // Open sends of this step that have room for more transfers: key → (send, room,
-        // chunks carried).
+        // chunks carried). Only sends with room are kept: a send without room takes no one
+        // else, and one with the same key (the same route) never has room either.
         let mut open: HashMap<SendKey<'_>, (u32, u32, Vec<ChunkId>)> = HashMap::new();
+        let mut open_room: u64 = 0;
+        let mut free = relevant_count;
         let mut sends = 0u32;
-        for &t in &ready {
-            let key = SendKey::of(&transfers[t]);
+        for (at, &t) in ready.iter().enumerate() {
+            if free == 0 && open_room == 0 {
+                later.extend_from_slice(&ready[at..]);
+                break;
+            }
             let chunks = &transfers[t].what.chunks;
-            let joins = open.get_mut(&key).filter(|(_, room, carried)| {
-                *room > 0 && !chunks.iter().any(|c| carried.contains(c))
-            });
+            // A send to join has this route, so it uses the route's first direction.
+            let may_join = open_room > 0 && routes[t].first().is_some_and(|d| used[d.index()] > 0);
+            let joins = if may_join {
+                open.get_mut(&SendKey::of(&transfers[t]))
+                    .filter(|(_, room, carried)| {
+                        *room > 0 && !chunks.iter().any(|c| carried.contains(c))
+                    })
+            } else {
+                None
+            };
             if let Some((s, room, carried)) = joins {
                 *room -= 1;
+                open_room -= 1;
                 carried.extend(chunks);
                 send[t] = *s;
             } else if routes[t].iter().all(|d| used[d.index()] < lanes[d.index()]) {
@@ -232,13 +254,23 @@ pub fn schedule(
                         touched.push(d.index());
                     }
                     used[d.index()] += 1;
+                    if used[d.index()] == lanes[d.index()] {
+                        free -= 1;
+                    }
                 }
                 let room = routes[t]
                     .iter()
                     .map(|d| batch[d.index()])
                     .min()
-                    .unwrap_or(1);
-                open.insert(key, (sends, room.saturating_sub(1), chunks.clone()));
+                    .unwrap_or(1)
+                    .saturating_sub(1);
+                if room > 0 {
+                    let entry = (sends, room, chunks.clone());
+                    if let Some(old) = open.insert(SendKey::of(&transfers[t]), entry) {
+                        open_room -= u64::from(old.1);
+                    }
+                    open_room += u64::from(room);
+                }
                 send[t] = sends;
                 sends += 1;
             } else {
@@ -266,9 +298,9 @@ pub fn schedule(
         for d in touched {
             used[d] = 0;
         }
-        later.extend(enabled);
-        later.sort_by_key(|&t| key(t));
-        ready = later;
+        // `later` keeps the ready list's order; the newly enabled are merged into it.
+        enabled.sort_by_key(|&t| key(t));
+        ready = merged(&later, &enabled, key);
         now += 1;
     }
     Ok(Timetable {
@@ -276,6 +308,24 @@ pub fn schedule(
         send,
         steps: if n == 0 { 0 } else { now },
     })
+}
+
+/// Two lists sorted by `key` (unique keys) merged into one sorted list.
+fn merged<K: Ord>(a: &[usize], b: &[usize], key: impl Fn(usize) -> K) -> Vec<usize> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if key(a[i]) <= key(b[j]) {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
 }
 
 /// Refuses a route that crosses a link direction more often than the link has lanes: no step
