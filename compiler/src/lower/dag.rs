@@ -31,7 +31,8 @@
 //! With [`Batching::ByBandwidth`], transfers with the same route, buffer and receive mode may
 //! share one send (one lane) on links faster than the slowest one used: on a machine whose
 //! links differ in speed a step lasts as long as its slowest transfer, and a fast link can carry
-//! several chunks in that time.
+//! several chunks in that time. Speeds are per lane: a link of `k` lanes shares its bandwidth
+//! among its `k` sends, so it is counted as `k` links of a `k`-th of its bandwidth each.
 //!
 //! The scheduler knows nothing about buffers: the caller must express every data hazard as a
 //! dependency. In particular a transfer that overwrites a chunk on a node must depend on every
@@ -170,9 +171,10 @@ pub fn directions(
 pub enum Batching {
     /// Every transfer is its own send.
     One,
-    /// For transfers of about equal size: a link direction `k` times as fast as the slowest
-    /// one the transfers use may carry `k` transfers with the same route, buffer and mode in one
-    /// send (one lane), since a step lasts as long as its slowest transfer anyway.
+    /// For transfers of about equal size: a lane `k` times as fast as the slowest one the
+    /// transfers use (a lane's speed is its link's bandwidth over its lanes) may carry `k`
+    /// transfers with the same route, buffer and mode in one send, since a step lasts as long
+    /// as its slowest transfer anyway.
     ByBandwidth,
 }
 
@@ -399,19 +401,22 @@ impl<'a> SendKey<'a> {
 /// How many transfers each direction may merge into one send (see [`Batching`]).
 fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<DirectionId>]) -> Vec<u32> {
     let directions = DirectionId::count(machine.link_count());
+    // A link of `k` lanes shares its bandwidth among its `k` sends of a step, so each send
+    // may carry a `k`-th of what the whole direction could.
     let bandwidth = |d: DirectionId| machine.link(d.link()).bandwidth_gbps;
+    let lanes = |d: DirectionId| f64::from(machine.link(d.link()).lanes.max(1));
     match batching {
         Batching::One => vec![1; directions],
         Batching::ByBandwidth => {
             let slowest = routes
                 .iter()
                 .flatten()
-                .map(|&d| bandwidth(d))
+                .map(|&d| bandwidth(d) / lanes(d))
                 .fold(f64::INFINITY, f64::min);
             (0..directions)
                 .filter_map(DirectionId::from_index)
                 .map(|d| {
-                    let ratio = (bandwidth(d) / slowest * (1.0 + 1e-9)).floor();
+                    let ratio = (bandwidth(d) / lanes(d) / slowest * (1.0 + 1e-9)).floor();
                     if ratio.is_finite() && ratio >= 1.0 {
                         ratio.min(f64::from(u16::MAX)) as u32
                     } else {

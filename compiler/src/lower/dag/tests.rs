@@ -164,6 +164,24 @@ fn a_link_twice_as_fast_carries_two_chunks_per_send() {
 }
 
 #[test]
+fn a_link_of_two_lanes_at_twice_the_speed_carries_one_chunk_per_send() {
+    // L1 is two lanes of 100 Gbit/s each: two sends of one chunk per step, not two of two.
+    let m = line(200.0, 2);
+    let x = relay();
+    let table = schedule(&m, &x, Batching::ByBandwidth).unwrap();
+    check(&m, &x, &table);
+    assert_eq!(table.step[0], table.step[2]);
+    assert_ne!(table.send[0], table.send[2], "two sends, one per lane");
+    assert_ne!(
+        table.step[0], table.step[4],
+        "the third chunk waits for the next step"
+    );
+    for s in steps(&x, &table) {
+        assert!(s.moves.iter().all(|m| m.chunks.len() == 1), "{:?}", s.moves);
+    }
+}
+
+#[test]
 fn plan_steps_keep_transfer_order() {
     let m = line(100.0, 1);
     // b sends to a and to c in the same step, and receives from c.
