@@ -206,99 +206,39 @@ pub fn schedule(
     };
     ready.sort_by_key(|&t| key(t));
     let batch = batch_sizes(machine, batching, &routes);
-    // Directions some transfer crosses: once none of them has a free lane and no open send
-    // has room, nothing else fits in the step and the rest of the ready list waits unread.
-    let mut relevant = vec![false; lanes.len()];
-    routes
-        .iter()
-        .flatten()
-        .for_each(|d| relevant[d.index()] = true);
-    let relevant_count = relevant.iter().filter(|&&r| r).count();
+    let mut booking = Booking::new(&routes, lanes, batch);
     let mut send = vec![0u32; n];
-    let mut used = vec![0u32; lanes.len()];
     let mut placed = 0;
     let mut now: u32 = 0;
     while placed < n {
         let mut later: Vec<usize> = Vec::with_capacity(ready.len());
         let mut enabled: Vec<usize> = Vec::new();
-        let mut touched: Vec<usize> = Vec::new();
-        // Open sends of this step that have room for more transfers: key → (send, room,
-        // chunks carried). Only sends with room are kept: a send without room takes no one
-        // else, and one with the same key (the same route) never has room either.
-        let mut open: HashMap<SendKey<'_>, (u32, u32, Vec<ChunkId>)> = HashMap::new();
-        let mut open_room: u64 = 0;
-        let mut free = relevant_count;
-        let mut sends = 0u32;
+        booking.start_step();
         for (at, &t) in ready.iter().enumerate() {
-            if free == 0 && open_room == 0 {
+            if booking.full() {
                 later.extend_from_slice(&ready[at..]);
                 break;
             }
-            let chunks = &transfers[t].what.chunks;
-            // A send to join has this route, so it uses the route's first direction.
-            let may_join = open_room > 0 && routes[t].first().is_some_and(|d| used[d.index()] > 0);
-            let joins = if may_join {
-                open.get_mut(&SendKey::of(&transfers[t]))
-                    .filter(|(_, room, carried)| {
-                        *room > 0 && !chunks.iter().any(|c| carried.contains(c))
-                    })
-            } else {
-                None
-            };
-            if let Some((s, room, carried)) = joins {
-                *room -= 1;
-                open_room -= 1;
-                carried.extend(chunks);
-                send[t] = *s;
-            } else if routes[t].iter().all(|d| used[d.index()] < lanes[d.index()]) {
-                for d in &routes[t] {
-                    if used[d.index()] == 0 {
-                        touched.push(d.index());
-                    }
-                    used[d.index()] += 1;
-                    if used[d.index()] == lanes[d.index()] {
-                        free -= 1;
-                    }
-                }
-                let room = routes[t]
-                    .iter()
-                    .map(|d| batch[d.index()])
-                    .min()
-                    .unwrap_or(1)
-                    .saturating_sub(1);
-                if room > 0 {
-                    let entry = (sends, room, chunks.clone());
-                    if let Some(old) = open.insert(SendKey::of(&transfers[t]), entry) {
-                        open_room -= u64::from(old.1);
-                    }
-                    open_room += u64::from(room);
-                }
-                send[t] = sends;
-                sends += 1;
-            } else {
+            let Some(s) = booking.place(t, &transfers[t]) else {
                 later.push(t);
                 continue;
-            }
-            {
-                step[t] = now;
-                placed += 1;
-                for &s in &successors[t] {
-                    waiting[s] -= 1;
-                    if waiting[s] == 0 {
-                        enabled.push(s);
-                    }
+            };
+            send[t] = s;
+            step[t] = now;
+            placed += 1;
+            for &s in &successors[t] {
+                waiting[s] -= 1;
+                if waiting[s] == 0 {
+                    enabled.push(s);
                 }
             }
         }
-        if touched.is_empty() {
+        if !booking.end_step() {
             // Nothing fitted an idle machine: only possible when nothing is ready.
             let transfer = (0..n).find(|&t| step[t] == u32::MAX).unwrap_or(0);
             return Err(DagError::Cycle {
                 transfer: TransferId::new(transfer),
             });
-        }
-        for d in touched {
-            used[d] = 0;
         }
         // `later` keeps the ready list's order; the newly enabled are merged into it.
         enabled.sort_by_key(|&t| key(t));
@@ -310,6 +250,132 @@ pub fn schedule(
         send,
         steps: if n == 0 { 0 } else { now },
     })
+}
+
+/// The lanes and sends of the step being filled.
+struct Booking<'a> {
+    /// Every transfer's route, by transfer.
+    routes: &'a [Vec<DirectionId>],
+    /// Lanes of each direction.
+    lanes: Vec<u32>,
+    /// Transfers one send may carry on each direction ([`batch_sizes`]).
+    batch: Vec<u32>,
+    /// Sends booked on each direction in this step.
+    used: Vec<u32>,
+    /// Directions booked in this step, to clear at its end.
+    touched: Vec<usize>,
+    /// Directions some transfer crosses.
+    relevant: usize,
+    /// Relevant directions with a lane free in this step.
+    free: usize,
+    /// Open sends of this step that have room for more transfers: key → (send, room, chunks
+    /// carried). Only sends with room are kept: a send without room takes no one else, and
+    /// one with the same key (the same route) never has room either.
+    open: HashMap<SendKey<'a>, (u32, u32, Vec<ChunkId>)>,
+    /// The room of all open sends together.
+    open_room: u64,
+    /// Sends opened in this step.
+    sends: u32,
+}
+
+impl<'a> Booking<'a> {
+    fn new(routes: &'a [Vec<DirectionId>], lanes: Vec<u32>, batch: Vec<u32>) -> Self {
+        let mut crossed = vec![false; lanes.len()];
+        routes
+            .iter()
+            .flatten()
+            .for_each(|d| crossed[d.index()] = true);
+        let relevant = crossed.iter().filter(|&&r| r).count();
+        Booking {
+            routes,
+            used: vec![0; lanes.len()],
+            lanes,
+            batch,
+            touched: Vec::new(),
+            relevant,
+            free: relevant,
+            open: HashMap::new(),
+            open_room: 0,
+            sends: 0,
+        }
+    }
+
+    fn start_step(&mut self) {
+        self.open.clear();
+        self.open_room = 0;
+        self.free = self.relevant;
+        self.sends = 0;
+    }
+
+    /// Whether nothing more fits in this step: no direction a transfer crosses has a lane
+    /// free and no open send has room, so the rest of the ready list waits unread.
+    fn full(&self) -> bool {
+        self.free == 0 && self.open_room == 0
+    }
+
+    /// Books transfer `id` into this step if it fits, joining an open send with room or
+    /// opening a send where every direction of its route has a lane free; returns its send.
+    fn place(&mut self, id: usize, t: &'a Transfer) -> Option<u32> {
+        let route = &self.routes[id];
+        let chunks = &t.what.chunks;
+        // A send to join has this route, so it uses the route's first direction.
+        let may_join =
+            self.open_room > 0 && route.first().is_some_and(|d| self.used[d.index()] > 0);
+        if may_join {
+            let joins = self
+                .open
+                .get_mut(&SendKey::of(t))
+                .filter(|(_, room, carried)| {
+                    *room > 0 && !chunks.iter().any(|c| carried.contains(c))
+                });
+            if let Some((s, room, carried)) = joins {
+                *room -= 1;
+                self.open_room -= 1;
+                carried.extend(chunks);
+                return Some(*s);
+            }
+        }
+        if !route
+            .iter()
+            .all(|d| self.used[d.index()] < self.lanes[d.index()])
+        {
+            return None;
+        }
+        for d in route {
+            let i = d.index();
+            if self.used[i] == 0 {
+                self.touched.push(i);
+            }
+            self.used[i] += 1;
+            if self.used[i] == self.lanes[i] {
+                self.free -= 1;
+            }
+        }
+        let room = route
+            .iter()
+            .map(|d| self.batch[d.index()])
+            .min()
+            .unwrap_or(1)
+            .saturating_sub(1);
+        if room > 0 {
+            let entry = (self.sends, room, chunks.clone());
+            if let Some(old) = self.open.insert(SendKey::of(t), entry) {
+                self.open_room -= u64::from(old.1);
+            }
+            self.open_room += u64::from(room);
+        }
+        self.sends += 1;
+        Some(self.sends - 1)
+    }
+
+    /// Frees the step's lanes; returns whether anything was booked.
+    fn end_step(&mut self) -> bool {
+        let any = !self.touched.is_empty();
+        for d in self.touched.drain(..) {
+            self.used[d] = 0;
+        }
+        any
+    }
 }
 
 /// Two lists sorted by `key` (unique keys) merged into one sorted list.
