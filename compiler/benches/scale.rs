@@ -83,6 +83,80 @@ fn torus(n: usize) -> Case {
     }
 }
 
+/// A three-dimensional torus of `n × n × n` nodes.
+fn torus3(n: usize) -> Case {
+    Case {
+        name: format!("torus-{n}x{n}x{n}"),
+        family: "torus 3-d",
+        natural: "rotated-hd",
+        source: format!(
+            "Topology(name: \"torus-{n}x{n}x{n}\", machine: Torus(dims: [{n}, {n}, {n}]), {})",
+            exchange()
+        ),
+    }
+}
+
+/// A random 4-regular graph of `n` nodes (`n` even), the same every run: two random perfect
+/// matchings' worth of edges per node, drawn by the configuration model and redrawn until no
+/// edge is a loop or repeated and the graph is connected.
+fn regular_graph(n: usize) -> Case {
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+    let edges = loop {
+        let mut stubs: Vec<usize> = (0..n).flat_map(|v| [v; 4]).collect();
+        stubs.shuffle(&mut rng);
+        let mut edges: Vec<(usize, usize)> = stubs
+            .chunks(2)
+            .map(|p| (p[0].min(p[1]), p[0].max(p[1])))
+            .collect();
+        edges.sort_unstable();
+        let simple = edges.windows(2).all(|w| w[0] != w[1]) && edges.iter().all(|(a, b)| a != b);
+        if simple && connected(n, &edges) {
+            break edges;
+        }
+    };
+    let nodes: Vec<String> = (0..n).map(|i| format!("\"n{i}\"")).collect();
+    let links: Vec<String> = edges
+        .iter()
+        .enumerate()
+        .map(|(j, (a, b))| format!("(id: \"e{j}\", between: (\"n{a}\", \"n{b}\"))"))
+        .collect();
+    Case {
+        name: format!("graph-{n}"),
+        family: "4-regular graph",
+        natural: "trees",
+        source: format!(
+            "Topology(name: \"graph-{n}\", machine: Graph(nodes: [{}], links: [{}], link: \
+             (bandwidth_gbps: 100.0, latency_us: 1.0)), {})",
+            nodes.join(", "),
+            links.join(", "),
+            exchange()
+        ),
+    }
+}
+
+/// Whether the edges join all `n` nodes.
+fn connected(n: usize, edges: &[(usize, usize)]) -> bool {
+    let mut adj = vec![Vec::new(); n];
+    for &(a, b) in edges {
+        adj[a].push(b);
+        adj[b].push(a);
+    }
+    let mut seen = vec![false; n];
+    let mut stack = vec![0];
+    seen[0] = true;
+    while let Some(v) = stack.pop() {
+        for &w in &adj[v] {
+            if !seen[w] {
+                seen[w] = true;
+                stack.push(w);
+            }
+        }
+    }
+    seen.iter().all(|&s| s)
+}
+
 /// A balanced tree of switches with `leaves` processors: 16 processors under every lowest
 /// switch, 16 children per switch above, and the remaining factor at the root.
 fn balanced_tree(leaves: usize) -> Case {
@@ -169,7 +243,9 @@ fn cases() -> Vec<Case> {
         .into_iter()
         .map(ladder)
         .collect();
-    all.extend([4, 8, 16, 32, 64].into_iter().map(torus));
+    all.extend([4, 8, 16, 32, 64, 128, 200].into_iter().map(torus));
+    all.extend([8, 16].into_iter().map(torus3));
+    all.push(regular_graph(1024));
     all.extend([16, 64, 256, 1024, 4096].into_iter().map(balanced_tree));
     all.extend([100, 1000].into_iter().map(lopsided_tree));
     // The size limit's edge: the largest ring `limits::MAX_INSTRUCTIONS` lets through, and the
@@ -340,11 +416,19 @@ fn run_case(case: &Case, method: &str) {
         schedule_ir::serial::to_string(black_box(&schedule), schedule_ir::serial::Format::Ron).len()
     });
     let (pass, _) = fastest(|| black_box(plain_pass(black_box(&schedule))));
+    // The compact form: its size, and whether it reads back to the very same schedule.
+    let compact = schedule_ir::serial::to_string_with(
+        &schedule,
+        schedule_ir::serial::Format::Ron,
+        schedule_ir::serial::Form::Compact,
+    );
+    let same = schedule_ir::serial::from_str(&compact).is_ok_and(|back| back == schedule);
+    let compact_bytes = compact.len();
     println!(
         "load={load} method={used} nodes={nodes} steps={steps} instructions={instrs} \
          chunk_refs={chunk_refs} via_refs={via_refs} \
          first={} total={} lower={} verify={} ron={} ron_bytes={bytes} pass={} before_kb={before_kb} \
-         peak_kb={peak_kb} held_kb={held_kb}",
+         peak_kb={peak_kb} held_kb={held_kb} compact_bytes={compact_bytes} compact_same={same}",
         first_time.as_secs_f64(),
         total.as_secs_f64(),
         lower.as_secs_f64(),
@@ -433,8 +517,8 @@ fn ms(seconds: f64) -> String {
 }
 
 const HEADER: &str = "| machine | method | nodes | steps | instructions | chunk refs | route refs | \
-    compile + verify | lower | verify | write RON | ratio | plain pass | peak RSS | RSS/instr | load |\n\
-    |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+    compile + verify | lower | verify | write RON | ratio | plain pass | peak RSS | RSS/instr | RON | compact | load |\n\
+    |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
 
 fn print_row(row: &Row) {
     if let Some(e) = row.get("error") {
@@ -442,13 +526,13 @@ fn print_row(row: &Row) {
             "| {} | {} | —{} | {} |",
             row.case,
             row.get("method").unwrap_or("?"),
-            " | —".repeat(12),
+            " | —".repeat(14),
             row.get("load").unwrap_or("?"),
         );
         println!(
             "|   | refused after {}: {e} |{}",
             ms(row.num("seconds")),
-            " |".repeat(14)
+            " |".repeat(16)
         );
         return;
     }
@@ -457,7 +541,7 @@ fn print_row(row: &Row) {
     let ron = row.num("ron");
     let peak = peak_bytes(row);
     println!(
-        "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {:.2} | {} | {:.0} MiB | {:.0} B | {} |",
+        "| {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {:.2} | {} | {:.0} MiB | {:.0} B | {:.1} MiB | {:.2} MiB{} | {} |",
         row.case,
         row.get("method").unwrap_or("?"),
         row.get("nodes").unwrap_or("?"),
@@ -473,6 +557,13 @@ fn print_row(row: &Row) {
         ms(row.num("pass")),
         peak / 1048576.0,
         peak / instrs,
+        row.num("ron_bytes") / 1048576.0,
+        row.num("compact_bytes") / 1048576.0,
+        if row.get("compact_same") == Some("true") {
+            ""
+        } else {
+            " (does not read back!)"
+        },
         row.get("load").unwrap_or("?"),
     );
 }

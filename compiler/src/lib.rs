@@ -37,6 +37,7 @@ pub mod lab;
 pub mod limits;
 pub mod lower;
 pub mod machine;
+pub mod progress;
 pub mod simulate;
 pub mod topology;
 pub mod trial;

@@ -370,6 +370,7 @@ pub enum Instr {
         /// The buffer read.
         buffer: BufferId,
         /// The chunks sent, in order; non-empty and without repeats.
+        #[serde(with = "crate::serial::runs")]
         chunks: Vec<ChunkId>,
     },
     /// Receive `chunks` from node `from`, arriving over `link`, into `buffer`.
@@ -381,6 +382,7 @@ pub enum Instr {
         /// The buffer written at the end of the step.
         buffer: BufferId,
         /// The chunks received; the same list, in the same order, as the matching send.
+        #[serde(with = "crate::serial::runs")]
         chunks: Vec<ChunkId>,
         /// Replace the destination, or combine into it.
         mode: RecvMode,
@@ -393,6 +395,7 @@ pub enum Instr {
         /// itself would count its inputs twice).
         dst: BufferId,
         /// The chunks combined; non-empty and without repeats.
+        #[serde(with = "crate::serial::runs")]
         chunks: Vec<ChunkId>,
     },
     /// Copy `chunks` of `src` (start-of-step state) into `dst`.
@@ -402,6 +405,7 @@ pub enum Instr {
         /// Buffer written at the end of the step. Differs from `src`.
         dst: BufferId,
         /// The chunks copied; non-empty and without repeats.
+        #[serde(with = "crate::serial::runs")]
         chunks: Vec<ChunkId>,
     },
     /// Divide `chunks` of `buffer` by `divisor`, in the step's write part (see the crate doc):
@@ -414,6 +418,7 @@ pub enum Instr {
         /// The buffer written.
         buffer: BufferId,
         /// The chunks divided; non-empty and without repeats.
+        #[serde(with = "crate::serial::runs")]
         chunks: Vec<ChunkId>,
         /// What every element is divided by: the number of compute nodes of the machine.
         divisor: u32,

@@ -20,6 +20,12 @@ pub const MAX_VECTOR_BYTES: u64 = 1 << 48;
 /// words and about 3 of bookkeeping each), checked as sets appear.
 pub const MAX_SYMBOLIC_WORDS: u64 = 1 << 27;
 
+/// The most chunk ids the runs of one compact schedule file may expand to, in all (2^32,
+/// 16 GiB of ids): a run is a few bytes of text however many ids it names, so reading bounds
+/// what runs expand to instead of trusting the file's size. An explicit list is bounded by
+/// the text itself and does not count.
+pub const MAX_EXPANDED_CHUNK_IDS: u64 = 1 << 32;
+
 /// [`MAX_VECTOR_BYTES`] in words: `2^48 bytes (256 TiB)`.
 pub fn vector_bytes_phrase() -> String {
     let power = MAX_VECTOR_BYTES.trailing_zeros();

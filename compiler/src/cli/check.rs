@@ -79,6 +79,14 @@ fn print_choices(compiled: &topoc::Compiled) {
                 100.0 * (1.0 - best / s),
                 format_seconds(s)
             ),
+            (Some((_, best)), None)
+                if note
+                    .weighed
+                    .iter()
+                    .any(|w| matches!(w.verdict, Verdict::Skipped(_))) =>
+            {
+                format!("{}, below every other method's floor", format_seconds(best))
+            }
             (Some((_, best)), None) => {
                 format!(
                     "{}, the only method that lowers it here",

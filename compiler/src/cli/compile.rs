@@ -1,7 +1,7 @@
 //! `topoc compile`: topology file to schedule file.
 
 use super::{output_file, read, report_error, write_atomic, Emit, ReportFormat};
-use schedule_ir::serial::{self, Format};
+use schedule_ir::serial::{self, Form, Format};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
@@ -20,12 +20,16 @@ struct PhaseReport<'a> {
     weighed: Vec<WeighedReport>,
 }
 
-/// One method `auto` weighed: its estimate, or why it has none.
+/// One method `auto` weighed: its estimate, its floor when it was not lowered, or why it has
+/// none.
 #[derive(Serialize)]
 struct WeighedReport {
     method: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     estimate_seconds: Option<f64>,
+    /// Not lowered: a lower bound on its estimate, not below the best estimate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    floor_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     refused: Option<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -70,6 +74,10 @@ fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
                                 Verdict::Estimate(s) => Some(s),
                                 _ => None,
                             },
+                            floor_seconds: match w.verdict {
+                                Verdict::Skipped(s) => Some(s),
+                                _ => None,
+                            },
                             refused: match &w.verdict {
                                 Verdict::Refused(e) => Some(e.to_string()),
                                 _ => None,
@@ -90,7 +98,7 @@ fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
 pub fn compile(
     path: &Path,
     options: &topoc::Options,
-    emit: Emit,
+    (emit, form): (Emit, Form),
     output: Option<&Path>,
     phase: Option<&str>,
     sizes: Option<&str>,
@@ -100,6 +108,13 @@ pub fn compile(
         return Err(
             "error: --phase selects the phase to export with --emit msccl-xml, mscclpp or chakra; \
              RON and JSON schedules always hold every phase"
+                .to_string(),
+        );
+    }
+    if form == Form::Compact && !matches!(emit, Emit::Ron | Emit::Json) {
+        return Err(
+            "error: --compact writes RON and JSON schedules in the compact form; the other \
+             --emit formats have their own"
                 .to_string(),
         );
     }
@@ -118,11 +133,12 @@ pub fn compile(
         _ => None,
     };
     let text = read(path)?;
-    let compiled =
-        topoc::compile_source(&text, options).map_err(|e| report_error(path, &text, &e))?;
+    let compiled = topoc::compile_source(&text, options);
+    topoc::progress::finish();
+    let compiled = compiled.map_err(|e| report_error(path, &text, &e))?;
     let out = match emit {
-        Emit::Ron => serial::to_string(compiled.schedule.schedule(), Format::Ron),
-        Emit::Json => serial::to_string(compiled.schedule.schedule(), Format::Json),
+        Emit::Ron => serial::to_string_with(compiled.schedule.schedule(), Format::Ron, form),
+        Emit::Json => serial::to_string_with(compiled.schedule.schedule(), Format::Json, form),
         Emit::Chakra => {
             let Some((options, prefix)) = traces else {
                 return Err("error: --emit chakra needs -o PREFIX".to_string());

@@ -79,6 +79,15 @@ enum Command {
         /// Output format of the schedule.
         #[arg(long, value_enum, default_value_t = Emit::Ron)]
         emit: Emit,
+        /// With --emit ron or json: write the schedule in the compact form, chunk lists as
+        /// runs and no indentation (docs/ir.md, "The compact form"). Every reader takes both
+        /// forms; large regular machines' files shrink many times.
+        #[arg(long)]
+        compact: bool,
+        /// Show no progress line while compiling (shown on standard error only when it is a
+        /// terminal).
+        #[arg(long)]
+        no_progress: bool,
         /// Where to write the schedule (standard output when absent or `-`).
         /// Written whole or not at all.
         #[arg(short, long)]
@@ -326,6 +335,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             slices,
             variant,
             emit,
+            compact,
+            no_progress,
             output,
             phase,
             sizes,
@@ -342,10 +353,18 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
                 fail_nodes: failures.nodes,
                 budget: budget.memory,
             };
+            if !no_progress && std::io::stderr().is_terminal() {
+                topoc::progress::enable();
+            }
+            let form = if compact {
+                schedule_ir::serial::Form::Compact
+            } else {
+                schedule_ir::serial::Form::Explicit
+            };
             compile::compile(
                 &file,
                 &options,
-                emit,
+                (emit, form),
                 output.as_deref(),
                 phase.as_deref(),
                 sizes.as_deref(),

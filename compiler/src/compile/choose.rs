@@ -1,9 +1,10 @@
 //! Choosing a method for one phase: the one requested, or under `auto` every method weighed
-//! by the cost model at the phase's own size.
+//! by the cost model at the phase's own size, those that cannot win by their floors alone.
 
 use crate::diag::Problem;
 use crate::embed::EmbedError;
 use crate::limits::Refusal;
+use crate::lower::floor::Floor;
 use crate::lower::{Choice, Knobs, Lowered, Method, PhaseSpec};
 use crate::machine::Machine;
 use crate::path;
@@ -26,6 +27,9 @@ pub struct Weighed {
 pub enum Verdict {
     /// It lowered the phase; the cost model's estimate in seconds.
     Estimate(f64),
+    /// It was not lowered: its floor, a lower bound on its estimate in seconds
+    /// ([`Method::floor`]), is not below the estimate of a method lowered before it.
+    Skipped(f64),
     /// It does not apply to this machine.
     Refused(EmbedError),
     /// It does not lower this collective.
@@ -54,6 +58,7 @@ pub fn lower_phase(
         }
     } else {
         for method in candidates.iter().filter(|m| m.supports(spec.collective)) {
+            crate::progress::doing(|| format!("phase `{}`: lowering with {method}", spec.name));
             match method.lower(machine, spec, knobs) {
                 Ok(lowered) => {
                     let reason = match &lowered.detail {
@@ -197,11 +202,15 @@ fn no_method(
     problem.hint(hint)
 }
 
-/// `auto`: lowers `spec` with every method that supports its collective and keeps the one
-/// whose schedule the cost model prices lowest for the phase's own vector (of equal estimates,
-/// the first in [`Method::ALL`]). The note lists every method weighed ([`PhaseNote::weighed`])
-/// and says the same in words. `None` when no method applies; `refusals` then says why each
-/// did not, those over a limit ([`EmbedError::OverBudget`]) among them.
+/// `auto`: of every method that supports `spec`'s collective, keeps the one whose schedule the
+/// cost model prices lowest for the phase's own vector (of equal estimates, the first in
+/// [`Method::ALL`]). The methods are lowered in the order of their floors
+/// ([`Method::floor`]), and one whose floor shows it cannot beat the best estimate so far is
+/// not lowered at all: the pick is the one lowering every method would make, since a floor
+/// never exceeds the estimate it bounds. The note lists every method weighed
+/// ([`PhaseNote::weighed`]) and says the same in words. `None` when no method applies;
+/// `refusals` then says why each did not, those over a limit ([`EmbedError::OverBudget`])
+/// among them, in registry order.
 fn cheapest(
     machine: &Machine,
     spec: &PhaseSpec,
@@ -209,34 +218,62 @@ fn cheapest(
     refusals: &mut Vec<(Method, EmbedError)>,
 ) -> Option<(schedule_ir::Phase, PhaseNote)> {
     let ir = machine.to_ir();
-    let mut priced: Vec<(Method, f64)> = Vec::new();
-    let mut best: Option<(Method, f64, Lowered)> = None;
-    for method in Method::ALL {
-        if !method.supports(spec.collective) {
+    let base = Floor::of(&ir, spec);
+    let mut order: Vec<(usize, Method, f64)> = Method::ALL
+        .into_iter()
+        .enumerate()
+        .filter(|(_, m)| m.supports(spec.collective))
+        .map(|(i, m)| (i, m, m.floor(machine, spec, knobs, &base)))
+        .collect();
+    order.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
+    let mut priced: Vec<(usize, Method, f64)> = Vec::new();
+    let mut skipped: Vec<(usize, Method, f64)> = Vec::new();
+    let mut failed: Vec<(usize, Method, EmbedError)> = Vec::new();
+    let mut best: Option<(usize, Method, f64, Lowered)> = None;
+    for (i, method, floor) in order {
+        // A method over a limit is refused as it would be when lowered, floor or not.
+        if let Err(e) = method.admit(machine, spec, knobs) {
+            failed.push((i, method, e));
             continue;
         }
+        // It could only tie the best so far at its floor, and a tie goes to the earlier.
+        if let Some((b, _, s, _)) = &best {
+            if floor > *s || (floor == *s && i > *b) {
+                skipped.push((i, method, floor));
+                continue;
+            }
+        }
+        crate::progress::doing(|| format!("phase `{}`: lowering with {method}", spec.name));
         match method.lower(machine, spec, knobs) {
             Ok(lowered) => {
                 let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
-                priced.push((method, seconds));
-                // Strictly cheaper only: of equal estimates the earlier method stays.
-                if best.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
-                    best = Some((method, seconds, lowered));
+                priced.push((i, method, seconds));
+                let wins = best
+                    .as_ref()
+                    .is_none_or(|(b, _, s, _)| seconds < *s || (seconds == *s && i < *b));
+                if wins {
+                    best = Some((i, method, seconds, lowered));
                 }
             }
-            Err(e) => refusals.push((method, e)),
+            Err(e) => failed.push((i, method, e)),
         }
     }
-    let (method, _, lowered) = best?;
-    // A stable sort keeps `Method::ALL`'s order among equal estimates.
-    priced.sort_by(|a, b| a.1.total_cmp(&b.1));
+    failed.sort_by_key(|f| f.0);
+    refusals.extend(failed.into_iter().map(|(_, m, e)| (m, e)));
+    let (_, method, _, lowered) = best?;
+    priced.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
+    skipped.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
     let mut weighed: Vec<Weighed> = priced
         .iter()
-        .map(|&(method, s)| Weighed {
+        .map(|&(_, method, s)| Weighed {
             method,
             verdict: Verdict::Estimate(s),
         })
         .collect();
+    weighed.extend(skipped.iter().map(|&(_, method, floor)| Weighed {
+        method,
+        verdict: Verdict::Skipped(floor),
+    }));
     weighed.extend(refusals.iter().map(|(method, e)| Weighed {
         method: *method,
         verdict: Verdict::Refused(e.clone()),
@@ -260,7 +297,7 @@ fn cheapest(
 fn auto_reason(spec: &PhaseSpec, weighed: &[Weighed], detail: Option<&str>) -> String {
     let bytes = spec.elements.saturating_mul(spec.dtype.size_bytes());
     let mut priced = Vec::new();
-    let mut refused = String::new();
+    let mut left = String::new();
     let mut unable = Vec::new();
     for w in weighed {
         match &w.verdict {
@@ -269,14 +306,17 @@ fn auto_reason(spec: &PhaseSpec, weighed: &[Weighed], detail: Option<&str>) -> S
                 w.method,
                 crate::simulate::format_seconds(*s)
             )),
-            Verdict::Refused(e) => {
-                refused.push_str(&format!("; {} does not apply ({e})", w.method))
-            }
+            Verdict::Skipped(floor) => left.push_str(&format!(
+                "; {} ≥ {}, not lowered",
+                w.method,
+                crate::simulate::format_seconds(*floor)
+            )),
+            Verdict::Refused(e) => left.push_str(&format!("; {} does not apply ({e})", w.method)),
             Verdict::Unsupported => unable.push(w.method.name()),
         }
     }
     let mut reason = format!(
-        "auto: cheapest for {} at {}: {}{refused}",
+        "auto: cheapest for {} at {}: {}{left}",
         describe(spec.collective),
         crate::simulate::format_bytes(bytes),
         priced.join(" < ")

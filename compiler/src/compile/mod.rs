@@ -149,6 +149,7 @@ pub fn compile(loaded: &Loaded, options: &Options) -> Result<Compiled, Error> {
         program: phases::program(&loaded.file, &requests),
         phases,
     };
+    crate::progress::doing(|| "verifying the schedule".to_string());
     let schedule =
         schedule_ir::verify(schedule).map_err(|errors| too_large_to_prove(&machine, errors))?;
     Ok(Compiled {

@@ -8,9 +8,10 @@
 //! `docs/methods.md` are all generated from it.
 //!
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
-//! method uses every link direction it embeds. `auto` lowers the phase with every method in
-//! the registry that applies and supports the collective, and keeps the schedule the cost model
-//! prices lowest for the phase's vector (of equal estimates, the one earlier in [`Method::ALL`]).
+//! method uses every link direction it embeds. `auto` keeps, of every method in the registry
+//! that applies and supports the collective, the schedule the cost model prices lowest for the
+//! phase's vector (of equal estimates, the one earlier in [`Method::ALL`]); it lowers them in
+//! the order of their [`floor`]s and skips those whose floor shows they cannot win.
 //! [`dag`] schedules lowerings that are described as a graph of dependent transfers. Every
 //! method lowers the mean op as a sum; [`mean`] adds the divisions afterwards, the same way for
 //! all of them.
@@ -19,6 +20,7 @@ pub mod balance;
 pub mod cube_planes;
 pub mod dag;
 pub mod direct;
+pub mod floor;
 pub mod halving_doubling;
 pub mod hierarchical;
 pub mod in_network;
@@ -177,6 +179,25 @@ pub trait Lowering: Sync {
         _knobs: &Knobs,
     ) -> Result<Estimate, EmbedError> {
         Ok(Estimate::generic(machine))
+    }
+    /// A lower bound on the cost model's estimate of the schedule [`lower`] would return for
+    /// `spec` on `machine`, found without lowering, so that `auto` lowers only the methods
+    /// whose schedule could be the cheapest. It must be sound (never above that estimate) and
+    /// cheap (no more than [`estimate`]). `base` holds the bounds every schedule meets; a method
+    /// that knows from its structure how many steps send something says so with
+    /// [`floor::Floor::in_steps`]. By default the machine's own bound, which every schedule
+    /// meets. `docs/methods.md` ("How auto chooses") proves each method's.
+    ///
+    /// [`lower`]: Lowering::lower
+    /// [`estimate`]: Lowering::estimate
+    fn floor(
+        &self,
+        _machine: &Machine,
+        _spec: &PhaseSpec,
+        _knobs: &Knobs,
+        base: &floor::Floor,
+    ) -> f64 {
+        base.seconds()
     }
     /// Lowers `spec` on `machine`, a mean as a sum.
     fn lower(
@@ -380,6 +401,17 @@ impl Method {
         let mut lowered = self.lowering().lower(machine, spec, knobs)?;
         mean::add_scales(&mut lowered.phase, &machine.compute_nodes());
         Ok(lowered)
+    }
+
+    /// See [`Lowering::floor`].
+    pub fn floor(
+        self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+        base: &floor::Floor,
+    ) -> f64 {
+        self.lowering().floor(machine, spec, knobs, base)
     }
 
     /// The method called `name`.

@@ -21,6 +21,7 @@
 //! shared, a ring step is one BSP step and each node sends on `R` links and receives on `R`
 //! links in every step.
 
+use super::floor::Floor;
 use super::plan::{self, Move, Packing, Plan, Step};
 use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
@@ -57,6 +58,9 @@ impl Lowering for LadderRings {
     ) -> Result<Estimate, EmbedError> {
         let rings = barley_twist(machine)?;
         Ok(Estimate::rings(spec.collective, &orient(machine, &rings)))
+    }
+    fn floor(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs, base: &Floor) -> f64 {
+        ring_floor(machine, spec, base)
     }
     fn lower(
         &self,
@@ -99,6 +103,9 @@ impl Lowering for Rings {
             _ => Estimate::logical_rings(spec.collective, 1, machine.compute_nodes().len()),
         })
     }
+    fn floor(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs, base: &Floor) -> f64 {
+        ring_floor(machine, spec, base)
+    }
     fn lower(
         &self,
         machine: &Machine,
@@ -107,6 +114,14 @@ impl Lowering for Rings {
     ) -> Result<Lowered, EmbedError> {
         lower_rings(self.name(), machine, spec, knobs, rings(machine)?)
     }
+}
+
+/// A ring schedule over the `p` compute nodes runs `p - 1` ring steps per half, and every
+/// ring step is at least one BSP step in which every node sends ([`ring_plan`]).
+fn ring_floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
+    let p = machine.compute_nodes().len() as u64;
+    let halves = super::halves(spec.collective).map_or(0, |(rs, ag)| u64::from(rs) + u64::from(ag));
+    base.in_steps(halves * p.saturating_sub(1))
 }
 
 /// The ladder's barley-twist rings, proved.

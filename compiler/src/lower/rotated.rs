@@ -32,6 +32,7 @@
 //! allreduce again meets the total-traffic bound `(q/d)(1 - 1/n)/b`, in `2d(k - 1)` steps.
 //! Dimensions of different sizes are refused: the parts' phases would not line up.
 
+use super::floor::Floor;
 use super::plan::{self, Move, Packing, Plan};
 use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
@@ -70,6 +71,20 @@ impl Lowering for RotatedHd {
             grid.size,
             grid.nodes.len(),
         ))
+    }
+    /// Each half runs `d(k - 1)` steps, in every one of which every node sends.
+    fn floor(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs, base: &Floor) -> f64 {
+        match coordinates(machine) {
+            Ok(grid) => {
+                let halves: u64 = match spec.collective {
+                    Collective::AllReduce => 2,
+                    _ => 1,
+                };
+                let ring = (grid.size as u64).saturating_sub(1);
+                base.in_steps(halves * u64::from(grid.dims) * ring)
+            }
+            Err(_) => base.seconds(),
+        }
     }
     fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
         Ok(Lowered::phase(lower(spec, self.name(), machine)?))

@@ -7,6 +7,8 @@
 //! the property tests fail if one of them refuses.
 #![allow(dead_code)]
 
+pub mod random;
+
 use proptest::prelude::*;
 use proptest::sample::Index;
 use topoc::lower::Method;

@@ -203,12 +203,8 @@ pub fn verify(schedule: Schedule) -> Result<VerifiedSchedule, VerifyErrors> {
     let machine = &schedule.machine;
     let mut warnings = Vec::with_capacity(schedule.phases.len());
     for phase in &schedule.phases {
-        conflicts::check(machine, phase, &mut errors);
-        let phase_warnings = match matching::check(machine, phase, &mut errors) {
-            Some(matching) => symbolic::check(machine, phase, &matching, &mut errors),
-            None => Vec::new(),
-        };
-        capacity::check(machine, phase, &mut errors);
+        let (found, phase_warnings) = check_phase(machine, phase);
+        errors.extend(found);
         warnings.push(phase_warnings);
     }
     if !errors.is_empty() {
@@ -216,6 +212,33 @@ pub fn verify(schedule: Schedule) -> Result<VerifiedSchedule, VerifyErrors> {
     }
     let report = report::build(&schedule, warnings);
     Ok(VerifiedSchedule { schedule, report })
+}
+
+/// The passes after the handles on one phase: its errors, in the order conflicts, matching,
+/// symbolic, capacity, and the symbolic pass's warnings. The passes read the phase only, so
+/// conflicts and capacity run beside matching and the symbolic pass (on another core when there
+/// is one); each gathers its own errors, appended in the fixed order, so the result does not
+/// depend on which finishes first.
+fn check_phase(machine: &Machine, phase: &Phase) -> (Vec<VerifyError>, Vec<Warning>) {
+    let pass = |check: fn(&Machine, &Phase, &mut Vec<VerifyError>)| {
+        let mut errors = Vec::new();
+        check(machine, phase, &mut errors);
+        errors
+    };
+    let ((mut errors, capacity), (matched, warnings)) = rayon::join(
+        || rayon::join(|| pass(conflicts::check), || pass(capacity::check)),
+        || {
+            let mut errors = Vec::new();
+            let warnings = match matching::check(machine, phase, &mut errors) {
+                Some(matching) => symbolic::check(machine, phase, &matching, &mut errors),
+                None => Vec::new(),
+            };
+            (errors, warnings)
+        },
+    );
+    errors.extend(matched);
+    errors.extend(capacity);
+    (errors, warnings)
 }
 
 /// A node id with its name (the raw id when it does not exist).

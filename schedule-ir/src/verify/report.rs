@@ -123,9 +123,12 @@ pub(super) fn build(schedule: &Schedule, warnings: Vec<Vec<Warning>>) -> Report 
         .iter()
         .zip(warnings)
         .map(|(phase, warnings)| {
-            let loads = cost::step_loads(machine, phase);
+            // The bound (minimum cuts, distances) needs no loads: both at once.
+            let (loads, bound) = rayon::join(
+                || cost::step_loads(machine, phase),
+                || cost::lower_bound(machine, phase),
+            );
             let estimate = cost::estimate_loads(machine, &loads);
-            let bound = cost::lower_bound(machine, phase);
             let efficiency = cost::efficiency(&bound, &estimate);
             let mut direction_bytes = vec![0u64; directions.len()];
             let mut used = vec![false; directions.len()];

@@ -1,8 +1,13 @@
-//! Reading and writing schedules as RON (the default) and JSON.
+//! Reading and writing schedules as RON (the default) and JSON, each in the explicit form
+//! (every chunk list written out, pretty-printed) or the compact one (chunk lists as [`runs`],
+//! one program step per line); `docs/ir.md` specifies both.
 //!
-//! Writing is deterministic: the same schedule always gives the same bytes. Reading checks the
-//! syntax and the format version only; a schedule read from a file must still go through
-//! [`crate::verify()`] before anything uses it.
+//! Writing is deterministic: the same schedule always gives the same bytes. Reading accepts
+//! either form in either format and checks the syntax, the runs and the format version only;
+//! a schedule read from a file must still go through [`crate::verify()`] before anything uses
+//! it.
+
+pub mod runs;
 
 use crate::{Schedule, FORMAT_VERSION};
 use thiserror::Error;
@@ -14,6 +19,17 @@ pub enum Format {
     Ron,
     /// JSON, pretty-printed.
     Json,
+}
+
+/// How a schedule is laid out in its format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Form {
+    /// Every chunk id written out, pretty-printed: what the snapshots pin. The default.
+    #[default]
+    Explicit,
+    /// Chunk lists as runs, and no indentation: the file's size follows what the schedule
+    /// says rather than how many ids it names.
+    Compact,
 }
 
 /// Why a schedule file could not be read.
@@ -39,10 +55,31 @@ pub enum ReadError {
     },
 }
 
-/// Writes `schedule` in `format`. Deterministic: equal schedules give equal text.
+/// Writes `schedule` in `format`, in the explicit form. Deterministic: equal schedules give
+/// equal text.
 pub fn to_string(schedule: &Schedule, format: Format) -> String {
-    let text = match format {
-        Format::Ron => {
+    to_string_with(schedule, format, Form::Explicit)
+}
+
+/// Writes `schedule` in `format` and `form`. Deterministic: equal schedules give equal text.
+pub fn to_string_with(schedule: &Schedule, format: Format, form: Form) -> String {
+    let _runs = runs::Compact::on(form == Form::Compact);
+    let text = match (format, form) {
+        (Format::Ron, Form::Compact) => {
+            // No indentation or spaces, one node, link, chunk or program step (a list of
+            // instructions) per line.
+            let config = ron::ser::PrettyConfig::new()
+                .indentor(String::new())
+                .separator(String::new())
+                .struct_names(true)
+                .compact_structs(true)
+                .depth_limit(3);
+            ron::ser::to_string_pretty(schedule, config)
+                .unwrap_or_else(|e| unreachable_serialise(&e.to_string()))
+        }
+        (Format::Json, Form::Compact) => serde_json::to_string(schedule)
+            .unwrap_or_else(|e| unreachable_serialise(&e.to_string())),
+        (Format::Ron, Form::Explicit) => {
             // One struct per line (a node, a link, a chunk, an instruction) and one list
             // nesting level per line below a program: readable, and diffs stay local.
             let config = ron::ser::PrettyConfig::new()
@@ -53,7 +90,7 @@ pub fn to_string(schedule: &Schedule, format: Format) -> String {
             ron::ser::to_string_pretty(schedule, config)
                 .unwrap_or_else(|e| unreachable_serialise(&e.to_string()))
         }
-        Format::Json => serde_json::to_string_pretty(schedule)
+        (Format::Json, Form::Explicit) => serde_json::to_string_pretty(schedule)
             .unwrap_or_else(|e| unreachable_serialise(&e.to_string())),
     };
     let mut text = text;
@@ -90,6 +127,7 @@ pub fn detect(text: &str) -> Format {
 /// order mark is skipped; line and column numbers of errors do not count it.
 pub fn from_str(text: &str) -> Result<Schedule, ReadError> {
     let text = without_bom(text);
+    runs::new_file();
     let schedule: Schedule = match detect(text) {
         Format::Json => serde_json::from_str(text).map_err(|e| ReadError::Syntax {
             format: "JSON",

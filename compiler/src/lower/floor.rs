@@ -1,0 +1,151 @@
+//! Floors: lower bounds on the cost model's estimate of the schedule a method would lower,
+//! computed without lowering it, so that `auto` lowers only the methods that could win
+//! ([`Lowering::floor`](super::Lowering::floor)).
+//!
+//! The cost model charges a step `α + busy`, with `α` the latency of its slowest send (0 for a
+//! step without sends) and `busy ≥ β`, its most loaded link direction's time. So the estimate
+//! of any schedule is at least a bound on `Σ α` plus a bound on `Σ β`:
+//!
+//! - `Σ α` is at least the machine's latency bound (how far information must travel, how many
+//!   steps it needs to spread), and at least `s · α_min` for a schedule of which `s` steps
+//!   send something, `α_min` being the smallest link latency: a send's route crosses at least
+//!   one link. A method that knows `s` from its structure says so ([`Floor::in_steps`]).
+//! - `Σ β` is at least the machine's bandwidth bound: the total traffic over the compute nodes'
+//!   egress, or on a machine with reducing devices each node's own contribution over its own
+//!   egress, or the root's egress for broadcast and reduce; and the reduction bound when
+//!   combining is charged.
+//!
+//! These are the bounds of [`schedule_ir::cost::bounds`] (proved in `docs/methods.md`, "Lower
+//! bounds") less the ones that depend on where a method puts its chunks (the cut bound and,
+//! for reduce-scatter and allgather, the owners' distances), which a floor cannot know before
+//! the lowering.
+
+use super::PhaseSpec;
+use schedule_ir::cost::{bytes_per_second, egress, latency};
+use schedule_ir::{Collective, Machine, NodeId, NodeKind};
+
+/// A floor is compared with estimates summed in a different order: it is lowered by this
+/// relative margin so that rounding never lifts a floor above the estimate it bounds (a
+/// method that meets its floor exactly, as `rotated-hd` does on a torus, must not be skipped).
+const ROUNDING: f64 = 1e-9;
+
+/// What every floor of one phase on one machine shares, computed once per phase.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Floor {
+    /// A lower bound on the sum of the step latencies of any schedule, in seconds.
+    pub latency: f64,
+    /// A lower bound on the sum of the steps' bandwidth (and combining) terms, in seconds.
+    pub bandwidth: f64,
+    /// The least latency a step that sends something is charged, in seconds.
+    pub step_latency: f64,
+}
+
+impl Floor {
+    /// The bounds that hold for every valid schedule of `spec` on `machine`.
+    pub fn of(machine: &Machine, spec: &PhaseSpec) -> Floor {
+        let compute: Vec<NodeId> = machine
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Compute)
+            .filter_map(|(i, _)| u32::try_from(i).ok().map(NodeId))
+            .collect();
+        let p = compute.len() as f64;
+        let m = spec.elements as f64 * spec.dtype.size_bytes() as f64;
+        let moves = compute.len() > 1 && m > 0.0;
+        Floor {
+            latency: if moves {
+                latency_bound(machine, spec.collective, &compute)
+            } else {
+                0.0
+            },
+            bandwidth: if moves {
+                traffic(machine, spec.collective, &compute, m).max(reduction(
+                    machine,
+                    spec.collective,
+                    p,
+                    m,
+                ))
+            } else {
+                0.0
+            },
+            step_latency: if moves {
+                latency::min_link_seconds(machine)
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// The floor of any schedule: the machine's own lower bound.
+    pub fn seconds(&self) -> f64 {
+        (self.latency + self.bandwidth) * (1.0 - ROUNDING)
+    }
+
+    /// The floor of a schedule of which at least `steps` steps send something.
+    pub fn in_steps(&self, steps: u64) -> f64 {
+        let latency = self.latency.max(steps as f64 * self.step_latency);
+        (latency + self.bandwidth) * (1.0 - ROUNDING)
+    }
+}
+
+/// Whether some device of the machine combines (a `Fabric`'s NICs or switch).
+fn in_network(machine: &Machine) -> bool {
+    machine.nodes.iter().any(|n| n.capacity.is_some())
+}
+
+/// The latency bound: the distance information must travel and the steps it needs to spread.
+/// Reduce-scatter and allgather have none here: theirs depend on the chunks' owners.
+fn latency_bound(machine: &Machine, collective: Collective, compute: &[NodeId]) -> f64 {
+    let sources: Vec<NodeId> = match collective {
+        Collective::AllReduce => compute.to_vec(),
+        Collective::Broadcast { root } | Collective::Reduce { root } => vec![root],
+        Collective::ReduceScatter | Collective::AllGather => return 0.0,
+    };
+    let distance = latency::eccentricity_seconds(machine, &sources);
+    let steps = latency::spreading_steps(compute.len() as u64, latency::max_fan(machine));
+    distance.max(latency::min_link_seconds(machine) * f64::from(steps))
+}
+
+/// `bytes / bandwidth`, 0 when either is not positive.
+fn ratio(bytes: f64, bandwidth: f64) -> f64 {
+    if bytes <= 0.0 || bandwidth <= 0.0 {
+        0.0
+    } else {
+        bytes / bandwidth
+    }
+}
+
+/// The traffic bound: every byte a compute node must send or receive, over the links it has.
+fn traffic(machine: &Machine, collective: Collective, compute: &[NodeId], m: f64) -> f64 {
+    let p = compute.len() as f64;
+    let total: f64 = compute.iter().map(|&n| egress(machine, n)).sum();
+    match collective {
+        // Each node gets its contribution out and its result in over its own links.
+        Collective::AllReduce if in_network(machine) => compute
+            .iter()
+            .map(|&n| ratio(m, egress(machine, n)))
+            .fold(0.0, f64::max),
+        // What a node must move depends on the chunks it owns, unknown before lowering.
+        Collective::ReduceScatter | Collective::AllGather if in_network(machine) => 0.0,
+        Collective::AllReduce => ratio(2.0 * (p - 1.0) * m, total),
+        Collective::ReduceScatter | Collective::AllGather => ratio((p - 1.0) * m, total),
+        Collective::Broadcast { root } | Collective::Reduce { root } => {
+            ratio(m, egress(machine, root))
+        }
+    }
+}
+
+/// The reduction bound: `(p-1)·m` bytes of operand combined, at best evenly over `p` nodes.
+fn reduction(machine: &Machine, collective: Collective, p: f64, m: f64) -> f64 {
+    let combines = matches!(
+        collective,
+        Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce { .. }
+    );
+    match machine.reduce_gbps {
+        Some(rate) if combines && !in_network(machine) && rate.is_finite() && rate > 0.0 => {
+            ratio((p - 1.0) / p * m, bytes_per_second(rate))
+        }
+        _ => 0.0,
+    }
+}

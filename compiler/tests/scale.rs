@@ -1,0 +1,159 @@
+//! `auto` at scale: it lowers only the methods whose floor shows they could win, and its pick
+//! is the one lowering every method would make.
+//!
+//! For a random machine of every kind (`gen/random.rs`) and a random collective, at sizes from
+//! 1 KiB to 1 GiB: every method's floor ([`Method::floor`]) is at most the cost model's
+//! estimate of the schedule it lowers, and `auto`'s pick equals the exhaustive pick (the
+//! cheapest estimate, of equal ones the first in [`Method::ALL`]). Every example is checked
+//! the same way at its own phases' sizes.
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+mod gen;
+
+use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
+use std::path::Path;
+use topoc::compile::{lower_phase, Verdict};
+use topoc::lower::floor::Floor;
+use topoc::lower::{Choice, Knobs, Method};
+
+/// Default number of random machines; `TOPOC_PROPTEST_CASES` asks for more.
+const CASES: u32 = 6;
+
+/// The sizes every phase is weighed at: 1 KiB to 1 GiB.
+const SIZES: [u64; 3] = [1 << 10, 1 << 20, 1 << 30];
+
+fn cases() -> u32 {
+    std::env::var("TOPOC_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CASES)
+}
+
+/// Checks every phase of `text` at `sizes` (bytes; `None`: the phase's own size).
+fn floors_hold(text: &str, sizes: &[Option<u64>]) -> Result<(), TestCaseError> {
+    let loaded = topoc::load(text).map_err(|e| TestCaseError::fail(format!("{e}")))?;
+    let machine = &loaded.machine;
+    let ir = machine.to_ir();
+    let knobs = Knobs::default();
+    for request in loaded.phases().unwrap() {
+        for size in sizes {
+            let mut spec = request.spec.clone();
+            if let Some(bytes) = size {
+                spec.elements = bytes / spec.dtype.size_bytes();
+            }
+            let base = Floor::of(&ir, &spec);
+            let mut exhaustive: Option<(f64, Method)> = None;
+            for method in Method::ALL {
+                if !method.supports(spec.collective) {
+                    continue;
+                }
+                let floor = method.floor(machine, &spec, &knobs, &base);
+                let Ok(lowered) = method.lower(machine, &spec, &knobs) else {
+                    continue;
+                };
+                let estimate = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+                if floor.is_nan() || floor > estimate {
+                    return Err(TestCaseError::fail(format!(
+                        "{method} at {} elements: floor {floor} s above its estimate \
+                         {estimate} s\n{text}",
+                        spec.elements
+                    )));
+                }
+                if exhaustive.is_none_or(|(s, _)| estimate < s) {
+                    exhaustive = Some((estimate, method));
+                }
+            }
+            let picked = lower_phase(machine, &request.at, &spec, Choice::Auto, &knobs);
+            match (exhaustive, picked) {
+                (Some((_, best)), Ok((phase, note))) => {
+                    if note.method != best || phase.algorithm != best.name() {
+                        return Err(TestCaseError::fail(format!(
+                            "auto picked {} where lowering every method picks {best} at {} \
+                             elements: {}\n{text}",
+                            note.method, spec.elements, note.reason
+                        )));
+                    }
+                }
+                (None, Err(_)) => {}
+                (best, picked) => {
+                    return Err(TestCaseError::fail(format!(
+                        "exhaustive {best:?}, auto {:?}\n{text}",
+                        picked.map(|(_, n)| n.reason)
+                    )))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn floors_bound_estimates_and_pruning_keeps_the_pick_on_random_machines() {
+    let config = Config {
+        cases: cases(),
+        source_file: Some(file!()),
+        ..Config::default()
+    };
+    let rng = TestRng::deterministic_rng(config.rng_algorithm);
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let sizes: Vec<Option<u64>> = SIZES.iter().map(|&s| Some(s)).collect();
+    runner
+        .run(&proptest::prelude::any::<u64>(), |seed| {
+            floors_hold(&gen::random::topology(seed), &sizes)
+        })
+        .unwrap();
+}
+
+#[test]
+fn floors_bound_estimates_and_pruning_keeps_the_pick_on_every_example() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ron"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        if let Err(e) = floors_hold(&text, &[None, Some(1 << 10)]) {
+            panic!("{}: {e}", file.display());
+        }
+    }
+}
+
+/// On an 8×8 torus `ring` needs `2·63` steps of at least one link latency each, `rotated-hd`
+/// 28 at the bandwidth bound: `auto` never lowers the ring, and says so.
+#[test]
+fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
+    let text = "Topology(name: \"t\", machine: Torus(dims: [8, 8], link: (bandwidth_gbps: \
+                100.0, latency_us: 1.0)), phases: [Exchange(name: \"p\", collective: AllReduce, \
+                op: Sum, dtype: F32, elements: 1048576)])";
+    let loaded = topoc::load(text).unwrap();
+    let request = &loaded.phases().unwrap()[0];
+    let (_, note) = lower_phase(
+        &loaded.machine,
+        &request.at,
+        &request.spec,
+        Choice::Auto,
+        &Knobs::default(),
+    )
+    .unwrap();
+    assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
+    let ring = note
+        .weighed
+        .iter()
+        .find(|w| w.method == Method::Ring)
+        .unwrap();
+    let Verdict::Skipped(floor) = ring.verdict else {
+        panic!("ring was not skipped: {:?}", ring.verdict);
+    };
+    // 126 steps of 1 µs at least.
+    assert!(floor >= 126e-6 * (1.0 - 1e-9), "{floor}");
+    assert!(
+        note.reason.contains("; ring ≥ "),
+        "the reason names the skipped ring: {}",
+        note.reason
+    );
+    assert!(note.reason.contains(", not lowered"), "{}", note.reason);
+}
