@@ -172,6 +172,48 @@ pub enum ProgramItem {
     Compute(String),
     /// An exchange phase, by the name of its [`Phase`]: a barrier, the phase's steps, a barrier.
     Exchange(String),
+    /// An exchange compiled once per size band: the runtime runs the band whose byte range
+    /// holds the buffer's size. Each band names a complete [`Phase`] of [`Schedule::phases`]
+    /// (each proved on its own, like any phase), and counts as that phase's one run in the
+    /// program. The item's name is what callers run; it is no phase's name.
+    Bands {
+        /// The exchange's name from the topology file.
+        name: String,
+        /// The bands, in increasing size: non-empty, each range non-empty, each starting where
+        /// the one before ends (no hole, no overlap).
+        bands: Vec<Band>,
+    },
+}
+
+/// One size band of a [`ProgramItem::Bands`]: buffers of `min_bytes` bytes up to (not
+/// including) `max_bytes` run the phase called `phase`. That phase was compiled for a size in
+/// the range; at any other size in it the runtime re-cuts its chunks
+/// ([`Phase::with_elements`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Band {
+    /// The smallest buffer, in bytes, the band serves.
+    pub min_bytes: u64,
+    /// One past the largest buffer, in bytes, the band serves; `None`: no upper end.
+    pub max_bytes: Option<u64>,
+    /// The name of the phase that runs for sizes in the band.
+    pub phase: String,
+}
+
+impl Band {
+    /// Whether a buffer of `bytes` bytes falls in the band.
+    pub fn holds(&self, bytes: u64) -> bool {
+        bytes >= self.min_bytes && self.max_bytes.is_none_or(|max| bytes < max)
+    }
+}
+
+impl fmt::Display for Band {
+    /// `[0 B, 48 KiB)`-style text is the compiler's business; this is the plain byte range.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.max_bytes {
+            Some(max) => write!(f, "{}..{} bytes", self.min_bytes, max),
+            None => write!(f, "{}.. bytes", self.min_bytes),
+        }
+    }
 }
 
 /// The machine summary carried by a schedule: everything the verifier and the runtime need to
@@ -718,6 +760,37 @@ impl Schedule {
     pub fn phase(&self, name: &str) -> Option<&Phase> {
         self.phases.iter().find(|p| p.name == name)
     }
+
+    /// The bands of the banded exchange called `name`, if the program has one.
+    pub fn bands(&self, name: &str) -> Option<&[Band]> {
+        self.program.iter().find_map(|item| match item {
+            ProgramItem::Bands { name: n, bands } if n == name => Some(bands.as_slice()),
+            _ => None,
+        })
+    }
+
+    /// The phase that runs the exchange called `name` on a buffer of `bytes` bytes: the band
+    /// holding `bytes` of a banded exchange, or the phase called `name`. `Err` says what there
+    /// is instead: no exchange of that name, or the bands, none of which holds `bytes`.
+    pub fn phase_for_bytes(&self, name: &str, bytes: u64) -> Result<&Phase, PhaseLookup<'_>> {
+        let Some(bands) = self.bands(name) else {
+            return self.phase(name).ok_or(PhaseLookup::Unknown);
+        };
+        let band = bands
+            .iter()
+            .find(|b| b.holds(bytes))
+            .ok_or(PhaseLookup::NoBand(bands))?;
+        self.phase(&band.phase).ok_or(PhaseLookup::Unknown)
+    }
+}
+
+/// Why [`Schedule::phase_for_bytes`] found no phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PhaseLookup<'a> {
+    /// No phase and no banded exchange has the name.
+    Unknown,
+    /// The exchange is banded, and no band holds the size; these are its bands.
+    NoBand(&'a [Band]),
 }
 
 impl Phase {
