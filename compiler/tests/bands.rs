@@ -337,3 +337,26 @@ fn simulate_prices_a_banded_schedule_by_the_band_of_each_size() {
         ]
     );
 }
+
+#[test]
+fn the_help_example_for_bands_runs_as_written() {
+    let help = String::from_utf8(topoc(&["compile", "--help"]).stdout).unwrap();
+    let example = help
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Example: topoc "))
+        .find(|l| l.contains("--bands"))
+        .expect("compile --help has a --bands example");
+    let dir = tempfile::tempdir().unwrap();
+    let mut args: Vec<String> = example.split_whitespace().map(str::to_string).collect();
+    let o = args.iter().position(|a| a == "-o").unwrap();
+    args[o + 1] = dir.path().join(&args[o + 1]).to_string_lossy().into_owned();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = topoc(&args);
+    assert!(out.status.success(), "{example}: {}", stderr(&out));
+    let text = std::fs::read_to_string(args[o + 1]).unwrap();
+    let schedule = schedule_ir::verify(serial::from_str(&text).unwrap()).unwrap();
+    assert_eq!(
+        schedule.schedule().bands("grads").map(<[Band]>::len),
+        Some(3)
+    );
+}
