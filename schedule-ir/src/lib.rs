@@ -63,6 +63,14 @@
 //! [`BufferId`] 0 is always the user's data buffer (input and output); further buffers are
 //! scratch space whose contents start undefined.
 //!
+//! # Size bands
+//!
+//! An exchange may be compiled once per size: the program then holds a
+//! [`ProgramItem::Bands`] in its place, whose [`Band`]s each name a complete phase and the
+//! range of buffer sizes, in bytes, it serves ([`Schedule::phase_for_bytes`] picks one). On a
+//! buffer of another length in its range a band's phase runs re-chunked
+//! ([`Phase::with_elements`]), which keeps it valid: the verifier's proof is per chunk id.
+//!
 //! # Ids
 //!
 //! Entities live in vectors and are named by newtype ids that index them ([`NodeId`] into
@@ -74,12 +82,14 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod bands;
 pub mod cost;
 pub mod limits;
 pub mod ranks;
 pub mod serial;
 pub mod verify;
 
+pub use bands::{Band, PhaseLookup};
 pub use ranks::Ranks;
 pub use verify::{verify, Report, VerifiedSchedule, VerifyError, VerifyErrors};
 
@@ -183,37 +193,6 @@ pub enum ProgramItem {
         /// the one before ends (no hole, no overlap).
         bands: Vec<Band>,
     },
-}
-
-/// One size band of a [`ProgramItem::Bands`]: buffers of `min_bytes` bytes up to (not
-/// including) `max_bytes` run the phase called `phase`. That phase was compiled for a size in
-/// the range; at any other size in it the runtime re-cuts its chunks
-/// ([`Phase::with_elements`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Band {
-    /// The smallest buffer, in bytes, the band serves.
-    pub min_bytes: u64,
-    /// One past the largest buffer, in bytes, the band serves; `None`: no upper end.
-    pub max_bytes: Option<u64>,
-    /// The name of the phase that runs for sizes in the band.
-    pub phase: String,
-}
-
-impl Band {
-    /// Whether a buffer of `bytes` bytes falls in the band.
-    pub fn holds(&self, bytes: u64) -> bool {
-        bytes >= self.min_bytes && self.max_bytes.is_none_or(|max| bytes < max)
-    }
-}
-
-impl fmt::Display for Band {
-    /// `[0 B, 48 KiB)`-style text is the compiler's business; this is the plain byte range.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.max_bytes {
-            Some(max) => write!(f, "{}..{} bytes", self.min_bytes, max),
-            None => write!(f, "{}.. bytes", self.min_bytes),
-        }
-    }
 }
 
 /// The machine summary carried by a schedule: everything the verifier and the runtime need to
@@ -760,37 +739,6 @@ impl Schedule {
     pub fn phase(&self, name: &str) -> Option<&Phase> {
         self.phases.iter().find(|p| p.name == name)
     }
-
-    /// The bands of the banded exchange called `name`, if the program has one.
-    pub fn bands(&self, name: &str) -> Option<&[Band]> {
-        self.program.iter().find_map(|item| match item {
-            ProgramItem::Bands { name: n, bands } if n == name => Some(bands.as_slice()),
-            _ => None,
-        })
-    }
-
-    /// The phase that runs the exchange called `name` on a buffer of `bytes` bytes: the band
-    /// holding `bytes` of a banded exchange, or the phase called `name`. `Err` says what there
-    /// is instead: no exchange of that name, or the bands, none of which holds `bytes`.
-    pub fn phase_for_bytes(&self, name: &str, bytes: u64) -> Result<&Phase, PhaseLookup<'_>> {
-        let Some(bands) = self.bands(name) else {
-            return self.phase(name).ok_or(PhaseLookup::Unknown);
-        };
-        let band = bands
-            .iter()
-            .find(|b| b.holds(bytes))
-            .ok_or(PhaseLookup::NoBand(bands))?;
-        self.phase(&band.phase).ok_or(PhaseLookup::Unknown)
-    }
-}
-
-/// Why [`Schedule::phase_for_bytes`] found no phase.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PhaseLookup<'a> {
-    /// No phase and no banded exchange has the name.
-    Unknown,
-    /// The exchange is banded, and no band holds the size; these are its bands.
-    NoBand(&'a [Band]),
 }
 
 impl Phase {

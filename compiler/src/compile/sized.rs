@@ -86,37 +86,25 @@ fn sorted(sizes: &[u64]) -> Vec<u64> {
 
 /// The band of each size of `sizes` (increasing, distinct): see the [module doc](self).
 pub fn edges(sizes: &[u64]) -> Vec<(u64, Option<u64>)> {
-    let mut cuts: Vec<u64> = sizes
+    let cuts: Vec<u64> = sizes
         .windows(2)
         .map(|w| {
             let mid = isqrt(u128::from(w[0]) * u128::from(w[1]));
             mid.max(w[0].saturating_add(1))
         })
         .collect();
-    let mut out = Vec::with_capacity(sizes.len());
-    let mut start = 0;
-    for _ in sizes {
-        let end = if cuts.is_empty() {
-            None
-        } else {
-            Some(cuts.remove(0))
-        };
-        out.push((start, end));
-        start = end.unwrap_or(start);
-    }
-    out
+    // Band `i` runs from cut `i - 1` (0 for the first) to cut `i` (none for the last).
+    (0..sizes.len())
+        .map(|i| {
+            let start = if i == 0 { 0 } else { cuts[i - 1] };
+            (start, cuts.get(i).copied())
+        })
+        .collect()
 }
 
-/// `⌊√n⌋`, exactly (a float square root can be off by one at these magnitudes).
+/// `⌊√n⌋`, exactly, as a `u64` (it always fits: `n` is a product of two `u64`s).
 fn isqrt(n: u128) -> u64 {
-    let mut x = (n as f64).sqrt() as u128;
-    while x * x > n {
-        x -= 1;
-    }
-    while (x + 1) * (x + 1) <= n {
-        x += 1;
-    }
-    u64::try_from(x).unwrap_or(u64::MAX)
+    u64::try_from(n.isqrt()).unwrap_or(u64::MAX)
 }
 
 /// `request` with a vector of `bytes` bytes (and, for a band, the name `name@size`).
