@@ -214,10 +214,33 @@ fn mark_auto(rows: &mut [Row]) {
     }
 }
 
-/// Costs the phases of one schedule at each size in bytes.
+/// Costs the phases of one schedule at each size in bytes. A banded exchange
+/// ([`schedule_ir::ProgramItem::Bands`]) is priced as the runtime runs it: at each size, the
+/// band that holds it (its rows carry the exchange's name and the band's method); a size no
+/// band holds has no row.
 pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Vec<Row> {
     let mut out = Vec::new();
+    let bands: Vec<(&str, &[schedule_ir::Band])> = schedule
+        .program
+        .iter()
+        .filter_map(|item| match item {
+            schedule_ir::ProgramItem::Bands { name, bands } => Some((name.as_str(), &bands[..])),
+            _ => None,
+        })
+        .collect();
     for phase in &schedule.phases {
+        let banded = bands
+            .iter()
+            .find(|(_, list)| list.iter().any(|b| b.phase == phase.name));
+        if let Some((name, list)) = banded {
+            // Priced once, at the exchange's first band.
+            if list.first().is_some_and(|b| b.phase == phase.name)
+                && only.is_none_or(|o| o == *name)
+            {
+                out.extend(banded_rows(schedule, name, sizes));
+            }
+            continue;
+        }
         if only.is_some_and(|name| name != phase.name) {
             continue;
         }
@@ -228,6 +251,20 @@ pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Vec<Row> 
         }
     }
     out
+}
+
+/// The rows of the banded exchange `name`: at each size, its band's phase re-chunked.
+fn banded_rows(schedule: &Schedule, name: &str, sizes: &[u64]) -> Vec<Row> {
+    sizes
+        .iter()
+        .filter_map(|&bytes| {
+            let phase = schedule.phase_for_bytes(name, bytes).ok()?;
+            let elements = bytes / phase.dtype.size_bytes();
+            let mut r = row(&schedule.machine, &phase.with_elements(elements));
+            r.phase = name.to_string();
+            Some(r)
+        })
+        .collect()
 }
 
 fn row(machine: &Machine, phase: &Phase) -> Row {

@@ -24,6 +24,17 @@ pub enum Error {
         available: String,
     },
 
+    /// A banded exchange has no band for a buffer of this size.
+    #[error("exchange `{phase}` has no band for buffers of {bytes} bytes (its bands: {bands})")]
+    NoBand {
+        /// The exchange.
+        phase: String,
+        /// The buffer's size in bytes.
+        bytes: u64,
+        /// The bands it has, with their phases.
+        bands: String,
+    },
+
     /// No node of the machine has this name or id.
     #[error("the machine has no node `{node}`")]
     UnknownNode {

@@ -5,6 +5,8 @@
 //! - [`run_phase`] / [`InProcess`]: run a phase with every compute node in this process (tests,
 //!   `topoc run`), devices (reducing NICs and switches) included, recording a [`Completion`]
 //!   per work request a device serves;
+//! - [`bands::select`]: the phase that runs an exchange on buffers of a given size — for a
+//!   banded exchange, the band that holds the size — re-cut to their length and verified;
 //! - [`run_node_phase`] / [`NodeExecutor`]: run one node's part of a phase over a
 //!   [`Transport`] (embedding in a BSP node program, one node per process — MPI);
 //! - [`threaded`]: one thread per node over channels, with timeouts (failure tests);
@@ -117,6 +119,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bands;
 mod budget;
 mod buffer;
 mod completion;

@@ -63,6 +63,14 @@
 //! [`BufferId`] 0 is always the user's data buffer (input and output); further buffers are
 //! scratch space whose contents start undefined.
 //!
+//! # Size bands
+//!
+//! An exchange may be compiled once per size: the program then holds a
+//! [`ProgramItem::Bands`] in its place, whose [`Band`]s each name a complete phase and the
+//! range of buffer sizes, in bytes, it serves ([`Schedule::phase_for_bytes`] picks one). On a
+//! buffer of another length in its range a band's phase runs re-chunked
+//! ([`Phase::with_elements`]), which keeps it valid: the verifier's proof is per chunk id.
+//!
 //! # Ids
 //!
 //! Entities live in vectors and are named by newtype ids that index them ([`NodeId`] into
@@ -74,12 +82,14 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod bands;
 pub mod cost;
 pub mod limits;
 pub mod ranks;
 pub mod serial;
 pub mod verify;
 
+pub use bands::{Band, PhaseLookup};
 pub use ranks::Ranks;
 pub use verify::{verify, Report, VerifiedSchedule, VerifyError, VerifyErrors};
 
@@ -172,6 +182,17 @@ pub enum ProgramItem {
     Compute(String),
     /// An exchange phase, by the name of its [`Phase`]: a barrier, the phase's steps, a barrier.
     Exchange(String),
+    /// An exchange compiled once per size band: the runtime runs the band whose byte range
+    /// holds the buffer's size. Each band names a complete [`Phase`] of [`Schedule::phases`]
+    /// (each proved on its own, like any phase), and counts as that phase's one run in the
+    /// program. The item's name is what callers run; it is no phase's name.
+    Bands {
+        /// The exchange's name from the topology file.
+        name: String,
+        /// The bands, in increasing size: non-empty, each range non-empty, each starting where
+        /// the one before ends (no hole, no overlap).
+        bands: Vec<Band>,
+    },
 }
 
 /// The machine summary carried by a schedule: everything the verifier and the runtime need to

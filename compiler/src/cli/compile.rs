@@ -2,10 +2,11 @@
 
 use super::{output_file, read, report_error, write_atomic, Emit, ReportFormat};
 use schedule_ir::serial::{self, Form, Format};
+use schedule_ir::ProgramItem;
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
-use topoc::compile::{Compiled, Verdict};
+use topoc::compile::{Compiled, Sizes, Verdict};
 use topoc::emit::{chakra, msccl, mscclpp};
 
 /// One phase of the compile report (`--report json`).
@@ -95,15 +96,57 @@ fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
     Ok(())
 }
 
+/// What `topoc compile` was asked for, beside the file and the output.
+pub struct Request<'a> {
+    /// The compiler's options.
+    pub options: topoc::Options,
+    /// The sizes to compile at (`--size`, `--bands`).
+    pub at: Sizes,
+    /// The output format.
+    pub emit: Emit,
+    /// `--compact`: the schedule's compact form.
+    pub form: Form,
+    /// `--phase`: the exchange to export in a one-phase format.
+    pub phase: Option<&'a str>,
+    /// `--sizes`: the Chakra export's trace sizes.
+    pub trace_sizes: Option<&'a str>,
+    /// How to report each phase's method.
+    pub report: ReportFormat,
+}
+
+/// `--size` and `--bands` as [`Sizes`], or the message for a size that does not parse.
+pub fn sizes(size: Option<&str>, bands: Option<&str>) -> Result<Sizes, String> {
+    if let Some(text) = size {
+        let bytes = topoc::simulate::parse_size(text).map_err(|e| format!("error: --size: {e}"))?;
+        return Ok(Sizes::One(bytes));
+    }
+    match bands {
+        Some(list) => Ok(Sizes::Bands(
+            list.split(',')
+                .map(topoc::simulate::parse_size)
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("error: --bands: {e}"))?,
+        )),
+        None => Ok(Sizes::Declared),
+    }
+}
+
 pub fn compile(
     path: &Path,
-    options: &topoc::Options,
-    (emit, form): (Emit, Form),
+    request: &Request<'_>,
     output: Option<&Path>,
-    phase: Option<&str>,
-    sizes: Option<&str>,
-    report_format: ReportFormat,
 ) -> Result<ExitCode, String> {
+    let Request {
+        options,
+        at,
+        emit,
+        form,
+        phase,
+        trace_sizes: sizes,
+        report: report_format,
+    } = request;
+    let (emit, form, phase, sizes, report_format) =
+        (*emit, *form, *phase, *sizes, *report_format);
     if phase.is_some() && !matches!(emit, Emit::MscclXml | Emit::Mscclpp | Emit::Chakra) {
         return Err(
             "error: --phase selects the phase to export with --emit msccl-xml, mscclpp or chakra; \
@@ -122,6 +165,21 @@ pub fn compile(
     if sizes.is_some() && emit != Emit::Chakra {
         return Err("error: --sizes applies to --emit chakra only".to_string());
     }
+    let banded = matches!(at, Sizes::Bands(_));
+    if banded && matches!(emit, Emit::Chakra | Emit::Mscclpp) {
+        return Err(
+            "error: --bands writes a schedule with one algorithm per size band, which RON, JSON \
+             and MSCCL XML hold; Chakra traces and MSCCL++ plans hold one size (use --size)"
+                .to_string(),
+        );
+    }
+    if banded && emit == Emit::MscclXml && output.is_none() {
+        return Err(
+            "error: --emit msccl-xml with --bands writes one algorithm file per band: give their \
+             directory with -o DIR"
+                .to_string(),
+        );
+    }
     // The traces' options and prefix are checked before the (possibly long) compile.
     let traces = match emit {
         Emit::Chakra => Some((
@@ -133,7 +191,8 @@ pub fn compile(
         _ => None,
     };
     let text = read(path)?;
-    let compiled = topoc::compile_source(&text, options);
+    let loaded = topoc::load(&text).map_err(|e| report_error(path, &text, &e))?;
+    let compiled = topoc::compile::compile_sized(&loaded, options, at);
     topoc::progress::finish();
     let compiled = compiled.map_err(|e| report_error(path, &text, &e))?;
     let out = match emit {
@@ -151,6 +210,17 @@ pub fn compile(
             })?;
             report(&compiled, report_format)?;
             return write_chakra(prefix, &export);
+        }
+        Emit::MscclXml if banded => {
+            let dir = output.ok_or("error: --bands with --emit msccl-xml needs -o DIR")?;
+            let files = msccl_bands(&compiled, phase).map_err(|e| {
+                format!(
+                    "error: {} cannot be exported as MSCCL XML: {e}\nnothing was written",
+                    path.display()
+                )
+            })?;
+            report(&compiled, report_format)?;
+            return write_bands(dir, &files);
         }
         Emit::MscclXml => {
             let options = msccl::Options {
@@ -190,6 +260,61 @@ pub fn compile(
         }
         None => print!("{out}"),
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The MSCCL files of the banded exchange `--phase` names (or the only one): a file name and
+/// its XML per band, `NN-SIZE.xml` after the band's position and the size it was compiled for.
+fn msccl_bands(compiled: &Compiled, phase: Option<&str>) -> Result<Vec<(String, String)>, String> {
+    let schedule = compiled.schedule.schedule();
+    let exchanges: Vec<&str> = schedule
+        .program
+        .iter()
+        .filter_map(|item| match item {
+            ProgramItem::Bands { name, .. } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let exchange = match (phase, exchanges.as_slice()) {
+        (Some(name), _) => name,
+        (None, [only]) => only,
+        (None, _) => {
+            return Err(format!(
+                "the schedule has {} banded exchanges and an MSCCL file holds one; choose one \
+                 with --phase NAME",
+                exchanges.len()
+            ))
+        }
+    };
+    let files = msccl::bands_to_xml(&compiled.schedule, exchange).map_err(|e| e.to_string())?;
+    Ok(files
+        .into_iter()
+        .enumerate()
+        .map(|(i, (band, xml))| {
+            let size = schedule
+                .phase(&band.phase)
+                .map_or(0, |p| p.elements.saturating_mul(p.dtype.size_bytes()));
+            (
+                format!("{i:02}-{}.xml", topoc::compile::size_name(size)),
+                xml,
+            )
+        })
+        .collect())
+}
+
+/// Writes each band's file into `dir` (created if missing), each whole or not at all.
+fn write_bands(dir: &Path, files: &[(String, String)]) -> Result<ExitCode, String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("error: cannot create the directory {}: {e}", dir.display()))?;
+    for (name, xml) in files {
+        write_atomic(&dir.join(name), xml)?;
+    }
+    let to = dir.display().to_string();
+    eprintln!(
+        "{} MSCCL algorithms of the verified schedule, one per size band, written to {}",
+        files.len(),
+        topoc::visible::line(&to)
+    );
     Ok(ExitCode::SUCCESS)
 }
 

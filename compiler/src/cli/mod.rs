@@ -62,6 +62,8 @@ enum Command {
     /// Example: topoc compile examples/ring8.ron --emit msccl-xml -o ring8.xml
     ///
     /// Example: topoc compile examples/ring8.ron --emit chakra -o ring8 --sizes 1MiB,64MiB
+    ///
+    /// Example: topoc compile examples/ladder8.ron --bands 1KiB,1MiB,256MiB -o ladder8.sched.ron
     Compile {
         /// The topology file (RON).
         file: PathBuf,
@@ -100,6 +102,15 @@ enum Command {
         /// MB, GB), one set of traces each (default: the phase's own size).
         #[arg(long)]
         sizes: Option<String>,
+        /// Compile every exchange phase for a vector of this many bytes (B, KiB, MiB, GiB; KB,
+        /// MB, GB) instead of the file's element count; a whole number of elements.
+        #[arg(long, value_name = "BYTES", conflicts_with = "bands")]
+        size: Option<String>,
+        /// Compile every exchange phase once per size, comma-separated (as --size), `auto`
+        /// choosing at each, into one band per size: the runtime runs the band that holds the
+        /// buffer's size (edges at the geometric midpoints; see docs/cli.md).
+        #[arg(long, value_name = "SIZES")]
+        bands: Option<String>,
         /// How to report each phase's method on standard error: a line each, or JSON with
         /// every method `auto` weighed and its estimate or refusal.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
@@ -340,6 +351,8 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             output,
             phase,
             sizes,
+            size,
+            bands,
             report,
             failures,
             budget,
@@ -363,12 +376,16 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
             };
             compile::compile(
                 &file,
-                &options,
-                (emit, form),
+                &compile::Request {
+                    options,
+                    at: compile::sizes(size.as_deref(), bands.as_deref())?,
+                    emit,
+                    form,
+                    phase: phase.as_deref(),
+                    trace_sizes: sizes.as_deref(),
+                    report,
+                },
                 output.as_deref(),
-                phase.as_deref(),
-                sizes.as_deref(),
-                report,
             )
         }
         Command::Verify { input, format } => verify::verify(&input, format),

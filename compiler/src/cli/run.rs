@@ -5,7 +5,7 @@
 
 use super::{load_verified, ReportFormat};
 use runtime_lite::Limits;
-use schedule_ir::DType;
+use schedule_ir::{DType, ProgramItem, Schedule, VerifiedSchedule};
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
@@ -22,6 +22,15 @@ pub fn run(
     limits: Limits,
 ) -> Result<ExitCode, String> {
     let verified = load_verified(path)?;
+    let banded = verified
+        .schedule()
+        .program
+        .iter()
+        .any(|item| matches!(item, ProgramItem::Bands { .. }));
+    if banded {
+        let runs = banded_runs(&verified, dtype, elements, seed, only, &limits)?;
+        return finish(path, verified.schedule(), &runs, format);
+    }
     let verified = adjust(verified, dtype, elements)?;
     let schedule = verified.schedule();
     if let Some(name) = only {
@@ -42,6 +51,84 @@ pub fn run(
         let phase_seed = seed.wrapping_add(index as u64);
         runs.push(run_phase_within(&verified, phase, phase_seed, &limits)?);
     }
+    finish(path, schedule, &runs, format)
+}
+
+/// The runs of a schedule with banded exchanges: every exchange of the program (or `only`)
+/// at `elements` of `dtype` — a banded one by the band that holds that size — or, without
+/// `--elements`, every band at the size it was compiled for.
+fn banded_runs(
+    verified: &VerifiedSchedule,
+    dtype: Option<DType>,
+    elements: Option<u64>,
+    seed: u64,
+    only: Option<&str>,
+    limits: &Limits,
+) -> Result<Vec<PhaseRun>, String> {
+    let schedule = verified.schedule();
+    // Each name to run, and whether it is a band's phase (already chosen by `only`).
+    let mut targets: Vec<(&str, bool)> = Vec::new();
+    for item in &schedule.program {
+        match item {
+            ProgramItem::Compute(_) => {}
+            ProgramItem::Exchange(name) => targets.push((name, false)),
+            ProgramItem::Bands { name, bands } => match elements {
+                Some(_) => targets.push((name, false)),
+                None if only.is_none_or(|o| o == name) => {
+                    targets.extend(bands.iter().map(|b| (b.phase.as_str(), true)));
+                }
+                None => {}
+            },
+        }
+    }
+    if let Some(name) = only {
+        let known = targets.iter().any(|(t, _)| *t == name) || schedule.bands(name).is_some();
+        if !known {
+            return Err(format!("error: the schedule has no exchange `{name}`"));
+        }
+    }
+    let mut runs = Vec::new();
+    for (index, (name, in_band)) in targets.into_iter().enumerate() {
+        if !in_band && only.is_some_and(|o| o != name) {
+            continue;
+        }
+        // A band run without --elements runs its phase at the size it was compiled for.
+        let own = schedule.phase(name);
+        let dtype = dtype
+            .or(own.map(|p| p.dtype))
+            .or_else(|| first_band_dtype(schedule, name))
+            .unwrap_or(DType::F32);
+        let n = match (elements, own) {
+            (Some(n), _) => n,
+            (None, Some(p)) => p.elements,
+            (None, None) => 0,
+        };
+        let sized = runtime_lite::bands::select(verified, name, dtype, n)
+            .map_err(|e| format!("error: {e}"))?;
+        let seed = seed.wrapping_add(index as u64);
+        runs.push(run_phase_within(
+            sized.schedule(),
+            sized.phase(),
+            seed,
+            limits,
+        )?);
+    }
+    Ok(runs)
+}
+
+/// The dtype of the first band of the banded exchange `name`.
+fn first_band_dtype(schedule: &Schedule, name: &str) -> Option<DType> {
+    let band = schedule.bands(name)?.first()?;
+    schedule.phase(&band.phase).map(|p| p.dtype)
+}
+
+/// Prints the runs and gives the exit status: success only when every run matched.
+fn finish(
+    path: &Path,
+    schedule: &Schedule,
+    runs: &[PhaseRun],
+    format: ReportFormat,
+) -> Result<ExitCode, String> {
     let all_ok = runs.iter().all(PhaseRun::ok);
     match format {
         ReportFormat::Json => {
@@ -52,7 +139,7 @@ pub fn run(
             }
             let text = serde_json::to_string_pretty(&Out {
                 ok: all_ok,
-                phases: &runs,
+                phases: runs,
             })
             .map_err(|e| format!("error: cannot write the report: {e}"))?;
             println!("{text}");
@@ -66,7 +153,7 @@ pub fn run(
                 schedule.phases.len(),
                 line(&schedule.machine.name)
             );
-            for r in &runs {
+            for r in runs {
                 println!(
                     "phase `{}`: {} ({}, {}, {} elements) by {} on {} nodes, {} steps, seed {}",
                     line(&r.phase),

@@ -7,9 +7,11 @@
 
 mod choose;
 mod phases;
+mod sized;
 
 pub use choose::{describe, lower_phase, Verdict, Weighed};
 pub use phases::PhaseRequest;
+pub use sized::{edges as band_edges, size_name, Sizes};
 
 use crate::diag::Problem;
 use crate::embed::Ring;
@@ -118,13 +120,21 @@ pub fn compile_source(source: &str, options: &Options) -> Result<Compiled, Error
 /// Compiles a loaded topology: every exchange phase with the method chosen for it, verified
 /// as one schedule.
 pub fn compile(loaded: &Loaded, options: &Options) -> Result<Compiled, Error> {
+    compile_sized(loaded, options, &Sizes::Declared)
+}
+
+/// [`compile`] at the sizes given ([`Sizes`]): each exchange phase at the file's size, at one
+/// size, or once per size in bands (a [`ProgramItem::Bands`](schedule_ir::ProgramItem::Bands)
+/// per exchange), `auto` deciding at every size.
+pub fn compile_sized(loaded: &Loaded, options: &Options, sizes: &Sizes) -> Result<Compiled, Error> {
     let loaded = loaded.failing(&options.fail_links, &options.fail_nodes)?;
     let requests = loaded.phases()?;
+    let planned = sized::plan(&requests, sizes).map_err(Error::Topology)?;
     let machine = loaded.machine;
     let mut phases = Vec::new();
     let mut notes = Vec::new();
     let mut problems = Vec::new();
-    for request in &requests {
+    for request in planned.iter().map(|p| &p.request) {
         let outcome = request.knobs(options).and_then(|knobs| {
             let wanted = match options.algorithm {
                 Some(choice) => Ok(choice),
@@ -143,10 +153,11 @@ pub fn compile(loaded: &Loaded, options: &Options) -> Result<Compiled, Error> {
     if !problems.is_empty() {
         return Err(Error::Topology(problems));
     }
+    let program = phases::program(&loaded.file, &requests);
     let schedule = Schedule {
         format_version: FORMAT_VERSION,
         machine: machine.to_ir(),
-        program: phases::program(&loaded.file, &requests),
+        program: sized::program(program, &planned, &requests),
         phases,
     };
     crate::progress::doing(|| "verifying the schedule".to_string());

@@ -108,6 +108,20 @@ pub enum MscclError {
         /// The phase.
         phase: String,
     },
+    /// A banded export asked for an exchange that has no bands.
+    #[error("the schedule has no banded exchange `{exchange}`")]
+    NotBanded {
+        /// The exchange asked for.
+        exchange: String,
+    },
+    /// A band that ends at 1 byte: MSCCL would read its `maxBytes="0"` as no upper end.
+    #[error(
+        "the band of phase `{phase}` serves only empty buffers, which MSCCL cannot express          (maxBytes=\"0\" means no upper end); compile at sizes of at least 2 bytes"
+    )]
+    BandTooSmall {
+        /// The band's phase.
+        phase: String,
+    },
     /// A phase without chunks has nothing to transfer.
     #[error("phase `{phase}` has no chunks; MSCCL needs at least one chunk per loop")]
     NoChunks {
@@ -418,6 +432,10 @@ pub struct Algo {
     pub nchannels: u32,
     /// One per rank, in rank order.
     pub gpus: Vec<Gpu>,
+    /// The `minBytes` attribute: the smallest buffer the algorithm serves (0: every size).
+    pub min_bytes: u64,
+    /// The `maxBytes` attribute: the largest buffer it serves, inclusive (0: no upper end).
+    pub max_bytes: u64,
 }
 
 /// The phase chosen by `options`, or why none can be.
@@ -480,6 +498,8 @@ pub fn build(schedule: &VerifiedSchedule, options: &Options) -> Result<Algo, Msc
             nchunksperloop: u32::try_from(phase.chunks.len()).unwrap_or(u32::MAX),
             nchannels,
             gpus: planned,
+            min_bytes: 0,
+            max_bytes: 0,
         };
         let longest = algo
             .gpus
@@ -506,6 +526,44 @@ pub fn to_xml(schedule: &VerifiedSchedule, options: &Options) -> Result<String, 
     Ok(build(schedule, options)?.to_xml())
 }
 
+/// Exports a banded exchange as one MSCCL algorithm per band, in band order, each with the
+/// band's `minBytes` and `maxBytes`: MSCCL's schedulers take an algorithm when the buffer's
+/// size `n` has `minBytes <= n` and (`maxBytes == 0` or `n <= maxBytes`), so a band
+/// `min..max` (max exclusive) is written `minBytes=min maxBytes=max-1`, and an unbounded band
+/// `maxBytes=0`. One algorithm per file: MSCCL's parser reads the first `<algo>` of a file.
+pub fn bands_to_xml(
+    schedule: &VerifiedSchedule,
+    exchange: &str,
+) -> Result<Vec<(schedule_ir::Band, String)>, MscclError> {
+    let bands = schedule
+        .schedule()
+        .bands(exchange)
+        .ok_or_else(|| MscclError::NotBanded {
+            exchange: exchange.to_string(),
+        })?;
+    bands
+        .iter()
+        .map(|band| {
+            let options = Options {
+                phase: Some(band.phase.clone()),
+            };
+            let mut algo = build(schedule, &options)?;
+            algo.min_bytes = band.min_bytes;
+            algo.max_bytes = match band.max_bytes {
+                None => 0,
+                // `maxBytes="0"` would read as unbounded.
+                Some(max) if max <= 1 => {
+                    return Err(MscclError::BandTooSmall {
+                        phase: band.phase.clone(),
+                    })
+                }
+                Some(max) => max - 1,
+            };
+            Ok((band.clone(), algo.to_xml()))
+        })
+        .collect()
+}
+
 impl Algo {
     /// The XML text, in the layout the runtimes' hand-written parser expects: no prolog, one
     /// element per line, double-quoted attributes separated by single spaces, every attribute
@@ -514,12 +572,14 @@ impl Algo {
         let mut out = String::new();
         out.push_str(&format!(
             "<algo name=\"{}\" proto=\"Simple\" nchannels=\"{}\" nchunksperloop=\"{}\" ngpus=\"{}\" \
-             coll=\"{}\" inplace=\"1\" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\">\n",
+             coll=\"{}\" inplace=\"1\" outofplace=\"1\" minBytes=\"{}\" maxBytes=\"{}\">\n",
             escape(&self.name),
             self.nchannels,
             self.nchunksperloop,
             self.gpus.len(),
-            self.coll
+            self.coll,
+            self.min_bytes,
+            self.max_bytes
         ));
         let peer = |p: Option<u32>| p.map_or(-1, i64::from);
         for gpu in &self.gpus {

@@ -119,6 +119,50 @@ pub enum ErrorKind {
         /// The name it gives.
         name: String,
     },
+    /// A banded exchange's name is also a phase's or another exchange's. Location: the
+    /// exchange (its name in `phase`).
+    BandsNameTaken,
+    /// A banded exchange lists no band. Location: the exchange.
+    NoBands,
+    /// A band serves no size: its upper end is not above its lower end. Location: the
+    /// exchange.
+    EmptyBand {
+        /// The band's position, from 0.
+        band: usize,
+        /// Its lower end, in bytes.
+        min_bytes: u64,
+        /// Its upper end, in bytes.
+        max_bytes: u64,
+    },
+    /// A band does not start where the band before it ends: a hole or an overlap. Location:
+    /// the exchange.
+    BandGap {
+        /// The band's position, from 0.
+        band: usize,
+        /// Where it starts, in bytes.
+        min_bytes: u64,
+        /// Where the band before it ends, in bytes; `None`: that band has no upper end.
+        expected: Option<u64>,
+    },
+    /// A band's phase runs another collective, op or dtype than the first band's. Location:
+    /// the exchange.
+    BandsDiffer {
+        /// The band's position, from 0.
+        band: usize,
+        /// Its phase.
+        phase: String,
+        /// What differs: `collective`, `op` or `dtype`.
+        what: &'static str,
+    },
+    /// A band's phase was compiled for a size outside the band. Location: the exchange.
+    BandSizeOutside {
+        /// The band's position, from 0.
+        band: usize,
+        /// Its phase.
+        phase: String,
+        /// The size the phase was compiled for, in bytes.
+        bytes: u64,
+    },
     /// A phase is not run exactly once by the program. Location: the phase.
     ProgramPhaseCount {
         /// How many exchange items name it.

@@ -41,6 +41,7 @@ pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
         check_phase(machine, phase, errors);
     }
     check_program(program, phases, errors);
+    super::bands::check(schedule, errors);
 }
 
 /// The program names every phase once, in the order of `phases` (an empty program is fine).
@@ -50,10 +51,20 @@ fn check_program(program: &[ProgramItem], phases: &[Phase], errors: &mut Vec<Ver
     }
     let mut counts: BTreeMap<&str, usize> = phases.iter().map(|p| (p.name.as_str(), 0)).collect();
     let mut runs: Vec<(usize, &str)> = Vec::new();
-    for (position, item) in program.iter().enumerate() {
-        let ProgramItem::Exchange(name) = item else {
-            continue;
-        };
+    // A banded exchange runs each of its bands' phases, in band order.
+    let named = program
+        .iter()
+        .enumerate()
+        .flat_map(|(position, item)| -> Vec<(usize, &String)> {
+            match item {
+                ProgramItem::Compute(_) => Vec::new(),
+                ProgramItem::Exchange(name) => vec![(position, name)],
+                ProgramItem::Bands { bands, .. } => {
+                    bands.iter().map(|b| (position, &b.phase)).collect()
+                }
+            }
+        });
+    for (position, name) in named {
         match counts.get_mut(name.as_str()) {
             Some(count) => {
                 *count += 1;

@@ -71,6 +71,13 @@ fn well_formed(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>) -> Option<fm
         K::BadCapacity { capacity } => write!(f, "node {node} has capacity {capacity}, but only switches have a capacity, of at least 1"),
         K::DuplicatePhaseName => write!(f, "schedule: two phases are called `{}`; phase names must be unique", Or(&at.phase)),
         K::ProgramUnknownPhase { position, name } => write!(f, "program item {position} runs exchange phase `{name}`, but no phase has that name"),
+        K::BandsNameTaken => write!(f, "schedule: the banded exchange `{}` has the name of another phase or exchange; names must be unique", Or(&at.phase)),
+        K::NoBands => write!(f, "exchange `{}`: the banded exchange has no band; it needs at least one", Or(&at.phase)),
+        K::EmptyBand { band, min_bytes, max_bytes } => write!(f, "exchange `{}`: band {band} ({min_bytes}..{max_bytes} bytes) holds no size; its upper end must be above its lower end", Or(&at.phase)),
+        K::BandGap { band, min_bytes, expected: Some(end) } => write!(f, "exchange `{}`: band {band} starts at {min_bytes} bytes but band {} ends at {end} bytes; bands must follow each other without a hole or an overlap", Or(&at.phase), band.saturating_sub(1)),
+        K::BandGap { band, min_bytes, expected: None } => write!(f, "exchange `{}`: band {band} starts at {min_bytes} bytes but band {} has no upper end; only the last band may be unbounded", Or(&at.phase), band.saturating_sub(1)),
+        K::BandsDiffer { band, phase: p, what } => write!(f, "exchange `{}`: band {band} runs phase `{p}`, whose {what} differs from band 0's; every band runs the same collective, op and dtype", Or(&at.phase)),
+        K::BandSizeOutside { band, phase: p, bytes } => write!(f, "exchange `{}`: band {band} runs phase `{p}`, compiled for {bytes} bytes, a size outside the band; a band's phase is compiled for a size it serves", Or(&at.phase)),
         K::ProgramPhaseCount { count } => write!(f, "program: phase `{}` is run {count} times; every phase must be run exactly once", Or(&at.phase)),
         K::ProgramOrder { position, found, expected } => write!(f, "program item {position} runs `{found}` where the phase order has `{expected}`; the program must run the phases in the order they are listed"),
         K::NoDataBuffer => match &at.buffer {
@@ -136,7 +143,7 @@ fn instructions_and_results(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>)
         K::CapacityExceeded { live, capacity } => write!(f, "{step}device {node} holds {live} live chunk(s), more than its capacity of {capacity}"),
         K::FormatVersion { .. } | K::TooLarge { .. } | K::NoComputeNodes { .. } | K::DuplicateNodeName { .. }
         | K::DuplicateLinkName { .. } | K::LinkEndpointUnknown { .. } | K::LinkToItself | K::InvalidLink { .. }
-        | K::InvalidReduceRate { .. } | K::InvalidSwitchLatency { .. } | K::BadCapacity { .. } | K::DuplicatePhaseName | K::ProgramUnknownPhase { .. }
+        | K::InvalidReduceRate { .. } | K::InvalidSwitchLatency { .. } | K::BadCapacity { .. } | K::DuplicatePhaseName | K::BandsNameTaken | K::NoBands | K::EmptyBand { .. } | K::BandGap { .. } | K::BandsDiffer { .. } | K::BandSizeOutside { .. } | K::ProgramUnknownPhase { .. }
         | K::ProgramPhaseCount { .. } | K::ProgramOrder { .. } | K::NoDataBuffer | K::ExtraDataBuffer
         | K::ChunkReversed { .. } | K::ChunkGap { .. } | K::ChunksEnd { .. } | K::UnknownRoot { .. }
         | K::RootNotCompute | K::MissingOwner { .. } | K::UnknownOwner { .. } | K::OwnerNotCompute

@@ -17,7 +17,17 @@
 //! - phase names are unique — [`ErrorKind::DuplicatePhaseName`];
 //! - a non-empty `program` names only existing phases — [`ErrorKind::ProgramUnknownPhase`] —
 //!   runs every phase exactly once — [`ErrorKind::ProgramPhaseCount`] — and in the order of
-//!   `phases` — [`ErrorKind::ProgramOrder`].
+//!   `phases` — [`ErrorKind::ProgramOrder`]; a banded exchange
+//!   ([`ProgramItem::Bands`](crate::ProgramItem::Bands)) runs each band's phase, in band order.
+//!
+//! Each banded exchange (`bands.rs`; its bands' phases are proved like every phase):
+//! - its name is no phase's and no other exchange's — [`ErrorKind::BandsNameTaken`];
+//! - it has a band — [`ErrorKind::NoBands`]; every band holds a size (`max_bytes` above
+//!   `min_bytes`) — [`ErrorKind::EmptyBand`]; each band starts where the one before ends, so
+//!   the bands are ordered, disjoint and cover their whole range — [`ErrorKind::BandGap`];
+//! - every band's phase runs the collective, op and dtype of band 0's —
+//!   [`ErrorKind::BandsDiffer`] — and was compiled for a size inside its band —
+//!   [`ErrorKind::BandSizeOutside`].
 //!
 //! The machine:
 //! - it has at least one compute node — [`ErrorKind::NoComputeNodes`];
@@ -145,6 +155,7 @@
 //! bytes on each link direction, busy and idle directions, the busiest direction, bytes sent,
 //! any warnings, and the [cost model](crate::cost)'s estimate, lower bound and efficiency.
 
+mod bands;
 mod capacity;
 mod conflicts;
 mod error;
