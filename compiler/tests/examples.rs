@@ -168,6 +168,15 @@ fn every_example_under_every_method_that_applies() {
                 let verified = schedule_ir::verify(schedule)
                     .unwrap_or_else(|e| panic!("{case}: the verifier refuses it: {e}"));
                 let phase = &verified.schedule().phases[0];
+                // `auto` skips a method whose floor is not below the best estimate so far, so
+                // the floor must never be above what the method's schedule costs.
+                let base = topoc::lower::floor::Floor::of(&ir, &request.spec);
+                let floor = method.floor(&loaded.machine, &request.spec, &knobs, &base);
+                let estimate = schedule_ir::cost::estimate(&ir, phase).seconds;
+                assert!(
+                    floor <= estimate,
+                    "{case}: floor {floor} s above the estimate {estimate} s"
+                );
                 let instructions: usize = phase
                     .programs
                     .iter()

@@ -145,8 +145,7 @@ pub fn compile(
         trace_sizes: sizes,
         report: report_format,
     } = request;
-    let (emit, form, phase, sizes, report_format) =
-        (*emit, *form, *phase, *sizes, *report_format);
+    let (emit, form, phase, sizes, report_format) = (*emit, *form, *phase, *sizes, *report_format);
     if phase.is_some() && !matches!(emit, Emit::MscclXml | Emit::Mscclpp | Emit::Chakra) {
         return Err(
             "error: --phase selects the phase to export with --emit msccl-xml, mscclpp or chakra; \
