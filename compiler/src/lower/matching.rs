@@ -28,6 +28,7 @@
 //! for the phase's vector, and the cheapest is kept; the search stops at a work budget, so
 //! large machines try fewer shapes.
 
+pub mod overlap;
 pub mod synth;
 
 use super::plan::{self, Move, Packing, Plan};
@@ -35,7 +36,9 @@ use super::{vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::Machine;
+use overlap::Placed;
 use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, RecvMode};
+use std::collections::BTreeMap;
 use synth::{Direction, Gather, Pick};
 
 /// The chunk counts per node tried, in order.
@@ -47,13 +50,13 @@ const MAX_RECEPTIONS: u64 = 1 << 20;
 
 /// The receptions all candidates together may synthesise: the search's work budget, which
 /// keeps a compile of a 1 024-node machine within its time.
-const SEARCH_RECEPTIONS: u64 = 1 << 22;
+const SEARCH_RECEPTIONS: u64 = 1 << 21;
 
 /// The most chunks a fast link carries per step.
 const MAX_CAPACITY: u32 = 8;
 
 /// The fixed seeds of the tie-breaks.
-const SEEDS: [u64; 2] = [0x746f_706f_63, 0x6d61_7463_68];
+const SEEDS: [u64; 2] = [0x0074_6f70_6f63, 0x006d_6174_6368];
 
 /// `matching`: all-gather synthesised by link–chunk matching, reduce-scatter as its time
 /// reversal.
@@ -111,9 +114,53 @@ impl Lowering for Matching {
         }
         super::check_planned(self.name(), machine)?;
         let links = Links::of(machine)?;
-        let best = search(&links, spec)?;
-        let mut lowered = Lowered::phase(assemble(machine, &links, spec, self.name(), &best));
-        lowered.detail = Some(best.describe());
+        let shapes = search(&links, spec)?;
+        let best = &shapes[0];
+        let mut choice: Option<(usize, f64, Vec<Placed>, &Best)> = None;
+        if spec.collective == Collective::AllReduce {
+            let mut budget = SEARCH_RECEPTIONS / 2;
+            for shape in &shapes {
+                if let Some((pieces, seconds, placed)) =
+                    overlapped(&links, spec, shape, &mut budget)
+                {
+                    if choice.as_ref().is_none_or(|(_, s, _, _)| seconds < *s) {
+                        choice = Some((pieces, seconds, placed, shape));
+                    }
+                }
+            }
+        }
+        let (phase, detail) = match choice {
+            Some((pieces, seconds, placed, shape)) if seconds < 2.0 * best.seconds => {
+                let chunks = vector_chunks(
+                    spec.elements,
+                    shape.per_node * links.nodes.len() * pieces,
+                    |c| {
+                        links
+                            .nodes
+                            .get((c % (shape.per_node * links.nodes.len())) / shape.per_node)
+                            .copied()
+                    },
+                );
+                let plan = Plan::data(
+                    chunks,
+                    placed_steps(&links.nodes, &placed),
+                    Packing::AsGiven,
+                );
+                (
+                    plan::assemble(spec, self.name(), machine, plan),
+                    format!(
+                        "{}, halves overlapped in {pieces} piece(s)",
+                        shape.describe()
+                    ),
+                )
+            }
+            _ => (
+                assemble(machine, &links, spec, self.name(), best),
+                best.describe(),
+            ),
+        };
+        let mut lowered = Lowered::phase(phase);
+        lowered.detail = Some(detail);
         Ok(lowered)
     }
     fn sized(&self) -> bool {
@@ -268,6 +315,8 @@ struct Best {
     gather: Gather,
     /// Indices into [`Links::dirs`] of the synthesis's directions.
     dirs: Vec<usize>,
+    /// The chunks per step of each of the synthesis's directions.
+    capacity: Vec<u32>,
     per_node: usize,
     reference: f64,
     pick: Pick,
@@ -289,15 +338,17 @@ impl Best {
     }
 }
 
-/// Tries the shapes (see the [module doc](self)) within the work budget and keeps the
-/// all-gather the cost model prices lowest for the phase's vector.
-fn search(links: &Links, spec: &PhaseSpec) -> Result<Best, EmbedError> {
+/// Tries the shapes (see the [module doc](self)) within the work budget and keeps, per chunk
+/// count, the all-gather the cost model prices lowest for the phase's vector; the cheapest
+/// comes first.
+fn search(links: &Links, spec: &PhaseSpec) -> Result<Vec<Best>, EmbedError> {
     let p = links.nodes.len();
     let mut spent = 0u64;
-    let mut best: Option<Best> = None;
+    let mut kept: Vec<Best> = Vec::new();
     for per_node in chunk_counts(p, spec.elements) {
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
+        let mut best: Option<Best> = None;
         for reference in links.references() {
             let (dirs, index) = links.at(reference);
             for (pick, seed) in [
@@ -305,7 +356,8 @@ fn search(links: &Links, spec: &PhaseSpec) -> Result<Best, EmbedError> {
                 (Pick::Any, SEEDS[0]),
                 (Pick::Rarest, SEEDS[1]),
             ] {
-                if best.is_some() && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
+                let first = kept.is_empty() && best.is_none();
+                if !first && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
                     continue;
                 }
                 spent = spent.saturating_add(receptions);
@@ -326,6 +378,7 @@ fn search(links: &Links, spec: &PhaseSpec) -> Result<Best, EmbedError> {
                     best = Some(Best {
                         gather,
                         dirs: index.clone(),
+                        capacity: dirs.iter().map(|d| d.capacity).collect(),
                         per_node,
                         reference,
                         pick,
@@ -334,10 +387,15 @@ fn search(links: &Links, spec: &PhaseSpec) -> Result<Best, EmbedError> {
                 }
             }
         }
+        kept.extend(best);
     }
-    best.ok_or_else(|| {
-        EmbedError::NotApplicable("`matching` found no schedule within its step limit".into())
-    })
+    if kept.is_empty() {
+        return Err(EmbedError::NotApplicable(
+            "`matching` found no schedule within its step limit".into(),
+        ));
+    }
+    kept.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    Ok(kept)
 }
 
 /// The α-β price of one half (`gather`'s steps) for the phase's vector cut into `chunks`
@@ -410,4 +468,96 @@ fn assemble(
     }
     let plan = Plan::data(chunks, steps, Packing::AsGiven);
     plan::assemble(spec, algorithm, machine, plan)
+}
+
+/// The pipeline depths tried for the overlapped allreduce.
+const PIECES: [usize; 4] = [1, 2, 4, 8];
+
+/// The cheapest overlapped allreduce of `best` ([`overlap`]) over the pipeline depths of
+/// [`PIECES`] within [`MAX_RECEPTIONS`], no more chunks than elements and the work left in
+/// `budget` (receptions placed), with its depth and price.
+fn overlapped(
+    links: &Links,
+    spec: &PhaseSpec,
+    best: &Best,
+    budget: &mut u64,
+) -> Option<(usize, f64, Vec<Placed>)> {
+    let p = links.nodes.len();
+    let k = best.per_node;
+    let per_piece = k * p;
+    let list = overlap::receptions(&best.gather, |d| {
+        let dir = links.dirs[best.dirs[d]];
+        let capacity = best.capacity.get(d).copied().unwrap_or(1);
+        (dir.from, dir.to, dir.link, capacity)
+    });
+    let link_count = links
+        .dirs
+        .iter()
+        .map(|d| d.link.index() + 1)
+        .max()
+        .unwrap_or(0);
+    let mut kept: Option<(usize, f64, Vec<Placed>)> = None;
+    for pieces in PIECES {
+        let receptions = (list.len() * pieces) as u64;
+        let chunks = (per_piece * pieces) as u64;
+        if receptions > MAX_RECEPTIONS || chunks > spec.elements.max(1) || receptions > *budget {
+            break;
+        }
+        *budget -= receptions;
+        let run = overlap::allreduce(p, per_piece, |c| c / k, &list, pieces, link_count);
+        let seconds = price_load(links, spec, chunks as usize, &run.load);
+        if kept.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
+            kept = Some((pieces, seconds, run.placed));
+        }
+    }
+    kept
+}
+
+/// The α-β price of an overlapped allreduce whose directions carry `load` (see
+/// [`overlap::Overlapped::load`]) for the phase's vector cut into `chunks` chunks.
+fn price_load(links: &Links, spec: &PhaseSpec, chunks: usize, load: &[Vec<u32>]) -> f64 {
+    let bytes =
+        (spec.elements as f64 / chunks.max(1) as f64).ceil() * spec.dtype.size_bytes() as f64;
+    let steps = load.iter().map(Vec::len).max().unwrap_or(0);
+    let mut beta = vec![0.0f64; steps];
+    let mut alpha = vec![0.0f64; steps];
+    for d in &links.dirs {
+        let key = d.link.index() * 2 + usize::from(d.from > d.to);
+        let rate = schedule_ir::cost::bytes_per_second(d.bandwidth_gbps);
+        let Some(column) = load.get(key) else {
+            continue;
+        };
+        for (s, &n) in column.iter().enumerate().filter(|(_, &n)| n > 0) {
+            beta[s] = beta[s].max(f64::from(n) * bytes / rate);
+            alpha[s] = alpha[s].max(d.latency_us * 1e-6);
+        }
+    }
+    beta.iter().zip(&alpha).map(|(b, a)| a + b).sum()
+}
+
+/// The plan steps of placed transfers: per step, one move per link direction and mode,
+/// carrying its chunks in placement order.
+fn placed_steps(nodes: &[NodeId], placed: &[Placed]) -> Vec<Vec<Move>> {
+    let steps = placed
+        .iter()
+        .map(|t| t.step as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut grouped: Vec<BTreeMap<(LinkId, usize, bool), Move>> = vec![BTreeMap::new(); steps];
+    for t in placed {
+        let mode = if t.reduce {
+            RecvMode::Reduce
+        } else {
+            RecvMode::Store
+        };
+        grouped[t.step as usize]
+            .entry((t.link, t.from, t.reduce))
+            .or_insert_with(|| Move::data(nodes[t.from], nodes[t.to], vec![t.link], vec![], mode))
+            .chunks
+            .push(ChunkId(t.chunk));
+    }
+    grouped
+        .into_iter()
+        .map(|step| step.into_values().collect())
+        .collect()
 }

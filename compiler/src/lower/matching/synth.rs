@@ -13,6 +13,10 @@
 //! leads from a holder of a missing chunk to a node that lacks it, and the first such direction
 //! considered takes it), so the synthesis ends within `C · (p - 1)` steps.
 
+/// How many candidates [`Pick::Rarest`] weighs per pick, from a seeded position: enough to
+/// find a rare chunk, and it keeps a pick's cost bounded whatever the chunk count.
+const RAREST_WINDOW: usize = 48;
+
 /// One usable link direction between compute nodes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Direction {
@@ -54,7 +58,7 @@ impl Rng {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn bits(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -67,7 +71,7 @@ impl Rng {
         if n == 0 {
             0
         } else {
-            (self.next() % n as u64) as usize
+            (self.bits() % n as u64) as usize
         }
     }
 }
@@ -156,12 +160,17 @@ fn choose(
     let to = &held[dir.to * words..(dir.to + 1) * words];
     let busy = &incoming[dir.to * words..(dir.to + 1) * words];
     let mut best: Option<(u32, usize)> = None;
+    let mut seen = 0;
     for i in 0..words {
+        if seen >= RAREST_WINDOW {
+            break;
+        }
         let w = (start + i) % words;
         let mut bits = from[w] & !to[w] & !busy[w];
         while bits != 0 {
             let c = w * 64 + bits.trailing_zeros() as usize;
             bits &= bits - 1;
+            seen += 1;
             match pick {
                 Pick::Any => return Some(c),
                 Pick::Rarest => {
