@@ -76,6 +76,11 @@ fn auto_uses_trees_where_rings_do_not_apply() {
     let source = std::fs::read_to_string(path).unwrap();
     let compiled = topoc::compile_source(&source, &Options::default()).unwrap();
     for note in &compiled.notes {
+        // The allreduce may go to the other generic method, link-chunk matching, where the
+        // cost model prices it lower; the broadcast only trees lower.
+        if note.method.name() == "matching" {
+            continue;
+        }
         assert_eq!(note.method.name(), "trees");
         assert!(
             note.reason.contains("ring does not apply")
