@@ -74,7 +74,8 @@ impl Lowering for Matching {
         supports(collective)
     }
     /// Every node receives each chunk it lacks once per half: `C · (p - 1)` transfers of one
-    /// chunk for `C` chunks, with `C` the largest chunk count tried for the vector. Steps are
+    /// chunk for `C` chunks, with `C` the largest chunk count tried for the vector (times the
+    /// deepest pipeline of an overlapped allreduce). Steps are
     /// counted as if every direction were busy in every step, plus `p` for the fill and drain.
     /// A machine whose compute nodes are not joined by direct links is refused here, before
     /// anything is counted.
@@ -92,9 +93,25 @@ impl Lowering for Matching {
         } else {
             1
         };
-        let chunks = chunk_counts(links.nodes.len(), spec.elements)
+        let per_piece = chunk_counts(links.nodes.len(), spec.elements)
             .last()
             .map_or(p, |&k| k as u64 * p);
+        // An overlapped allreduce repeats the chunking in up to 8 pieces, within the same
+        // limits on receptions and elements.
+        let pieces = if spec.collective == Collective::AllReduce {
+            PIECES
+                .into_iter()
+                .filter(|&n| {
+                    let chunks = per_piece.saturating_mul(n as u64);
+                    chunks.saturating_mul(p.saturating_sub(1)) <= MAX_RECEPTIONS
+                        && chunks <= spec.elements.max(1)
+                })
+                .max()
+                .unwrap_or(1)
+        } else {
+            1
+        };
+        let chunks = per_piece.saturating_mul(pieces as u64);
         let receptions = chunks.saturating_mul(p.saturating_sub(1));
         let transfers = receptions.saturating_mul(halves);
         let directions = (links.dirs.len() as u64).max(1);
