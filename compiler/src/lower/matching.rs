@@ -1,0 +1,580 @@
+//! `matching`: collectives synthesised step by step by matching chunks to links, on any
+//! machine whose compute nodes are joined by direct links — the generic method that needs no
+//! structure (no rings, planes or groups) to be recognised.
+//!
+//! **All-gather** ([`synth`]): each node starts with its own `k` chunks. In every step each
+//! link direction between compute nodes carries chunks its sender holds and its receiver lacks
+//! (and does not receive elsewhere in the step), the rarest first; the steps repeat until every
+//! node holds every chunk. This is the time-stepped link–chunk matching of TACOS (Won et al.,
+//! "TACOS: Topology-Aware Collective Algorithm Synthesizer", MICRO 2024), which reaches close
+//! to the bandwidth bound on meshes and tori because every direction stays busy nearly to the
+//! end.
+//!
+//! **Reduce-scatter** is the all-gather run backwards. In the all-gather each node receives each
+//! chunk exactly once, so the chunk spreads along an arborescence rooted at its owner; reversed
+//! (step `t` becomes step `T - 1 - t`, each transfer `u → v` becomes `v → u` in reduce mode),
+//! every node sends its partial sum of the chunk toward the owner after each of its children in
+//! that tree has sent it theirs. A direction used once per step becomes its reverse used once
+//! per step, so the reversed schedule books no direction twice either.
+//!
+//! **All-reduce** is the reduce-scatter followed by the all-gather of the same synthesis.
+//!
+//! **Shape.** A BSP step lasts as long as its slowest transfer, so on a machine whose links
+//! differ in speed the synthesis is run per *reference bandwidth* `b` (each distinct link
+//! bandwidth): links slower than `b` are left out (if the rest still joins the compute nodes)
+//! and a link of bandwidth `B ≥ b` carries `⌊B/b⌋` chunks per step in one send. The chunks per
+//! node `k`, the pick rule (rarest first, or any candidate as TACOS does) and the seed of the
+//! tie-breaks are the other knobs. Every candidate's all-gather is priced by the α-β cost model
+//! for the phase's vector, and the cheapest is kept; the search stops at a work budget, so
+//! large machines try fewer shapes.
+
+pub mod overlap;
+pub mod synth;
+
+use super::plan::{self, Move, Packing, Plan};
+use super::{vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
+use crate::embed::EmbedError;
+use crate::limits::Estimate;
+use crate::machine::Machine;
+use overlap::Placed;
+use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, RecvMode};
+use std::collections::BTreeMap;
+use synth::{Direction, Gather, Pick};
+
+/// The chunk counts per node tried, in order.
+const CHUNKS_PER_NODE: [usize; 7] = [1, 2, 3, 4, 6, 8, 12];
+
+/// The most chunk receptions (`chunks · (p - 1)`) one all-gather candidate may synthesise:
+/// about a million, one chunk per node on 1 024 nodes.
+const MAX_RECEPTIONS: u64 = 1 << 20;
+
+/// The receptions all candidates together may synthesise: the search's work budget, which
+/// keeps a compile of a 1 024-node machine within its time.
+const SEARCH_RECEPTIONS: u64 = 1 << 21;
+
+/// The most chunks a fast link carries per step.
+const MAX_CAPACITY: u32 = 8;
+
+/// The fixed seeds of the tie-breaks.
+const SEEDS: [u64; 2] = [0x0074_6f70_6f63, 0x006d_6174_6368];
+
+/// `matching`: all-gather synthesised by link–chunk matching, reduce-scatter as its time
+/// reversal.
+pub struct Matching;
+
+impl Lowering for Matching {
+    fn name(&self) -> &'static str {
+        "matching"
+    }
+    fn about(&self) -> &'static str {
+        "link-chunk matching: step by step, every link between compute nodes carries a chunk \
+         its receiver lacks, the rarest first; reduce-scatter runs the same steps backwards"
+    }
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
+    /// Every node receives each chunk it lacks once per half: `C · (p - 1)` transfers of one
+    /// chunk for `C` chunks, with `C` the largest chunk count tried for the vector (times the
+    /// deepest pipeline of an overlapped allreduce). Steps are
+    /// counted as if every direction were busy in every step, plus `p` for the fill and drain.
+    /// A machine whose compute nodes are not joined by direct links is refused here, before
+    /// anything is counted.
+    fn estimate(
+        &self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        _: &Knobs,
+    ) -> Result<Estimate, EmbedError> {
+        super::check_planned(self.name(), machine)?;
+        let links = Links::of(machine)?;
+        let p = links.nodes.len() as u64;
+        let halves = if spec.collective == Collective::AllReduce {
+            2
+        } else {
+            1
+        };
+        let per_piece = chunk_counts(links.nodes.len(), spec.elements)
+            .last()
+            .map_or(p, |&k| k as u64 * p);
+        // An overlapped allreduce repeats the chunking in up to 8 pieces, within the same
+        // limits on receptions and elements.
+        let pieces = if spec.collective == Collective::AllReduce {
+            PIECES
+                .into_iter()
+                .filter(|&n| {
+                    let chunks = per_piece.saturating_mul(n as u64);
+                    chunks.saturating_mul(p.saturating_sub(1)) <= MAX_RECEPTIONS
+                        && chunks <= spec.elements.max(1)
+                })
+                .max()
+                .unwrap_or(1)
+        } else {
+            1
+        };
+        let chunks = per_piece.saturating_mul(pieces as u64);
+        let receptions = chunks.saturating_mul(p.saturating_sub(1));
+        let transfers = receptions.saturating_mul(halves);
+        let directions = (links.dirs.len() as u64).max(1);
+        let steps = halves * (receptions.div_ceil(directions) + p);
+        let mut estimate = Estimate::transfers(transfers, transfers, chunks, 1)
+            .on(links.nodes.len())
+            .in_steps(steps);
+        estimate.planning = SEARCH_RECEPTIONS.saturating_mul(64);
+        Ok(estimate)
+    }
+    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
+        if !supports(spec.collective) {
+            return Err(EmbedError::NotApplicable(format!(
+                "`matching` lowers allreduce, reduce-scatter and allgather, not {}",
+                spec.collective
+            )));
+        }
+        super::check_planned(self.name(), machine)?;
+        let links = Links::of(machine)?;
+        let shapes = search(&links, spec)?;
+        let best = &shapes[0];
+        let mut choice: Option<(usize, f64, Vec<Placed>, &Best)> = None;
+        if spec.collective == Collective::AllReduce {
+            let mut budget = SEARCH_RECEPTIONS / 2;
+            for shape in &shapes {
+                if let Some((pieces, seconds, placed)) =
+                    overlapped(&links, spec, shape, &mut budget)
+                {
+                    if choice.as_ref().is_none_or(|(_, s, _, _)| seconds < *s) {
+                        choice = Some((pieces, seconds, placed, shape));
+                    }
+                }
+            }
+        }
+        let (phase, detail) = match choice {
+            Some((pieces, seconds, placed, shape)) if seconds < 2.0 * best.seconds => {
+                let chunks = vector_chunks(
+                    spec.elements,
+                    shape.per_node * links.nodes.len() * pieces,
+                    |c| {
+                        links
+                            .nodes
+                            .get((c % (shape.per_node * links.nodes.len())) / shape.per_node)
+                            .copied()
+                    },
+                );
+                let plan = Plan::data(
+                    chunks,
+                    placed_steps(&links.nodes, &placed),
+                    Packing::AsGiven,
+                );
+                (
+                    plan::assemble(spec, self.name(), machine, plan),
+                    format!(
+                        "{}, halves overlapped in {pieces} piece(s)",
+                        shape.describe()
+                    ),
+                )
+            }
+            _ => (
+                assemble(machine, &links, spec, self.name(), best),
+                best.describe(),
+            ),
+        };
+        let mut lowered = Lowered::phase(phase);
+        lowered.detail = Some(detail);
+        Ok(lowered)
+    }
+    fn sized(&self) -> bool {
+        true
+    }
+}
+
+/// Whether `matching` lowers `collective`.
+pub fn supports(collective: Collective) -> bool {
+    matches!(
+        collective,
+        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+    )
+}
+
+/// One direction of a link between two compute nodes.
+#[derive(Clone, Copy, Debug)]
+struct LinkDirection {
+    from: usize,
+    to: usize,
+    link: LinkId,
+    bandwidth_gbps: f64,
+    latency_us: f64,
+}
+
+/// The compute nodes and the link directions that join them directly.
+struct Links {
+    nodes: Vec<NodeId>,
+    dirs: Vec<LinkDirection>,
+}
+
+impl Links {
+    /// The direct links between compute nodes; refuses a machine where they do not join every
+    /// compute node to the first, naming one that is reached only through switches.
+    fn of(machine: &Machine) -> Result<Links, EmbedError> {
+        let nodes = machine.compute_nodes();
+        let mut index = vec![usize::MAX; machine.node_count()];
+        for (i, n) in nodes.iter().enumerate() {
+            index[n.index()] = i;
+        }
+        let mut dirs = Vec::new();
+        for (i, &a) in nodes.iter().enumerate() {
+            for (link, b) in machine.links_at(a) {
+                if machine.node(b).kind != NodeKind::Compute {
+                    continue;
+                }
+                let info = machine.link(link);
+                dirs.push(LinkDirection {
+                    from: i,
+                    to: index[b.index()],
+                    link,
+                    bandwidth_gbps: info.bandwidth_gbps,
+                    latency_us: info.latency_us,
+                });
+            }
+        }
+        let links = Links { nodes, dirs };
+        if let Some(alone) = links.unreached(f64::NEG_INFINITY) {
+            return Err(EmbedError::NotApplicable(format!(
+                "`matching` moves chunks over links between compute nodes only, and {} is \
+                 joined to {} only through switches",
+                machine.node(links.nodes[alone]).name,
+                machine.node(links.nodes[0]).name
+            )));
+        }
+        Ok(links)
+    }
+
+    /// The first compute node that links of at least `gbps` do not join to the first one.
+    fn unreached(&self, gbps: f64) -> Option<usize> {
+        let p = self.nodes.len();
+        let mut adjacent: Vec<Vec<usize>> = vec![Vec::new(); p];
+        for d in self.dirs.iter().filter(|d| d.bandwidth_gbps >= gbps) {
+            adjacent[d.from].push(d.to);
+        }
+        let mut seen = vec![false; p];
+        let mut stack = Vec::new();
+        if p > 0 {
+            seen[0] = true;
+            stack.push(0);
+        }
+        while let Some(n) = stack.pop() {
+            for &m in &adjacent[n] {
+                if !seen[m] {
+                    seen[m] = true;
+                    stack.push(m);
+                }
+            }
+        }
+        seen.iter().position(|&s| !s)
+    }
+
+    /// The reference bandwidths worth trying, fastest first: each distinct link bandwidth
+    /// whose links and the faster ones still join every compute node (at most three).
+    fn references(&self) -> Vec<f64> {
+        let mut speeds: Vec<f64> = self.dirs.iter().map(|d| d.bandwidth_gbps).collect();
+        speeds.sort_by(|a, b| b.total_cmp(a));
+        speeds.dedup();
+        let mut out: Vec<f64> = speeds
+            .into_iter()
+            .filter(|&b| self.unreached(b).is_none())
+            .collect();
+        // The slowest reference uses every link; keep it and the two fastest that connect.
+        if out.len() > 3 {
+            let slowest = out[out.len() - 1];
+            out.truncate(2);
+            out.push(slowest);
+        }
+        out
+    }
+
+    /// The directions the synthesis uses at reference bandwidth `gbps`, with the index of each
+    /// in [`Links::dirs`].
+    fn at(&self, gbps: f64) -> (Vec<Direction>, Vec<usize>) {
+        self.dirs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.bandwidth_gbps >= gbps)
+            .map(|(i, d)| {
+                let ratio = (d.bandwidth_gbps / gbps * (1.0 + 1e-9)).floor();
+                let capacity = if ratio.is_finite() && ratio >= 1.0 {
+                    (ratio as u32).min(MAX_CAPACITY)
+                } else {
+                    1
+                };
+                (
+                    Direction {
+                        from: d.from,
+                        to: d.to,
+                        capacity,
+                    },
+                    i,
+                )
+            })
+            .unzip()
+    }
+}
+
+/// The chunk counts per node tried for `p` nodes and a vector of `elements`: every one of
+/// [`CHUNKS_PER_NODE`] within [`MAX_RECEPTIONS`] and with no more chunks than elements, and
+/// always one chunk per node.
+fn chunk_counts(p: usize, elements: u64) -> Vec<usize> {
+    let receptions = |k: usize| (k * p) as u64 * p.saturating_sub(1) as u64;
+    CHUNKS_PER_NODE
+        .into_iter()
+        .filter(|&k| k == 1 || (receptions(k) <= MAX_RECEPTIONS && (k * p) as u64 <= elements))
+        .collect()
+}
+
+/// A synthesised all-gather with the shape that produced it and its price.
+struct Best {
+    gather: Gather,
+    /// Indices into [`Links::dirs`] of the synthesis's directions.
+    dirs: Vec<usize>,
+    /// The chunks per step of each of the synthesis's directions.
+    capacity: Vec<u32>,
+    per_node: usize,
+    reference: f64,
+    pick: Pick,
+    seconds: f64,
+}
+
+impl Best {
+    fn describe(&self) -> String {
+        format!(
+            "{} chunk(s) per node, {} first, links of {} Gbit/s or more, {} steps per half",
+            self.per_node,
+            match self.pick {
+                Pick::Rarest => "rarest",
+                Pick::Any => "any candidate",
+            },
+            self.reference,
+            self.gather.steps.len()
+        )
+    }
+}
+
+/// Tries the shapes (see the [module doc](self)) within the work budget and keeps, per chunk
+/// count, the all-gather the cost model prices lowest for the phase's vector; the cheapest
+/// comes first.
+fn search(links: &Links, spec: &PhaseSpec) -> Result<Vec<Best>, EmbedError> {
+    let p = links.nodes.len();
+    let mut spent = 0u64;
+    let mut kept: Vec<Best> = Vec::new();
+    for per_node in chunk_counts(p, spec.elements) {
+        let chunks = per_node * p;
+        let receptions = chunks as u64 * p.saturating_sub(1) as u64;
+        let mut best: Option<Best> = None;
+        for reference in links.references() {
+            let (dirs, index) = links.at(reference);
+            for (pick, seed) in [
+                (Pick::Rarest, SEEDS[0]),
+                (Pick::Any, SEEDS[0]),
+                (Pick::Rarest, SEEDS[1]),
+            ] {
+                let first = kept.is_empty() && best.is_none();
+                if !first && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
+                    continue;
+                }
+                spent = spent.saturating_add(receptions);
+                let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
+                let Some(gather) = synth::gather(
+                    p,
+                    chunks,
+                    |c| c / per_node,
+                    &dirs,
+                    pick,
+                    seed,
+                    max_steps.max(1),
+                ) else {
+                    continue;
+                };
+                let seconds = price(links, &index, &gather, spec, chunks);
+                if best.as_ref().is_none_or(|b| seconds < b.seconds) {
+                    best = Some(Best {
+                        gather,
+                        dirs: index.clone(),
+                        capacity: dirs.iter().map(|d| d.capacity).collect(),
+                        per_node,
+                        reference,
+                        pick,
+                        seconds,
+                    });
+                }
+            }
+        }
+        kept.extend(best);
+    }
+    if kept.is_empty() {
+        return Err(EmbedError::NotApplicable(
+            "`matching` found no schedule within its step limit".into(),
+        ));
+    }
+    kept.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    Ok(kept)
+}
+
+/// The α-β price of one half (`gather`'s steps) for the phase's vector cut into `chunks`
+/// chunks: per step, the slowest latency used plus the most loaded direction's bytes over its
+/// bandwidth, as [`schedule_ir::cost`] prices it.
+fn price(links: &Links, index: &[usize], gather: &Gather, spec: &PhaseSpec, chunks: usize) -> f64 {
+    let bytes =
+        (spec.elements as f64 / chunks.max(1) as f64).ceil() * spec.dtype.size_bytes() as f64;
+    gather
+        .steps
+        .iter()
+        .map(|step| {
+            step.iter().fold(0.0f64, |slowest, (d, carried)| {
+                let dir = links.dirs[index[*d]];
+                slowest.max(
+                    carried.len() as f64 * bytes
+                        / schedule_ir::cost::bytes_per_second(dir.bandwidth_gbps),
+                )
+            }) + step
+                .iter()
+                .map(|(d, _)| links.dirs[index[*d]].latency_us * 1e-6)
+                .fold(0.0, f64::max)
+        })
+        .sum()
+}
+
+/// Writes the chosen synthesis as the phase `spec` asks for: the reduce-scatter (the
+/// all-gather reversed, in reduce mode), the all-gather, or both in that order.
+fn assemble(
+    machine: &Machine,
+    links: &Links,
+    spec: &PhaseSpec,
+    algorithm: &str,
+    best: &Best,
+) -> schedule_ir::Phase {
+    let nodes = &links.nodes;
+    let k = best.per_node;
+    let chunks = vector_chunks(spec.elements, k * nodes.len(), |c| {
+        nodes.get(c / k).copied()
+    });
+    let moves = |reverse: bool| {
+        let dirs = &best.dirs;
+        move |step: &Vec<(usize, Vec<u32>)>| -> Vec<Move> {
+            step.iter()
+                .map(|(d, carried)| {
+                    let dir = links.dirs[dirs[*d]];
+                    let (from, to, mode) = if reverse {
+                        (dir.to, dir.from, RecvMode::Reduce)
+                    } else {
+                        (dir.from, dir.to, RecvMode::Store)
+                    };
+                    Move::data(
+                        nodes[from],
+                        nodes[to],
+                        vec![dir.link],
+                        carried.iter().map(|&c| ChunkId(c)).collect(),
+                        mode,
+                    )
+                })
+                .collect()
+        }
+    };
+    let (scatter, gather) = super::halves(spec.collective).unwrap_or((false, false));
+    let mut steps: Vec<Vec<Move>> = Vec::new();
+    if scatter {
+        steps.extend(best.gather.steps.iter().rev().map(moves(true)));
+    }
+    if gather {
+        steps.extend(best.gather.steps.iter().map(moves(false)));
+    }
+    let plan = Plan::data(chunks, steps, Packing::AsGiven);
+    plan::assemble(spec, algorithm, machine, plan)
+}
+
+/// The pipeline depths tried for the overlapped allreduce.
+const PIECES: [usize; 4] = [1, 2, 4, 8];
+
+/// The cheapest overlapped allreduce of `best` ([`overlap`]) over the pipeline depths of
+/// [`PIECES`] within [`MAX_RECEPTIONS`], no more chunks than elements and the work left in
+/// `budget` (receptions placed), with its depth and price.
+fn overlapped(
+    links: &Links,
+    spec: &PhaseSpec,
+    best: &Best,
+    budget: &mut u64,
+) -> Option<(usize, f64, Vec<Placed>)> {
+    let p = links.nodes.len();
+    let k = best.per_node;
+    let per_piece = k * p;
+    let list = overlap::receptions(&best.gather, |d| {
+        let dir = links.dirs[best.dirs[d]];
+        let capacity = best.capacity.get(d).copied().unwrap_or(1);
+        (dir.from, dir.to, dir.link, capacity)
+    });
+    let link_count = links
+        .dirs
+        .iter()
+        .map(|d| d.link.index() + 1)
+        .max()
+        .unwrap_or(0);
+    let mut kept: Option<(usize, f64, Vec<Placed>)> = None;
+    for pieces in PIECES {
+        let receptions = (list.len() * pieces) as u64;
+        let chunks = (per_piece * pieces) as u64;
+        if receptions > MAX_RECEPTIONS || chunks > spec.elements.max(1) || receptions > *budget {
+            break;
+        }
+        *budget -= receptions;
+        let run = overlap::allreduce(p, per_piece, |c| c / k, &list, pieces, link_count);
+        let seconds = price_load(links, spec, chunks as usize, &run.load);
+        if kept.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
+            kept = Some((pieces, seconds, run.placed));
+        }
+    }
+    kept
+}
+
+/// The α-β price of an overlapped allreduce whose directions carry `load` (see
+/// [`overlap::Overlapped::load`]) for the phase's vector cut into `chunks` chunks.
+fn price_load(links: &Links, spec: &PhaseSpec, chunks: usize, load: &[Vec<u32>]) -> f64 {
+    let bytes =
+        (spec.elements as f64 / chunks.max(1) as f64).ceil() * spec.dtype.size_bytes() as f64;
+    let steps = load.iter().map(Vec::len).max().unwrap_or(0);
+    let mut beta = vec![0.0f64; steps];
+    let mut alpha = vec![0.0f64; steps];
+    for d in &links.dirs {
+        let key = d.link.index() * 2 + usize::from(d.from > d.to);
+        let rate = schedule_ir::cost::bytes_per_second(d.bandwidth_gbps);
+        let Some(column) = load.get(key) else {
+            continue;
+        };
+        for (s, &n) in column.iter().enumerate().filter(|(_, &n)| n > 0) {
+            beta[s] = beta[s].max(f64::from(n) * bytes / rate);
+            alpha[s] = alpha[s].max(d.latency_us * 1e-6);
+        }
+    }
+    beta.iter().zip(&alpha).map(|(b, a)| a + b).sum()
+}
+
+/// The plan steps of placed transfers: per step, one move per link direction and mode,
+/// carrying its chunks in placement order.
+fn placed_steps(nodes: &[NodeId], placed: &[Placed]) -> Vec<Vec<Move>> {
+    let steps = placed
+        .iter()
+        .map(|t| t.step as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut grouped: Vec<BTreeMap<(LinkId, usize, bool), Move>> = vec![BTreeMap::new(); steps];
+    for t in placed {
+        let mode = if t.reduce {
+            RecvMode::Reduce
+        } else {
+            RecvMode::Store
+        };
+        grouped[t.step as usize]
+            .entry((t.link, t.from, t.reduce))
+            .or_insert_with(|| Move::data(nodes[t.from], nodes[t.to], vec![t.link], vec![], mode))
+            .chunks
+            .push(ChunkId(t.chunk));
+    }
+    grouped
+        .into_iter()
+        .map(|step| step.into_values().collect())
+        .collect()
+}

@@ -1,0 +1,234 @@
+//! The allreduce with its halves overlapped: every transfer of the synthesised trees is placed
+//! in the earliest step after the transfers it depends on where its link direction still has
+//! room, so that a chunk's all-gather starts as soon as its reduce-scatter has reached the
+//! owner, while other chunks are still being reduced.
+//!
+//! Why: on a machine whose nodes differ in degree (a mesh's corners have two links, its inner
+//! nodes four) the all-gather's last steps feed the low-degree nodes while the rest of the
+//! machine idles, and the reduce-scatter's first steps (its reversal) drain them. Run one after
+//! the other, the machine idles twice; overlapped, a corner sends its reduce-scatter partials
+//! on its outgoing directions while it receives finished chunks on its incoming ones.
+//!
+//! Each chunk's transfers follow its tree: a reduce-scatter transfer `v → parent` waits for
+//! the transfers from `v`'s children; the owner's first all-gather transfers wait for every
+//! reduce-scatter transfer into the owner; every other all-gather transfer waits for the one
+//! that brought the chunk to its sender. A node's all-gather store of a chunk thus lands after
+//! its own reduce-scatter send of it (through the owner). The vector may be cut into `pieces`
+//! copies of the chunking, each with the same trees, placed one after another (reduce-scatter
+//! then all-gather of piece 0, then piece 1, …) so that later pieces fill the steps earlier
+//! ones leave idle: a pipeline. Placement is first-fit in time per link direction, linear in
+//! the transfers.
+
+use super::synth::Gather;
+use schedule_ir::LinkId;
+
+/// One all-gather reception of the synthesis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reception {
+    /// The sender, as an index into the compute nodes.
+    pub from: usize,
+    /// The receiver, likewise.
+    pub to: usize,
+    /// The link.
+    pub link: LinkId,
+    /// Chunks the link carries per step each way.
+    pub capacity: u32,
+    /// The chunk, within one piece.
+    pub chunk: u32,
+}
+
+/// One placed transfer of the overlapped allreduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placed {
+    /// The BSP step.
+    pub step: u32,
+    /// The sender, as an index into the compute nodes.
+    pub from: usize,
+    /// The receiver, likewise.
+    pub to: usize,
+    /// The link.
+    pub link: LinkId,
+    /// The chunk of the vector (`piece · chunks + chunk`).
+    pub chunk: u32,
+    /// Whether the receiver reduces (reduce-scatter) or stores (all-gather).
+    pub reduce: bool,
+}
+
+/// The receptions of `gather` in step order, each direction index resolved by `resolve` to
+/// `(from, to, link, capacity)`.
+pub fn receptions(
+    gather: &Gather,
+    resolve: impl Fn(usize) -> (usize, usize, LinkId, u32),
+) -> Vec<Reception> {
+    gather
+        .steps
+        .iter()
+        .flatten()
+        .flat_map(|(d, carried)| {
+            let (from, to, link, capacity) = resolve(*d);
+            carried.iter().map(move |&chunk| Reception {
+                from,
+                to,
+                link,
+                capacity,
+                chunk,
+            })
+        })
+        .collect()
+}
+
+/// Which link directions carry what in which step, as transfers are placed.
+struct Timeline {
+    /// `slots[key][step]`: chunks carried and whether they are reduced.
+    slots: Vec<Vec<(u32, bool)>>,
+    /// `skip[key][step]`: a step at or after `step` that may have room; a full step points
+    /// past itself (a union-find with path compression, so a placement skips full steps in
+    /// near-constant time).
+    skip: Vec<Vec<u32>>,
+}
+
+impl Timeline {
+    /// The first step at or after `s` of direction `key` that is not full, growing the
+    /// direction's columns as needed.
+    fn free(&mut self, key: usize, s: usize) -> usize {
+        let skip = &mut self.skip[key];
+        let mut at = s;
+        loop {
+            if skip.len() <= at {
+                let from = skip.len();
+                skip.extend((from..=at).map(|i| u32::try_from(i).unwrap_or(u32::MAX)));
+                self.slots[key].resize(at + 1, (0, false));
+            }
+            let next = skip[at] as usize;
+            if next == at {
+                break;
+            }
+            at = next;
+        }
+        // Path compression: every step visited points at the free one.
+        let mut walk = s;
+        while walk != at {
+            let next = skip[walk] as usize;
+            skip[walk] = u32::try_from(at).unwrap_or(u32::MAX);
+            walk = next;
+        }
+        at
+    }
+
+    /// Places a transfer over direction `key` (of `capacity` chunks per step) in the first step
+    /// from `earliest` with room and no transfer of the other mode, and returns that step.
+    fn place(&mut self, key: usize, capacity: u32, earliest: u32, reduce: bool) -> u32 {
+        let mut s = self.free(key, earliest as usize);
+        loop {
+            let (n, r) = self.slots[key][s];
+            if n == 0 || (r == reduce && n < capacity) {
+                self.slots[key][s] = (n + 1, reduce);
+                if n + 1 >= capacity {
+                    self.skip[key][s] = u32::try_from(s + 1).unwrap_or(u32::MAX);
+                }
+                break;
+            }
+            s = self.free(key, s + 1);
+        }
+        u32::try_from(s).unwrap_or(u32::MAX)
+    }
+}
+
+/// The overlapped allreduce: its transfers, and per link direction (`2 · link + 1` for the
+/// direction from the higher compute-node index to the lower, `2 · link` for the other) the
+/// chunks carried in each step.
+pub struct Overlapped {
+    /// The transfers, in placement order.
+    pub placed: Vec<Placed>,
+    /// `load[key][step]`: the chunks direction `key` carries in `step`.
+    pub load: Vec<Vec<u32>>,
+}
+
+/// The overlapped allreduce of `pieces` copies of the trees `list` describes (see the
+/// [module doc](self)) over `p` compute nodes, `chunks` chunks per piece owned by `owner`, on a
+/// machine of `links` links.
+pub fn allreduce(
+    p: usize,
+    chunks: usize,
+    owner: impl Fn(usize) -> usize,
+    list: &[Reception],
+    pieces: usize,
+    links: usize,
+) -> Overlapped {
+    let n = list.len();
+    // arrival[v · chunks + c]: the reception that brings chunk c to node v.
+    let mut arrival = vec![usize::MAX; p * chunks];
+    for (i, r) in list.iter().enumerate() {
+        arrival[r.to * chunks + r.chunk as usize] = i;
+    }
+    // children[i]: receptions whose sender got the chunk by reception i; first[c]: the
+    // owner's own sends of chunk c.
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut first: Vec<Vec<usize>> = vec![Vec::new(); chunks];
+    for (j, r) in list.iter().enumerate() {
+        let c = r.chunk as usize;
+        if owner(c) == r.from {
+            first[c].push(j);
+        } else if let Some(kids) = children.get_mut(arrival[r.from * chunks + c]) {
+            kids.push(j);
+        }
+    }
+    let key = |from: usize, to: usize, link: LinkId| link.index() * 2 + usize::from(from > to);
+    let mut timeline = Timeline {
+        slots: vec![Vec::new(); 2 * links],
+        skip: vec![Vec::new(); 2 * links],
+    };
+    let mut out = Vec::with_capacity(2 * n * pieces);
+    let mut scatter = vec![0u32; n];
+    let mut gather = vec![0u32; n];
+    for q in 0..pieces {
+        let global = |c: u32| u32::try_from(q * chunks + c as usize).unwrap_or(u32::MAX);
+        // Reduce-scatter: reception i reversed, after its children's; children come later in
+        // the list, so the reversed list places them first.
+        for i in (0..n).rev() {
+            let r = list[i];
+            let earliest = children[i]
+                .iter()
+                .map(|&j| scatter[j] + 1)
+                .max()
+                .unwrap_or(0);
+            let step = timeline.place(key(r.to, r.from, r.link), r.capacity, earliest, true);
+            scatter[i] = step;
+            out.push(Placed {
+                step,
+                from: r.to,
+                to: r.from,
+                link: r.link,
+                chunk: global(r.chunk),
+                reduce: true,
+            });
+        }
+        // All-gather: reception i, after its sender has the chunk.
+        for (i, r) in list.iter().enumerate() {
+            let c = r.chunk as usize;
+            let earliest = if owner(c) == r.from {
+                first[c].iter().map(|&j| scatter[j] + 1).max().unwrap_or(0)
+            } else {
+                gather
+                    .get(arrival[r.from * chunks + c])
+                    .map_or(0, |&s| s + 1)
+            };
+            let step = timeline.place(key(r.from, r.to, r.link), r.capacity, earliest, false);
+            gather[i] = step;
+            out.push(Placed {
+                step,
+                from: r.from,
+                to: r.to,
+                link: r.link,
+                chunk: global(r.chunk),
+                reduce: false,
+            });
+        }
+    }
+    let load = timeline
+        .slots
+        .into_iter()
+        .map(|column| column.into_iter().map(|(n, _)| n).collect())
+        .collect();
+    Overlapped { placed: out, load }
+}
