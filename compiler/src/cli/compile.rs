@@ -131,6 +131,49 @@ pub fn sizes(size: Option<&str>, bands: Option<&str>) -> Result<Sizes, String> {
     }
 }
 
+/// Refuses options that do not go together, before the (possibly long) compile.
+fn refuse_mismatched(request: &Request<'_>, has_output: bool) -> Result<(), String> {
+    let (emit, form, phase, sizes) = (
+        request.emit,
+        request.form,
+        request.phase,
+        request.trace_sizes,
+    );
+    let banded = matches!(request.at, Sizes::Bands(_));
+    if phase.is_some() && !matches!(emit, Emit::MscclXml | Emit::Mscclpp | Emit::Chakra) {
+        return Err(
+            "error: --phase selects the phase to export with --emit msccl-xml, mscclpp or chakra; \
+             RON and JSON schedules always hold every phase"
+                .to_string(),
+        );
+    }
+    if form == Form::Compact && !matches!(emit, Emit::Ron | Emit::Json) {
+        return Err(
+            "error: --compact writes RON and JSON schedules in the compact form; the other \
+             --emit formats have their own"
+                .to_string(),
+        );
+    }
+    if sizes.is_some() && emit != Emit::Chakra {
+        return Err("error: --sizes applies to --emit chakra only".to_string());
+    }
+    if banded && matches!(emit, Emit::Chakra | Emit::Mscclpp) {
+        return Err(
+            "error: --bands writes a schedule with one algorithm per size band, which RON, JSON \
+             and MSCCL XML hold; Chakra traces and MSCCL++ plans hold one size (use --size)"
+                .to_string(),
+        );
+    }
+    if banded && emit == Emit::MscclXml && !has_output {
+        return Err(
+            "error: --emit msccl-xml with --bands writes one algorithm file per band: give their \
+             directory with -o DIR"
+                .to_string(),
+        );
+    }
+    Ok(())
+}
+
 pub fn compile(
     path: &Path,
     request: &Request<'_>,
@@ -146,39 +189,9 @@ pub fn compile(
         report: report_format,
     } = request;
     let (emit, form, phase, sizes, report_format) = (*emit, *form, *phase, *sizes, *report_format);
-    if phase.is_some() && !matches!(emit, Emit::MscclXml | Emit::Mscclpp | Emit::Chakra) {
-        return Err(
-            "error: --phase selects the phase to export with --emit msccl-xml, mscclpp or chakra; \
-             RON and JSON schedules always hold every phase"
-                .to_string(),
-        );
-    }
-    if form == Form::Compact && !matches!(emit, Emit::Ron | Emit::Json) {
-        return Err(
-            "error: --compact writes RON and JSON schedules in the compact form; the other \
-             --emit formats have their own"
-                .to_string(),
-        );
-    }
     let output = output_file(&[path], output)?;
-    if sizes.is_some() && emit != Emit::Chakra {
-        return Err("error: --sizes applies to --emit chakra only".to_string());
-    }
     let banded = matches!(at, Sizes::Bands(_));
-    if banded && matches!(emit, Emit::Chakra | Emit::Mscclpp) {
-        return Err(
-            "error: --bands writes a schedule with one algorithm per size band, which RON, JSON \
-             and MSCCL XML hold; Chakra traces and MSCCL++ plans hold one size (use --size)"
-                .to_string(),
-        );
-    }
-    if banded && emit == Emit::MscclXml && output.is_none() {
-        return Err(
-            "error: --emit msccl-xml with --bands writes one algorithm file per band: give their \
-             directory with -o DIR"
-                .to_string(),
-        );
-    }
+    refuse_mismatched(request, output.is_some())?;
     // The traces' options and prefix are checked before the (possibly long) compile.
     let traces = match emit {
         Emit::Chakra => Some((
