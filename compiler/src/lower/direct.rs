@@ -65,10 +65,8 @@ impl Lowering for Direct {
 
 /// Whether `direct` lowers `collective`.
 pub fn supports(collective: Collective) -> bool {
-    matches!(
-        collective,
-        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
-    )
+    // An allreduce and either of its halves.
+    super::halves(collective).is_some()
 }
 
 /// Lowers `spec` with direct transfers; refuses a machine where two compute nodes share no

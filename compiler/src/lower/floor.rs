@@ -22,7 +22,7 @@
 
 use super::PhaseSpec;
 use schedule_ir::cost::{bytes_per_second, egress, latency};
-use schedule_ir::{Collective, Machine, NodeId, NodeKind};
+use schedule_ir::{Collective, Machine, NodeId};
 
 /// A floor is compared with estimates summed in a different order: it is lowered by this
 /// relative margin so that rounding never lifts a floor above the estimate it bounds (a
@@ -43,13 +43,7 @@ pub struct Floor {
 impl Floor {
     /// The bounds that hold for every valid schedule of `spec` on `machine`.
     pub fn of(machine: &Machine, spec: &PhaseSpec) -> Floor {
-        let compute: Vec<NodeId> = machine
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.kind == NodeKind::Compute)
-            .filter_map(|(i, _)| u32::try_from(i).ok().map(NodeId))
-            .collect();
+        let compute: Vec<NodeId> = machine.compute_nodes().collect();
         let p = compute.len() as f64;
         let m = spec.elements as f64 * spec.dtype.size_bytes() as f64;
         let moves = compute.len() > 1 && m > 0.0;

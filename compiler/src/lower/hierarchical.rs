@@ -117,10 +117,8 @@ impl Lowering for Hierarchical {
 
 /// Whether `hierarchical` lowers `collective`.
 pub fn supports(collective: Collective) -> bool {
-    matches!(
-        collective,
-        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
-    )
+    // An allreduce and either of its halves.
+    super::halves(collective).is_some()
 }
 
 /// A pipeline shape: `pieces` pieces, each rail block cut into `slices` slices.

@@ -187,10 +187,8 @@ impl Lowering for Matching {
 
 /// Whether `matching` lowers `collective`.
 pub fn supports(collective: Collective) -> bool {
-    matches!(
-        collective,
-        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
-    )
+    // An allreduce and either of its halves.
+    super::halves(collective).is_some()
 }
 
 /// One direction of a link between two compute nodes.

@@ -53,10 +53,8 @@ impl Lowering for RotatedHd {
         "halving-doubling along every dimension at once, the dimension order rotated per part"
     }
     fn supports(&self, collective: Collective) -> bool {
-        matches!(
-            collective,
-            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
-        )
+        // An allreduce and either of its halves.
+        super::halves(collective).is_some()
     }
     fn estimate(
         &self,

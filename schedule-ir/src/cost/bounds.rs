@@ -9,7 +9,7 @@
 //! the largest of the bandwidth-type bounds.
 
 use super::{bytes_per_second, cuts, latency};
-use crate::{Collective, Machine, NodeId, NodeKind, Phase};
+use crate::{Collective, Machine, NodeId, Phase};
 use serde::Serialize;
 
 /// A lower bound on the time of a phase.
@@ -60,13 +60,7 @@ fn ratio(bytes: f64, bandwidth: f64) -> f64 {
 
 /// The lower bound for `phase` on `machine` (see the [module doc](self)).
 pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
-    let compute: Vec<NodeId> = machine
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.kind == NodeKind::Compute)
-        .filter_map(|(i, _)| u32::try_from(i).ok().map(NodeId))
-        .collect();
+    let compute: Vec<NodeId> = machine.compute_nodes().collect();
     let m = phase.elements as f64 * phase.dtype.size_bytes() as f64;
     let (traffic_seconds, traffic_name) = traffic(machine, phase, &compute, m);
     let reduce_seconds = reduction(machine, phase, compute.len() as f64, m);
