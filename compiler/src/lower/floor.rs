@@ -21,7 +21,7 @@
 //! the lowering.
 
 use super::PhaseSpec;
-use schedule_ir::cost::{bytes_per_second, egress, latency};
+use schedule_ir::cost::{bytes_per_second, egress, egresses, latency};
 use schedule_ir::{Collective, Machine, NodeId};
 
 /// A floor is compared with estimates summed in a different order: it is lowered by this
@@ -113,12 +113,14 @@ fn ratio(bytes: f64, bandwidth: f64) -> f64 {
 /// The traffic bound: every byte a compute node must send or receive, over the links it has.
 fn traffic(machine: &Machine, collective: Collective, compute: &[NodeId], m: f64) -> f64 {
     let p = compute.len() as f64;
-    let total: f64 = compute.iter().map(|&n| egress(machine, n)).sum();
+    let egress_of = egresses(machine);
+    let egress_at = |n: NodeId| egress_of.get(n.index()).copied().unwrap_or(0.0);
+    let total: f64 = compute.iter().map(|&n| egress_at(n)).sum();
     match collective {
         // Each node gets its contribution out and its result in over its own links.
         Collective::AllReduce if in_network(machine) => compute
             .iter()
-            .map(|&n| ratio(m, egress(machine, n)))
+            .map(|&n| ratio(m, egress_at(n)))
             .fold(0.0, f64::max),
         // What a node must move depends on the chunks it owns, unknown before lowering.
         Collective::ReduceScatter | Collective::AllGather if in_network(machine) => 0.0,

@@ -50,6 +50,22 @@ pub fn egress(machine: &Machine, node: NodeId) -> f64 {
         .sum()
 }
 
+/// [`egress`] of every node, indexed by node, in one pass over the links (summed in the same
+/// order, so each value is the same to the bit): a bound over all nodes stays linear in the
+/// machine instead of nodes × links.
+pub fn egresses(machine: &Machine) -> Vec<f64> {
+    let mut out = vec![0.0; machine.nodes.len()];
+    for l in &machine.links {
+        let rate = bytes_per_second(l.bandwidth_gbps);
+        for end in [l.a, l.b] {
+            if let Some(e) = out.get_mut(end.index()) {
+                *e += rate;
+            }
+        }
+    }
+    out
+}
+
 fn ratio(bytes: f64, bandwidth: f64) -> f64 {
     if bytes <= 0.0 || bandwidth <= 0.0 {
         0.0
@@ -107,14 +123,16 @@ fn owned_by(phase: &Phase, node: NodeId) -> f64 {
 /// and reduce, the root's egress), and its name.
 fn traffic(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> (f64, &'static str) {
     let p = compute.len() as f64;
-    let total_egress: f64 = compute.iter().map(|&n| egress(machine, n)).sum();
+    let egress_of = egresses(machine);
+    let egress_at = |n: NodeId| egress_of.get(n.index()).copied().unwrap_or(0.0);
+    let total_egress: f64 = compute.iter().map(|&n| egress_at(n)).sum();
     // With devices that combine, merges need not happen on compute nodes: each node only
     // has to get its contribution out and its result in.
     let in_network = machine.nodes.iter().any(|n| n.capacity.is_some());
     let slowest_node = |bytes: &dyn Fn(NodeId) -> f64| {
         compute
             .iter()
-            .map(|&n| ratio(bytes(n), egress(machine, n)))
+            .map(|&n| ratio(bytes(n), egress_at(n)))
             .fold(0.0, f64::max)
     };
     match phase.collective {

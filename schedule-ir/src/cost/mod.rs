@@ -40,7 +40,7 @@ pub mod bounds;
 pub mod cuts;
 pub mod latency;
 
-pub use bounds::{egress, lower_bound, Bound};
+pub use bounds::{egress, egresses, lower_bound, Bound};
 
 use crate::{Machine, NodeId, NodeKind, Phase, StepId};
 use serde::Serialize;
