@@ -31,7 +31,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The 8-node ladder: its cheapest method is `trees` for small vectors and `ladder-rings`
+/// The 8-node ladder: its cheapest method is `matching` for small vectors and `ladder-rings`
 /// for large ones.
 fn ladder8(sizes: &Sizes) -> VerifiedSchedule {
     let text = std::fs::read_to_string(repo().join("examples/ladder8.ron")).unwrap();
@@ -46,7 +46,7 @@ fn one_size_sets_every_phase_s_elements_and_auto_decides_at_it() {
     let small = ladder8(&Sizes::One(1024));
     let phase = &small.schedule().phases[0];
     assert_eq!((phase.name.as_str(), phase.elements), ("grads", 256));
-    assert_eq!(phase.algorithm, "trees");
+    assert_eq!(phase.algorithm, "matching");
     let large = ladder8(&Sizes::One(1 << 20));
     let phase = &large.schedule().phases[0];
     assert_eq!(
@@ -107,7 +107,7 @@ fn bands_hold_one_phase_per_size_verify_run_by_size_and_repeat_byte_for_byte() {
         .iter()
         .map(|p| p.algorithm.as_str())
         .collect();
-    assert_eq!(methods, ["trees", "ladder-rings"]);
+    assert_eq!(methods, ["matching", "ladder-rings"]);
     // The text reads back and verifies again, and a second compile writes the same bytes.
     let text = serial::to_string(schedule, Format::Ron);
     schedule_ir::verify(serial::from_str(&text).unwrap()).unwrap();
@@ -117,9 +117,9 @@ fn bands_hold_one_phase_per_size_verify_run_by_size_and_repeat_byte_for_byte() {
     );
     // Lengths inside each band run that band's method, and match the reference (i32: exact).
     for (elements, method) in [
-        (1, "trees"),
-        (100, "trees"),
-        (8191, "trees"),
+        (1, "matching"),
+        (100, "matching"),
+        (8191, "matching"),
         (8192, "ladder-rings"),
         (100_003, "ladder-rings"),
     ] {
@@ -148,7 +148,7 @@ fn topoc_run_runs_the_band_that_holds_the_size() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     for (elements, phase, method) in [
-        ("100", "grads@1KiB", "trees"),
+        ("100", "grads@1KiB", "matching"),
         ("9000", "grads@1MiB", "ladder-rings"),
     ] {
         let run = topoc(&[
@@ -263,7 +263,7 @@ fn msccl_export_writes_one_checked_algorithm_per_band_with_its_byte_range() {
     assert_eq!(names, ["00-1KiB.xml", "01-1MiB.xml"]);
     // MSCCL takes an algorithm for n bytes when minBytes <= n <= maxBytes, maxBytes 0 meaning
     // no upper end: the bands 0..32768 and 32768.. exactly.
-    let expected = [("0", "32767", "trees"), ("32768", "0", "ladder-rings")];
+    let expected = [("0", "32767", "matching"), ("32768", "0", "ladder-rings")];
     for (name, (min, max, method)) in names.iter().zip(expected) {
         let xml = std::fs::read_to_string(out_dir.join(name)).unwrap();
         assert_eq!(
@@ -330,8 +330,8 @@ fn simulate_prices_a_banded_schedule_by_the_band_of_each_size() {
     assert_eq!(
         seen,
         [
-            (1024, "grads", "trees"),
-            (16384, "grads", "trees"),
+            (1024, "grads", "matching"),
+            (16384, "grads", "matching"),
             (65536, "grads", "ladder-rings"),
             (1 << 20, "grads", "ladder-rings"),
         ]
