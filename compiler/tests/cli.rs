@@ -219,7 +219,7 @@ fn check_summarises_the_machine_and_its_rings() {
         "{text}"
     );
     // What `auto` takes, with its estimate against the next best and the weighing in words.
-    assert!(text.contains("  phase `grads`: auto takes ladder-rings (160.801 µs, tied with ring; of equal estimates the first in the registry is taken)\n    auto: cheapest for allreduce at 4 MiB: ladder-rings 160.801 µs < ring 160.801 µs < trees"), "{text}");
+    assert!(text.contains("  phase `grads`: auto takes ladder-rings (160.801 µs, tied with ring; of equal estimates the first in the registry is taken)\n    auto: cheapest for allreduce at 4 MiB: ladder-rings 160.801 µs < ring 160.801 µs < matching"), "{text}");
 }
 
 /// The summary of a machine with switches: devices, failures, routed rings, and a bisection

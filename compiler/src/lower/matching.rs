@@ -62,6 +62,24 @@ const SEEDS: [u64; 2] = [0x0074_6f70_6f63, 0x006d_6174_6368];
 /// reversal.
 pub struct Matching;
 
+/// The most compute nodes `matching` synthesises for. Its search prices several shapes, each a
+/// step-by-step synthesis over every node and chunk: 2.7 s at 256 nodes in a release build, so
+/// past 1024 nodes it would keep `auto` busy far beyond the two seconds a compile should take,
+/// and the methods built from a machine's structure serve such machines.
+pub const MAX_NODES: usize = 1024;
+
+/// Refuses a machine past [`MAX_NODES`] compute nodes, before anything is counted.
+fn check_size(machine: &Machine) -> Result<(), EmbedError> {
+    let p = machine.compute_nodes().len();
+    if p > MAX_NODES {
+        return Err(EmbedError::NotApplicable(format!(
+            "`matching` synthesises schedules for at most {MAX_NODES} compute nodes, and this \
+             machine has {p}"
+        )));
+    }
+    Ok(())
+}
+
 impl Lowering for Matching {
     fn name(&self) -> &'static str {
         "matching"
@@ -86,6 +104,7 @@ impl Lowering for Matching {
         _: &Knobs,
     ) -> Result<Estimate, EmbedError> {
         super::check_planned(self.name(), machine)?;
+        check_size(machine)?;
         let links = Links::of(machine)?;
         let p = links.nodes.len() as u64;
         let halves = if spec.collective == Collective::AllReduce {
@@ -130,6 +149,7 @@ impl Lowering for Matching {
             )));
         }
         super::check_planned(self.name(), machine)?;
+        check_size(machine)?;
         let links = Links::of(machine)?;
         let shapes = search(&links, spec)?;
         let best = &shapes[0];
