@@ -11,7 +11,8 @@
 //! mpirun -np 8 target/release/examples/bsp_allreduce /tmp/ladder8.sched.ron
 //! ```
 //!
-//! Options: `--phase NAME` (default: the schedule's first phase), `--supersteps N` (3),
+//! Options: `--phase NAME` (default: the schedule's first phase; a banded exchange needs
+//! `--elements N`, and runs the band that holds N elements), `--supersteps N` (3),
 //! `--seed S` (1), `--timeout SECONDS` (120; 0 waits for ever). Rank `i` runs the `i`-th
 //! compute node; the local vector of node `i` in superstep `s` is
 //! `runtime_lite::inputs::generate(op, seed + s, i, elements)`. Exit status: 0 when every
@@ -25,7 +26,7 @@ use mpi::collective::SystemOperation;
 use mpi::topology::{Communicator, SimpleCommunicator};
 use mpi::traits::{CommunicatorCollectives, Root};
 use runtime_lite::mpi::{MpiElement, MpiError, MpiNode};
-use runtime_lite::{compare, inputs, reference, Error, InProcess, Limits, Needs};
+use runtime_lite::{bands, compare, inputs, reference, Error, InProcess, Limits, Needs};
 use schedule_ir::{DType, Phase, ReduceOp, VerifiedSchedule};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -34,18 +35,20 @@ use std::time::{Duration, Instant};
 struct Options {
     schedule: String,
     phase: Option<String>,
+    elements: Option<u64>,
     supersteps: u64,
     seed: u64,
     timeout: Option<Duration>,
 }
 
-const USAGE: &str = "usage: bsp_allreduce SCHEDULE [--phase NAME] [--supersteps N] [--seed S] \
-                     [--timeout SECONDS]";
+const USAGE: &str = "usage: bsp_allreduce SCHEDULE [--phase NAME] [--elements N] \
+                     [--supersteps N] [--seed S] [--timeout SECONDS]";
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
     let mut options = Options {
         schedule: String::new(),
         phase: None,
+        elements: None,
         supersteps: 3,
         seed: 1,
         timeout: Some(runtime_lite::mpi::DEFAULT_TIMEOUT),
@@ -54,6 +57,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match arg.as_str() {
             "--phase" => options.phase = Some(value("--phase")?),
+            "--elements" => options.elements = Some(number(&value("--elements")?)?),
             "--supersteps" => options.supersteps = number(&value("--supersteps")?)?,
             "--seed" => options.seed = number(&value("--seed")?)?,
             "--timeout" => {
@@ -145,8 +149,8 @@ impl From<Error> for Failure {
 /// Loads the schedule, takes this rank's node and runs the program for the phase's element
 /// type. Returns whether every check passed (the same answer on every rank).
 fn program(world: &SimpleCommunicator, options: &Options) -> Result<bool, Failure> {
-    let loaded = load(options).and_then(|(schedule, phase)| {
-        fits(&schedule, &phase, world.rank()).map(|()| (schedule, phase))
+    let loaded = load(options).and_then(|(schedule, target)| {
+        fits(&target.replay, &target.phase, world.rank()).map(|()| (schedule, target))
     });
     // Go on only if every rank could load the schedule (the file may differ between hosts)
     // and can hold what it runs.
@@ -156,7 +160,7 @@ fn program(world: &SimpleCommunicator, options: &Options) -> Result<bool, Failur
         &mut failed_somewhere,
         SystemOperation::max(),
     );
-    let (schedule, phase) = loaded.map_err(|e| Failure::Setup(Some(e)))?;
+    let (schedule, target) = loaded.map_err(|e| Failure::Setup(Some(e)))?;
     if failed_somewhere != 0 {
         return Err(Failure::Setup(None));
     }
@@ -166,27 +170,57 @@ fn program(world: &SimpleCommunicator, options: &Options) -> Result<bool, Failur
         e => Failure::Setup(Some(e.to_string())),
     })?;
     node.set_timeout(options.timeout);
-    match phase.dtype {
-        DType::F32 => supersteps::<f32>(&mut node, &phase, options),
-        DType::F64 => supersteps::<f64>(&mut node, &phase, options),
-        DType::I32 => supersteps::<i32>(&mut node, &phase, options),
-        DType::I64 => supersteps::<i64>(&mut node, &phase, options),
-        DType::F16 => supersteps::<half::f16>(&mut node, &phase, options),
-        DType::BF16 => supersteps::<half::bf16>(&mut node, &phase, options),
+    match target.phase.dtype {
+        DType::F32 => supersteps::<f32>(&mut node, &target, options),
+        DType::F64 => supersteps::<f64>(&mut node, &target, options),
+        DType::I32 => supersteps::<i32>(&mut node, &target, options),
+        DType::I64 => supersteps::<i64>(&mut node, &target, options),
+        DType::F16 => supersteps::<half::f16>(&mut node, &target, options),
+        DType::BF16 => supersteps::<half::bf16>(&mut node, &target, options),
     }
 }
 
-/// Reads and verifies the schedule and finds the phase to run.
-fn load(options: &Options) -> Result<(VerifiedSchedule, Phase), String> {
+/// What the program runs: the name it hands to [`MpiNode::run`] (a phase, or a banded
+/// exchange), the phase that runs (for a banded exchange, its band re-cut to `--elements`),
+/// and the schedule rank 0 replays that phase from.
+struct Target {
+    name: String,
+    phase: Phase,
+    replay: VerifiedSchedule,
+}
+
+/// Reads and verifies the schedule and finds what to run.
+fn load(options: &Options) -> Result<(VerifiedSchedule, Target), String> {
     let text = std::fs::read_to_string(&options.schedule)
         .map_err(|e| format!("cannot read {}: {e}", options.schedule))?;
     let schedule = runtime_lite::load(&text).map_err(|e| e.to_string())?;
+    if let (Some(name), Some(elements)) = (&options.phase, options.elements) {
+        // The dtype the exchange was compiled for: its smallest band's phase's.
+        let dtype = schedule
+            .schedule()
+            .phase_for_bytes(name, 0)
+            .map_or(DType::F32, |p| p.dtype);
+        let sized = bands::select(&schedule, name, dtype, elements).map_err(|e| e.to_string())?;
+        let target = Target {
+            name: name.clone(),
+            phase: sized.phase().clone(),
+            replay: sized.schedule().clone(),
+        };
+        return Ok((schedule, target));
+    }
     let phase = match &options.phase {
         Some(name) => schedule.schedule().phase(name).cloned(),
         None => schedule.schedule().phases.first().cloned(),
     };
     match phase {
-        Some(phase) => Ok((schedule, phase)),
+        Some(phase) => {
+            let target = Target {
+                name: phase.name.clone(),
+                phase,
+                replay: schedule.clone(),
+            };
+            Ok((schedule, target))
+        }
         None => Err(Error::UnknownPhase {
             phase: options.phase.clone().unwrap_or_default(),
             available: schedule
@@ -230,16 +264,17 @@ fn fits(schedule: &VerifiedSchedule, phase: &Phase, rank: i32) -> Result<(), Str
 /// The BSP program proper, then the checks.
 fn supersteps<T: MpiElement>(
     node: &mut MpiNode,
-    phase: &Phase,
+    target: &Target,
     options: &Options,
 ) -> Result<bool, Failure> {
+    let phase = &target.phase;
     let len = usize::try_from(phase.elements).map_err(|_| Error::TooLarge {
         phase: phase.name.clone(),
         elements: phase.elements,
     })?;
     let (me, p) = (node.rank(), node.size());
     let mut check = match me {
-        0 => Some(Check::<T>::new(node, phase, options)?),
+        0 => Some(Check::<T>::new(node, target, options)?),
         _ => None,
     };
     if let Some(check) = &check {
@@ -254,7 +289,7 @@ fn supersteps<T: MpiElement>(
         node.barrier();
         // Exchange phase, by name.
         let start = Instant::now();
-        node.run(&phase.name, &mut grads)?;
+        node.run(&target.name, &mut grads)?;
         let took = start.elapsed();
         T::combine_into(ReduceOp::Sum, &mut model, &grads);
         let gathered = gather(node.communicator(), &grads, p);
@@ -305,11 +340,12 @@ struct Check<T: MpiElement> {
 }
 
 impl<T: MpiElement> Check<T> {
-    fn new(node: &MpiNode, phase: &Phase, options: &Options) -> Result<Self, Failure> {
+    fn new(node: &MpiNode, target: &Target, options: &Options) -> Result<Self, Failure> {
+        let phase = &target.phase;
         Ok(Check {
-            schedule: node.schedule().clone(),
+            schedule: target.replay.clone(),
             phase: phase.clone(),
-            runner: InProcess::new(node.schedule(), &phase.name)?,
+            runner: InProcess::new(&target.replay, &phase.name)?,
             model: vec![vec![T::ZERO; phase.elements as usize]; node.size()],
             seed: options.seed,
         })

@@ -7,7 +7,7 @@
 //! re-cut phase is verified again all the same: nothing runs unverified.
 
 use crate::Error;
-use schedule_ir::{DType, Phase, PhaseLookup, Schedule, VerifiedSchedule};
+use schedule_ir::{Band, DType, Phase, PhaseLookup, Schedule, VerifiedSchedule};
 
 /// A phase ready to run on buffers of a given length: the one-phase schedule, verified.
 #[derive(Clone, Debug)]
@@ -47,11 +47,7 @@ pub fn select(
         PhaseLookup::NoBand(bands) => Error::NoBand {
             phase: name.to_string(),
             bytes,
-            bands: bands
-                .iter()
-                .map(|b| format!("{b} ({})", b.phase))
-                .collect::<Vec<_>>()
-                .join(", "),
+            bands: describe(bands),
         },
         PhaseLookup::Unknown => Error::UnknownPhase {
             phase: name.to_string(),
@@ -68,6 +64,15 @@ pub fn select(
     })
     .map_err(Error::Verify)?;
     Ok(Sized { schedule })
+}
+
+/// Bands for a message: `[0 B, 2 MiB) (grads@1MiB), …`.
+pub(crate) fn describe(bands: &[Band]) -> String {
+    bands
+        .iter()
+        .map(|b| format!("{b} ({})", b.phase))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The names callers can run: banded exchanges, and phases that are no band's.

@@ -24,6 +24,19 @@ pub enum Error {
         available: String,
     },
 
+    /// The name is a banded exchange, which has one phase per size band, run by a caller
+    /// that takes a phase, not a size.
+    #[error(
+        "`{phase}` is a banded exchange: which phase runs depends on the buffer's size; pick it \
+         with `bands::select` (its bands: {bands})"
+    )]
+    Banded {
+        /// The exchange.
+        phase: String,
+        /// Its bands, with their phases.
+        bands: String,
+    },
+
     /// A banded exchange has no band for a buffer of this size.
     #[error("exchange `{phase}` has no band for buffers of {bytes} bytes (its bands: {bands})")]
     NoBand {

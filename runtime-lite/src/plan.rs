@@ -120,8 +120,15 @@ impl WriteOp {
     }
 }
 
-/// The phase called `name`, or the error listing the phases there are.
+/// The phase called `name`, or the error listing the phases there are (or, when `name` is a
+/// banded exchange, the error saying that its phase depends on the buffer's size).
 pub(crate) fn find_phase<'a>(schedule: &'a Schedule, name: &str) -> Result<&'a Phase, Error> {
+    if let Some(bands) = schedule.bands(name) {
+        return Err(Error::Banded {
+            phase: name.to_string(),
+            bands: crate::bands::describe(bands),
+        });
+    }
     schedule.phase(name).ok_or_else(|| Error::UnknownPhase {
         phase: name.to_string(),
         available: if schedule.phases.is_empty() {

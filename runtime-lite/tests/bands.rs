@@ -93,3 +93,18 @@ fn a_band_phase_runs_by_its_own_name_too() {
     assert_eq!(sized.phase().name, "grads@12000B");
     assert_eq!(sized.phase().elements, 40);
 }
+
+#[test]
+fn a_banded_exchange_run_by_name_alone_points_at_the_band_selection() {
+    // A runner that takes a phase, not a size, cannot know which band to run.
+    let schedule = banded();
+    let ins: Vec<Vec<i32>> = inputs::generate_all(schedule_ir::ReduceOp::Sum, 1, 3, 30);
+    let e = run_phase(&schedule, "grads", ins).unwrap_err();
+    assert!(matches!(e, Error::Banded { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "`grads` is a banded exchange: which phase runs depends on the buffer's size; pick it \
+         with `bands::select` (its bands: 0..1000 bytes (grads@120B), 1000.. bytes \
+         (grads@12000B))"
+    );
+}

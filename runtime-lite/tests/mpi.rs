@@ -250,6 +250,53 @@ fn a_wrong_number_of_ranks_is_an_error() {
     );
 }
 
+#[test]
+fn a_banded_exchange_runs_the_band_that_holds_the_buffers_size() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../schedule-ir/tests/good/bands-ring3.ron"
+    );
+    // f32: 100 elements are 400 bytes (the first band), 5000 are 20000 bytes (the second).
+    for (elements, band) in [("100", "grads@120B"), ("5000", "grads@12000B")] {
+        let args = [
+            path,
+            "--phase",
+            "grads",
+            "--elements",
+            elements,
+            "--timeout",
+            "60",
+        ];
+        let Some(job) = mpirun(3, &example("bsp_allreduce"), &args) else {
+            return;
+        };
+        assert!(job.success, "the job failed:\n{}{}", job.stdout, job.stderr);
+        assert!(
+            job.stdout.contains(&format!("phase `{band}`"))
+                && job.stdout.contains(&format!("{elements} elements")),
+            "{}",
+            job.stdout
+        );
+        let passed = job
+            .stdout
+            .lines()
+            .filter(|l| {
+                l.starts_with("superstep ")
+                    && l.ends_with(
+                        "matches the reference: yes; bit-identical to the in-process run: yes",
+                    )
+            })
+            .count();
+        assert_eq!(passed, 3, "{}", job.stdout);
+        assert!(
+            job.stdout
+                .contains("final model on all 3 nodes: bit-identical to the in-process run: yes"),
+            "{}",
+            job.stdout
+        );
+    }
+}
+
 /// Runs `mpi_faults mode` on 4 ranks and returns each rank's report, in rank order.
 fn faults(mode: &str) -> Option<Vec<String>> {
     let job = mpirun(4, &example("mpi_faults"), &[mode])?;

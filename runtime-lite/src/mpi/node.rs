@@ -124,22 +124,32 @@ impl MpiNode {
 
     /// Runs the phase called `phase` on this node's `data`: the node's program, step by step,
     /// its messages exchanged with the peers' ranks. Every rank must run the same phase.
+    /// `phase` may name a banded exchange: the band that holds `data`'s size in bytes runs,
+    /// re-cut to `data`'s length and verified again ([`crate::bands::select`]), and is kept
+    /// for the next run of that length.
     ///
     /// Fails — on this rank; the others then fail after the timeout, or earlier if they
-    /// check the same thing — if there is no such phase, if it is compiled for another element
-    /// type or `data` has the wrong length, if a message arrives with the wrong size, or if a
-    /// peer does not send or take a message within the timeout.
+    /// check the same thing — if there is no such phase (or no band for the size), if it is
+    /// compiled for another element type or `data` has the wrong length, if a message arrives
+    /// with the wrong size, or if a peer does not send or take a message within the timeout.
     pub fn run<T: MpiElement>(&mut self, phase: &str, data: &mut [T]) -> Result<(), Error> {
+        let banded = self.schedule.schedule().bands(phase).is_some();
+        // A banded exchange's executor depends on the size: one per element type and length.
+        let key = if banded {
+            format!("{phase} ({} × {})", data.len(), T::DTYPE)
+        } else {
+            phase.to_string()
+        };
         let ready = self
             .phases
-            .get(phase)
+            .get(&key)
             .is_some_and(|slot| slot.executor.is::<NodeExecutor<T>>());
         if !ready {
-            self.prepare::<T>(phase, data.len())?;
+            self.prepare::<T>(phase, &key, banded, data.len())?;
         }
         let slot = self
             .phases
-            .get_mut(phase)
+            .get_mut(&key)
             .ok_or_else(|| internal(phase, "the phase was not prepared"))?;
         let executor = slot
             .executor
@@ -150,29 +160,57 @@ impl MpiNode {
         executor.run(data, &mut transport)
     }
 
-    /// The first run of `phase` with element type `T` on a buffer of `len` elements: plans
-    /// the phase within the limits, and agrees with every other rank on the phase, the element
-    /// type and the length before any message. Every rank takes part even if its own checks
-    /// fail, so that the others learn of it at once; its own error comes first.
-    fn prepare<T: MpiElement>(&mut self, phase: &str, len: usize) -> Result<(), Error> {
-        let schedule = self.schedule.schedule();
+    /// The first run of `phase` with element type `T` on a buffer of `len` elements (kept
+    /// under `key`): plans the phase — for a banded exchange, the band of that size — within
+    /// the limits, and agrees with every other rank on the phase, the element type and the
+    /// length before any message. Every rank takes part even if its own checks fail, so that
+    /// the others learn of it at once; its own error comes first.
+    fn prepare<T: MpiElement>(
+        &mut self,
+        phase: &str,
+        key: &str,
+        banded: bool,
+        len: usize,
+    ) -> Result<(), Error> {
         let local = (|| {
-            let wire = match self.phases.get(phase) {
+            let sized = if banded {
+                Some(crate::bands::select(
+                    &self.schedule,
+                    phase,
+                    T::DTYPE,
+                    len as u64,
+                )?)
+            } else {
+                None
+            };
+            let (verified, name) = match &sized {
+                Some(sized) => (sized.schedule(), sized.phase().name.as_str()),
+                None => (&self.schedule, phase),
+            };
+            let schedule = verified.schedule();
+            let wire = match self.phases.get(key) {
                 Some(slot) => Arc::clone(&slot.wire),
                 None => Arc::new(Wire::new(
                     schedule,
-                    phase,
+                    name,
                     self.rank,
                     usize::try_from(self.comm.size()).unwrap_or(0),
                     self.tag_ub,
                 )?),
             };
-            let executor =
-                NodeExecutor::<T>::with_limits(&self.schedule, phase, self.node, &self.limits)?;
+            let executor = NodeExecutor::<T>::with_limits(verified, name, self.node, &self.limits)?;
             executor.check_len(len)?;
-            Ok::<_, Error>((wire, executor))
+            let elements = schedule.phase(name).map_or(0, |p| p.elements);
+            Ok::<_, Error>((wire, executor, elements))
         })();
-        let elements = schedule.phase(phase).map_or(0, |p| p.elements);
+        let elements = match &local {
+            Ok((_, _, elements)) => *elements,
+            Err(_) => self
+                .schedule
+                .schedule()
+                .phase(phase)
+                .map_or(0, |p| p.elements),
+        };
         let terms = PhaseTerms {
             ok: local.is_ok(),
             name: Digest::of(phase.as_bytes()),
@@ -181,10 +219,10 @@ impl MpiNode {
             len: len as u64,
         };
         let agreed = agree_phase(&self.agreement, phase, &terms, &self.names, self.timeout);
-        let (wire, executor) = local?;
+        let (wire, executor, _) = local?;
         agreed?;
         self.phases.insert(
-            phase.to_string(),
+            key.to_string(),
             Slot {
                 wire,
                 executor: Box::new(executor),
