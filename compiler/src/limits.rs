@@ -527,10 +527,7 @@ mod tests {
                     let Ok(lowered) = method.lower(machine, &request.spec, &knobs) else {
                         continue;
                     };
-                    let estimate = method
-                        .lowering()
-                        .estimate(machine, &request.spec, &knobs)
-                        .unwrap();
+                    let estimate = method.estimate(machine, &request.spec, &knobs).unwrap();
                     let actual = Estimate::measured(&lowered.phase, estimate.state_nodes as usize);
                     let case = format!("{} {} `{}`", file.display(), method, request.spec.name);
                     // Instructions beyond sends and receives: the mean's divisions.

@@ -82,8 +82,13 @@ fn the_ladder_runs_on_an_emulated_network_near_its_estimate() {
         String::from_utf8_lossy(&out.stderr)
     );
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["algorithm"], "ladder-rings");
+    assert_eq!(report["phase"], "grads");
     let row = &report["sizes"][0];
+    // The size runs the schedule compiled for it, whichever method `auto` took there.
+    assert!(
+        row["algorithm"].as_str().is_some_and(|a| !a.is_empty()),
+        "{row}"
+    );
     assert_eq!(row["bytes"], 384 * 1024);
     assert_eq!(
         row["checked"], true,

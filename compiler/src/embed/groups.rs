@@ -7,7 +7,8 @@
 //! group structure when there are at least two groups, all of the same size (at least two),
 //! each group's fabric is a clique of fast links or a switch with a fast link to every member,
 //! and the member with local index `i` of every group (its *rail*) reaches the one of the next
-//! group over slow links through switches only.
+//! group through switches only: over slow links where it can, otherwise also through its
+//! group's switch (ranks that reach the network only through their host's NIC).
 
 use super::EmbedError;
 use crate::machine::Machine;
@@ -100,13 +101,15 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
             .iter()
             .zip(next)
             .map(|(&a, &b)| {
-                slow_route(machine, a, b, &fast).ok_or_else(|| {
-                    EmbedError::NotApplicable(format!(
-                        "no route from {} to {} over the network between groups",
-                        name_of(machine, a),
-                        name_of(machine, b)
-                    ))
-                })
+                slow_route(machine, a, b, Some(&fast))
+                    .or_else(|| slow_route(machine, a, b, None))
+                    .ok_or_else(|| {
+                        EmbedError::NotApplicable(format!(
+                            "no route from {} to {} over the network between groups",
+                            name_of(machine, a),
+                            name_of(machine, b)
+                        ))
+                    })
             })
             .collect::<Result<Vec<_>, _>>()?;
         rail.push(routes);
@@ -217,9 +220,18 @@ fn fabric_routes(
         .collect())
 }
 
-/// The shortest route from `a` to `b` over slow links whose inner nodes are all switches
-/// (breadth-first, links tried in id order, so the route is the same every run).
-fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<Vec<LinkId>> {
+/// The shortest route from `a` to `b` whose inner nodes are all switches, over slow links
+/// only when `fast` is given (breadth-first, links tried in id order, so the route is the same
+/// every run). Without `fast`, any link may be taken: where a member reaches the network only
+/// through its group's switch (a host's ranks behind its NIC), the route leaves and enters
+/// the groups over their fast links; it still crosses the slow network between them, since
+/// the groups are the components of the fast links.
+fn slow_route(
+    machine: &Machine,
+    a: NodeId,
+    b: NodeId,
+    fast: Option<&[bool]>,
+) -> Option<Vec<LinkId>> {
     let mut came: Vec<Option<(LinkId, NodeId)>> = vec![None; machine.node_count()];
     let mut seen = vec![false; machine.node_count()];
     seen[a.index()] = true;
@@ -239,7 +251,8 @@ fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<
             continue;
         }
         for (l, w) in machine.links_at(v) {
-            if !fast[l.index()] && !seen[w.index()] {
+            let allowed = fast.is_none_or(|fast| !fast[l.index()]);
+            if allowed && !seen[w.index()] {
                 seen[w.index()] = true;
                 came[w.index()] = Some((l, v));
                 queue.push_back(w);

@@ -38,6 +38,9 @@ impl Calibration {
 #[derive(Clone, Debug, Serialize)]
 pub struct SizeRow {
     pub bytes: u64,
+    /// The phase that ran at this size (a band's, when the exchange is banded) and its method.
+    pub phase: String,
+    pub algorithm: String,
     /// Median and fastest of the timed runs, seconds (the first, warm-up run is not counted).
     pub median_seconds: f64,
     pub min_seconds: f64,

@@ -178,16 +178,17 @@ pub fn main(args: LabArgs) -> Result<ExitCode, String> {
 #[derive(Debug, serde::Serialize)]
 struct Report {
     machine: String,
+    /// The exchange measured; each size's row names the phase and method that ran.
     phase: String,
-    algorithm: String,
     scale: f64,
     runs: usize,
     calibration: Calibration,
     sizes: Vec<SizeRow>,
 }
 
-/// Loads a schedule file, or compiles a topology file.
-fn load(path: &std::path::Path) -> Result<schedule_ir::VerifiedSchedule, String> {
+/// Loads a schedule file, or compiles a topology file once per size measured (one band each,
+/// `auto` deciding at each size), so that every size runs the schedule compiled for it.
+fn load(path: &std::path::Path, sizes: &[u64]) -> Result<schedule_ir::VerifiedSchedule, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("error: cannot read {}: {e}", path.display()))?;
     if let Ok(schedule) = schedule_ir::serial::from_str(&text) {
@@ -199,7 +200,15 @@ fn load(path: &std::path::Path) -> Result<schedule_ir::VerifiedSchedule, String>
             )
         });
     }
-    crate::compile_source(&text, &crate::Options::default())
+    let mut sizes = sizes.to_vec();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let at = match sizes.as_slice() {
+        [one] => crate::compile::Sizes::One(*one),
+        _ => crate::compile::Sizes::Bands(sizes),
+    };
+    crate::load(&text)
+        .and_then(|loaded| crate::compile::compile_sized(&loaded, &crate::Options::default(), &at))
         .map(|c| c.schedule)
         .map_err(|e| {
             format!(
@@ -222,18 +231,19 @@ fn lab_run(args: &RunArgs) -> Result<ExitCode, String> {
         .map(crate::simulate::parse_size)
         .collect::<Result<Vec<u64>, String>>()
         .map_err(|e| format!("error: {e}"))?;
-    let verified = load(&args.input)?;
+    let verified = load(&args.input, &sizes)?;
     let schedule = verified.schedule();
-    let phase = match &args.phase {
-        Some(name) => schedule
-            .phase(name)
-            .ok_or_else(|| format!("error: the schedule has no phase `{name}`"))?,
-        None => schedule
-            .phases
-            .first()
-            .ok_or("error: the schedule has no exchange phase")?,
-    }
-    .clone();
+    let exchange = exchange_name(schedule, args.phase.as_deref())?;
+    // The phase each size runs: the band that holds it, or the one phase of that name.
+    let phases = sizes
+        .iter()
+        .map(|&bytes| {
+            schedule
+                .phase_for_bytes(&exchange, bytes)
+                .map(|p| (bytes, p.clone()))
+                .map_err(|_| format!("error: exchange `{exchange}` has no phase for {bytes} bytes"))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
     let machine = &schedule.machine;
     if let Some(n) = machine.nodes.iter().find(|n| n.capacity.is_some()) {
         return Err(format!(
@@ -242,7 +252,10 @@ fn lab_run(args: &RunArgs) -> Result<ExitCode, String> {
             n.name
         ));
     }
-    if let Some(problem) = route_through_compute(machine, &phase) {
+    if let Some(problem) = phases
+        .iter()
+        .find_map(|(_, phase)| route_through_compute(machine, phase))
+    {
         return Err(format!("error: {problem}"));
     }
     let _ = net::cleanup(false);
@@ -270,7 +283,8 @@ fn lab_run(args: &RunArgs) -> Result<ExitCode, String> {
         Baseline::Mpi => Some(baseline::build(dir.path()).map_err(|e| format!("error: {e}"))?),
     };
     let mut rows = Vec::new();
-    for &bytes in &sizes {
+    for (bytes, phase) in &phases {
+        let bytes = *bytes;
         let plan = SizePlan {
             bytes,
             scale: args.scale,
@@ -280,7 +294,7 @@ fn lab_run(args: &RunArgs) -> Result<ExitCode, String> {
         rows.push(measure_size(
             &session,
             &verified,
-            &phase,
+            phase,
             &plan,
             &calibration,
         )?);
@@ -288,8 +302,7 @@ fn lab_run(args: &RunArgs) -> Result<ExitCode, String> {
     drop(lab);
     let report = Report {
         machine: machine.name.clone(),
-        phase: phase.name.clone(),
-        algorithm: phase.algorithm.clone(),
+        phase: exchange,
         scale: args.scale,
         runs: session.runs,
         calibration,
@@ -302,6 +315,24 @@ fn lab_run(args: &RunArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The exchange the lab runs: `wanted`, else the program's first exchange (banded or not).
+fn exchange_name(schedule: &schedule_ir::Schedule, wanted: Option<&str>) -> Result<String, String> {
+    if let Some(name) = wanted {
+        return if schedule.bands(name).is_some() || schedule.phase(name).is_some() {
+            Ok(name.to_string())
+        } else {
+            Err(format!("error: the schedule has no phase `{name}`"))
+        };
+    }
+    let banded = schedule.program.iter().find_map(|item| match item {
+        schedule_ir::ProgramItem::Bands { name, .. } => Some(name.clone()),
+        _ => None,
+    });
+    banded
+        .or_else(|| schedule.phases.first().map(|p| p.name.clone()))
+        .ok_or_else(|| "error: the schedule has no exchange phase".to_string())
 }
 
 /// How to measure one size.
@@ -323,12 +354,10 @@ fn measure_size(
 ) -> Result<SizeRow, String> {
     let (bytes, scale) = (plan.bytes, plan.scale);
     let elements = (bytes / phase.dtype.size_bytes()).max(1);
-    let sized = crate::trial::adjust(verified.clone(), None, Some(elements))?;
-    let p = sized
-        .schedule()
-        .phase(&phase.name)
-        .ok_or("error: the phase vanished")?
-        .clone();
+    // The one phase, re-cut to the size and verified again (other bands stay out of it).
+    let one = runtime_lite::bands::select(verified, &phase.name, phase.dtype, elements)
+        .map_err(|e| format!("error: {e}"))?;
+    let (sized, p) = (one.schedule().clone(), one.phase().clone());
     let machine = &sized.schedule().machine;
     let nominal = measure::lab_machine(machine, scale, 1.0, None);
     let calibrated =
@@ -357,6 +386,8 @@ fn measure_size(
     let checked = measure::check(&sized, &p, s.seed, &hashes).map_err(|e| format!("error: {e}"))?;
     Ok(SizeRow {
         bytes,
+        phase: p.name.clone(),
+        algorithm: p.algorithm.clone(),
         median_seconds: measure::median(&times),
         min_seconds: times.iter().copied().fold(f64::INFINITY, f64::min),
         estimate_seconds: estimate,
@@ -374,8 +405,8 @@ fn print_report(r: &Report, format: Format) -> Result<(), String> {
     }
     let c = &r.calibration;
     println!(
-        "lab: machine `{}`, phase `{}` by {}, links scaled by {}, {} timed run(s) per size",
-        r.machine, r.phase, r.algorithm, r.scale, r.runs
+        "lab: machine `{}`, exchange `{}`, links scaled by {}, {} timed run(s) per size",
+        r.machine, r.phase, r.scale, r.runs
     );
     println!(
         "calibration ({}): α = {:.1} µs, {:.1} of {:.1} Mbit/s delivered ({:.0}%)",
@@ -386,13 +417,14 @@ fn print_report(r: &Report, format: Format) -> Result<(), String> {
         c.efficiency() * 100.0
     );
     println!(
-        "{:>10}  {:>11}  {:>11}  {:>11}  {:>9}  {:>11}  {:>9}  result",
-        "size", "measured", "estimate", "calibrated", "meas/cal", "MPI", "MPI/meas"
+        "{:>10}  {:<18}  {:>11}  {:>11}  {:>11}  {:>9}  {:>11}  {:>9}  result",
+        "size", "method", "measured", "estimate", "calibrated", "meas/cal", "MPI", "MPI/meas"
     );
     for row in &r.sizes {
         println!(
-            "{:>10}  {:>9.2}ms  {:>9.2}ms  {:>9.2}ms  {:>9.2}  {:>11}  {:>9}  {}",
+            "{:>10}  {:<18}  {:>9.2}ms  {:>9.2}ms  {:>9.2}ms  {:>9.2}  {:>11}  {:>9}  {}",
             crate::simulate::format_bytes(row.bytes),
+            row.algorithm,
             row.median_seconds * 1e3,
             row.estimate_seconds * 1e3,
             row.calibrated_seconds * 1e3,

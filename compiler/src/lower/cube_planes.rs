@@ -72,7 +72,7 @@
 //! reduce-scatter or allgather on its own is refused (use `rotated-hd`).
 
 use super::plan::{self, Move, Packing, Plan};
-use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{link_between, vector_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::hypercube::CubeLayout;
@@ -84,12 +84,6 @@ use std::fmt;
 pub struct CubePlanes;
 
 impl Lowering for CubePlanes {
-    fn name(&self) -> &'static str {
-        "cube-planes"
-    }
-    fn about(&self) -> &'static str {
-        "allreduce as rings on the cube's six faces at once, then an exchange across the cube"
-    }
     fn supports(&self, collective: Collective) -> bool {
         collective == Collective::AllReduce
     }
@@ -98,30 +92,22 @@ impl Lowering for CubePlanes {
     }
     /// The cube has 8 nodes and 12 chunks: the generic estimate bounds it. Other machines are
     /// estimated empty, and [`lower`] says why it does not apply.
-    fn estimate(
-        &self,
-        machine: &Machine,
-        _: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let machine = job.machine;
         Ok(match machine.shape {
             Shape::Cube(_) => Estimate::generic(machine),
             _ => Estimate::default(),
         })
     }
-    fn lower(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        knobs: &Knobs,
-    ) -> Result<Lowered, EmbedError> {
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
         let number = knobs.variant.unwrap_or(400);
         let variant = Variant::from_number(number).ok_or_else(|| {
             EmbedError::NotApplicable(format!(
                 "`cube-planes` has variants 300 and 400, not {number}"
             ))
         })?;
-        lower(spec, self.name(), machine, variant)
+        lower(spec, job.name, machine, variant)
     }
 }
 

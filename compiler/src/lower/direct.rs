@@ -14,7 +14,7 @@
 //! on such machines `auto` weighs it against the balanced methods by estimate.
 
 use super::plan::{self, Move, Packing, Plan};
-use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{link_between, vector_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::Machine;
@@ -24,25 +24,11 @@ use schedule_ir::{ChunkId, Collective, LinkId, Phase, RecvMode};
 pub struct Direct;
 
 impl Lowering for Direct {
-    fn name(&self) -> &'static str {
-        "direct"
-    }
-    fn about(&self) -> &'static str {
-        "every chunk straight to its owner and back, one step each, where compute nodes are \
-         joined pairwise"
-    }
-    fn supports(&self, collective: Collective) -> bool {
-        supports(collective)
-    }
     /// `p(p - 1)` transfers of one chunk per half. A machine where some compute node has
     /// fewer links than that cannot be joined pairwise: it is estimated empty, and [`lower`]
     /// names the pair that shares no link.
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
         let nodes = machine.compute_nodes();
         let p = nodes.len();
         if nodes.iter().any(|&n| machine.links_at(n).len() + 1 < p) {
@@ -58,8 +44,9 @@ impl Lowering for Direct {
             .on(p)
             .in_steps(halves as u64))
     }
-    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
-        Ok(Lowered::phase(lower(spec, self.name(), machine)?))
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        Ok(Lowered::phase(lower(spec, job.name, machine)?))
     }
 }
 
@@ -72,12 +59,7 @@ pub fn supports(collective: Collective) -> bool {
 /// Lowers `spec` with direct transfers; refuses a machine where two compute nodes share no
 /// link, naming them.
 pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Phase, EmbedError> {
-    if !supports(spec.collective) {
-        return Err(EmbedError::NotApplicable(format!(
-            "`direct` lowers allreduce, reduce-scatter and allgather, not {}",
-            spec.collective
-        )));
-    }
+    super::halves_only("direct", spec.collective)?;
     let nodes = machine.compute_nodes();
     let p = nodes.len();
     // links[i][j]: the link from the i-th to the j-th compute node.

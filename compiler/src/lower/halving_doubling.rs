@@ -44,7 +44,7 @@
 //! within a logical step no transfer reads what another one of that step writes.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{even_chunks, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{even_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::routed::{adjacency, RouteSearch};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
@@ -66,32 +66,18 @@ use super::DATA;
 pub struct HalvingDoubling;
 
 impl Lowering for HalvingDoubling {
-    fn name(&self) -> &'static str {
-        "halving-doubling"
-    }
-    fn about(&self) -> &'static str {
-        "pipelined recursive halving then doubling between partners, every transfer routed"
-    }
     fn supports(&self, collective: Collective) -> bool {
         supports(collective)
     }
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        knobs: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
-        super::check_planned(self.name(), machine)?;
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
+        super::check_planned(job.name, machine)?;
         Ok(estimate(machine, spec.collective, &knobs.slices))
     }
-    fn lower(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        knobs: &Knobs,
-    ) -> Result<Lowered, EmbedError> {
-        super::check_planned(self.name(), machine)?;
-        let phase = lower(spec, self.name(), machine, &knobs.slices)?;
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
+        super::check_planned(job.name, machine)?;
+        let phase = lower(spec, job.name, machine, &knobs.slices)?;
         Ok(Lowered {
             detail: Some(describe(machine, &knobs.slices)),
             ..Lowered::phase(phase)

@@ -29,7 +29,7 @@
 
 use super::dag::{self, Transfer, TransferId};
 use super::plan::{self, Move, Packing, Plan};
-use super::{vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{vector_chunks, Embedding, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::groups::{self, Groups};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
@@ -44,29 +44,16 @@ const PIECES: [usize; 6] = [1, 2, 3, 4, 6, 8];
 pub struct Hierarchical;
 
 impl Lowering for Hierarchical {
-    fn name(&self) -> &'static str {
-        "hierarchical"
-    }
-    fn about(&self) -> &'static str {
-        "reduce-scatter inside each group of a machine built from groups, allreduce across \
-         groups over every NIC at once, allgather inside, pipelined"
-    }
-    fn supports(&self, collective: Collective) -> bool {
-        supports(collective)
-    }
     /// Finds the groups first, so that a machine without them is refused for that reason and
     /// not counted; then the generic size, which bounds the pipeline's (every piece moves
     /// once up and once down each group and each rail).
-    fn estimate(
-        &self,
-        machine: &Machine,
-        _spec: &PhaseSpec,
-        _knobs: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let machine = job.machine;
         groups::find(machine)?;
         Ok(Estimate::generic(machine))
     }
-    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+    fn applies(&self, job: &Job<'_>) -> Result<Embedding, EmbedError> {
+        let machine = job.machine;
         let groups = groups::find(machine)?;
         Ok(Embedding {
             summary: format!(
@@ -78,18 +65,14 @@ impl Lowering for Hierarchical {
             parts: groups.describe(machine),
         })
     }
-    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
-        if !supports(spec.collective) {
-            return Err(EmbedError::NotApplicable(format!(
-                "`hierarchical` lowers allreduce, reduce-scatter and allgather, not {}",
-                spec.collective
-            )));
-        }
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        super::halves_only("hierarchical", spec.collective)?;
         let groups = groups::find(machine)?;
         let ir = machine.to_ir();
         let mut best: Option<(f64, Phase, Shape)> = None;
         for shape in candidates(machine, &groups, spec.elements) {
-            let phase = lower_shape(machine, &groups, spec, self.name(), shape)?;
+            let phase = lower_shape(machine, &groups, spec, job.name, shape)?;
             let seconds = schedule_ir::cost::estimate(&ir, &phase).seconds;
             if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
                 best = Some((seconds, phase, shape));

@@ -26,7 +26,7 @@
 //! two-level fabric is not done yet.
 
 use super::plan::{self, Move, Packing, Plan};
-use super::{vector_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{vector_chunks, Embedding, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
@@ -36,33 +36,20 @@ use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode
 pub struct InNetwork;
 
 impl Lowering for InNetwork {
-    fn name(&self) -> &'static str {
-        "in-network"
-    }
-    fn about(&self) -> &'static str {
-        "allreduce combined in the NICs and the switch, segment by segment (a ring among the \
-         NICs where the switch cannot reduce)"
-    }
     fn supports(&self, collective: Collective) -> bool {
         collective == Collective::AllReduce
     }
-    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+    fn applies(&self, job: &Job<'_>) -> Result<Embedding, EmbedError> {
+        let machine = job.machine;
         applies(machine).map(Embedding::summary)
     }
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
         estimate(spec, machine)
     }
-    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
-        let (phase, lines) = lower(spec, machine)?;
-        Ok(Lowered {
-            rings: lines,
-            ..Lowered::phase(phase)
-        })
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        lower(spec, machine).map(Lowered::described)
     }
     fn sized(&self) -> bool {
         true

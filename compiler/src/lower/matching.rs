@@ -32,7 +32,7 @@ pub mod overlap;
 pub mod synth;
 
 use super::plan::{self, Move, Packing, Plan};
-use super::{vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{vector_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::Machine;
@@ -81,29 +81,15 @@ fn check_size(machine: &Machine) -> Result<(), EmbedError> {
 }
 
 impl Lowering for Matching {
-    fn name(&self) -> &'static str {
-        "matching"
-    }
-    fn about(&self) -> &'static str {
-        "link-chunk matching: step by step, every link between compute nodes carries a chunk \
-         its receiver lacks, the rarest first; reduce-scatter runs the same steps backwards"
-    }
-    fn supports(&self, collective: Collective) -> bool {
-        supports(collective)
-    }
     /// Every node receives each chunk it lacks once per half: `C · (p - 1)` transfers of one
     /// chunk for `C` chunks, with `C` the largest chunk count tried for the vector (times the
     /// deepest pipeline of an overlapped allreduce). Steps are
     /// counted as if every direction were busy in every step, plus `p` for the fill and drain.
     /// A machine whose compute nodes are not joined by direct links is refused here, before
     /// anything is counted.
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
-        super::check_planned(self.name(), machine)?;
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        super::check_planned(job.name, machine)?;
         check_size(machine)?;
         let links = Links::of(machine)?;
         let p = links.nodes.len() as u64;
@@ -141,14 +127,10 @@ impl Lowering for Matching {
         estimate.planning = SEARCH_RECEPTIONS.saturating_mul(64);
         Ok(estimate)
     }
-    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
-        if !supports(spec.collective) {
-            return Err(EmbedError::NotApplicable(format!(
-                "`matching` lowers allreduce, reduce-scatter and allgather, not {}",
-                spec.collective
-            )));
-        }
-        super::check_planned(self.name(), machine)?;
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        super::halves_only("matching", spec.collective)?;
+        super::check_planned(job.name, machine)?;
         check_size(machine)?;
         let links = Links::of(machine)?;
         let shapes = search(&links, spec)?;
@@ -184,7 +166,7 @@ impl Lowering for Matching {
                     Packing::AsGiven,
                 );
                 (
-                    plan::assemble(spec, self.name(), machine, plan),
+                    plan::assemble(spec, job.name, machine, plan),
                     format!(
                         "{}, halves overlapped in {pieces} piece(s)",
                         shape.describe()
@@ -192,7 +174,7 @@ impl Lowering for Matching {
                 )
             }
             _ => (
-                assemble(machine, &links, spec, self.name(), best),
+                assemble(machine, &links, spec, job.name, best),
                 best.describe(),
             ),
         };

@@ -144,22 +144,36 @@ pub fn link_between(machine: &Machine, a: NodeId, b: NodeId) -> Option<LinkId> {
         .min()
 }
 
+/// What a method is asked to lower: its own name (the schedule records it), the machine, the
+/// phase and the knobs, as one value, so that every method's entry points read alike.
+#[derive(Clone, Copy)]
+pub struct Job<'a> {
+    /// The method's name, from the registry.
+    pub name: &'static str,
+    /// The machine.
+    pub machine: &'a Machine,
+    /// The phase to lower.
+    pub spec: &'a PhaseSpec,
+    /// The phase's settings.
+    pub knobs: &'a Knobs,
+}
+
 /// What every method provides: the one interface the compiler, `auto`, `check`, `simulate`,
 /// the command line and the docs know methods by. A method is a unit struct in its own module
-/// implementing this trait, and an entry of [`Method`] (its id and the registry's order). The
-/// driver adds what every schedule needs after lowering (the mean pass), so a method only
-/// plans its transfers (see [`plan`]).
+/// implementing this trait, and a row of the registry ([`Method`]: its id, name, one-line
+/// description and the registry's order). The driver adds what every schedule needs after
+/// lowering (the mean pass), so a method only plans its transfers (see [`plan`]).
 pub trait Lowering: Sync {
-    /// The method's name on the command line and in schedules.
-    fn name(&self) -> &'static str;
-    /// What the method does, in one line for `--help` and the method table.
-    fn about(&self) -> &'static str;
-    /// Whether the method lowers `collective` (on some machine).
-    fn supports(&self, collective: Collective) -> bool;
-    /// What the method would run on `machine`, or why it does not apply (`topoc check`). By
-    /// default, a small allreduce is lowered to see.
-    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
-        let lowered = self.lower(machine, &PhaseSpec::probe(), &Knobs::default())?;
+    /// Whether the method lowers `collective` (on some machine). By default an allreduce and
+    /// either of its halves.
+    fn supports(&self, collective: Collective) -> bool {
+        halves(collective).is_some()
+    }
+    /// What the method would run on `probe.machine`, or why it does not apply (`topoc
+    /// check`); `probe` asks for a small allreduce. By default, that allreduce is lowered to
+    /// see.
+    fn applies(&self, probe: &Job<'_>) -> Result<Embedding, EmbedError> {
+        let lowered = self.lower(probe)?;
         Ok(Embedding::summary(format!(
             "applies, {} steps",
             lowered.phase.steps
@@ -173,13 +187,8 @@ pub trait Lowering: Sync {
     /// then says why. By default: [`Estimate::generic`], a ring allreduce's size.
     ///
     /// [`lower`]: Lowering::lower
-    fn estimate(
-        &self,
-        machine: &Machine,
-        _spec: &PhaseSpec,
-        _knobs: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
-        Ok(Estimate::generic(machine))
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        Ok(Estimate::generic(job.machine))
     }
     /// A lower bound on the cost model's estimate of the schedule [`lower`] would return for
     /// `spec` on `machine`, found without lowering, so that `auto` lowers only the methods
@@ -191,22 +200,11 @@ pub trait Lowering: Sync {
     ///
     /// [`lower`]: Lowering::lower
     /// [`estimate`]: Lowering::estimate
-    fn floor(
-        &self,
-        _machine: &Machine,
-        _spec: &PhaseSpec,
-        _knobs: &Knobs,
-        base: &floor::Floor,
-    ) -> f64 {
+    fn floor(&self, _job: &Job<'_>, base: &floor::Floor) -> f64 {
         base.seconds()
     }
     /// Lowers `spec` on `machine`, a mean as a sum.
-    fn lower(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        knobs: &Knobs,
-    ) -> Result<Lowered, EmbedError>;
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError>;
     /// Whether the schedule depends on the vector's length beyond its chunk sizes, so that
     /// `topoc simulate` lowers it again for every size instead of re-chunking one schedule.
     fn sized(&self) -> bool {
@@ -296,6 +294,14 @@ pub struct Lowered {
 }
 
 impl Lowered {
+    /// A phase and the lines that describe what it embeds (rings, trees, stages).
+    pub fn described((phase, rings): (schedule_ir::Phase, Vec<String>)) -> Lowered {
+        Lowered {
+            rings,
+            ..Lowered::phase(phase)
+        }
+    }
+
     /// A phase with nothing more to say.
     pub fn phase(phase: schedule_ir::Phase) -> Lowered {
         Lowered {
@@ -324,31 +330,98 @@ impl Method {
         Method::Matching,
     ];
 
-    /// The registry: each method's implementation.
-    pub fn lowering(self) -> &'static dyn Lowering {
+    /// The registry: each method's name, what it does and its implementation.
+    fn entry(self) -> Entry {
         match self {
-            Method::LadderRings => &ring::LadderRings,
-            Method::RotatedHd => &rotated::RotatedHd,
-            Method::CubePlanes => &cube_planes::CubePlanes,
-            Method::Direct => &direct::Direct,
-            Method::InNetwork => &in_network::InNetwork,
-            Method::Ring => &ring::Rings,
-            Method::Tree => &tree::Tree,
-            Method::Trees => &trees::Trees,
-            Method::HalvingDoubling => &halving_doubling::HalvingDoubling,
-            Method::Hierarchical => &hierarchical::Hierarchical,
-            Method::Matching => &matching::Matching,
+            Method::LadderRings => Entry {
+                name: "ladder-rings",
+                about: "the ladder's two link-disjoint barley-twist rings, each in both directions",
+                lowering: &ring::LadderRings,
+            },
+            Method::RotatedHd => Entry {
+                name: "rotated-hd",
+                about: "halving-doubling along every dimension at once, the dimension order rotated per part",
+                lowering: &rotated::RotatedHd,
+            },
+            Method::CubePlanes => Entry {
+                name: "cube-planes",
+                about: "allreduce as rings on the cube's six faces at once, then an exchange across the cube",
+                lowering: &cube_planes::CubePlanes,
+            },
+            Method::Direct => Entry {
+                name: "direct",
+                about: "every chunk straight to its owner and back, one step each, where compute nodes are \
+                 joined pairwise",
+                lowering: &direct::Direct,
+            },
+            Method::InNetwork => Entry {
+                name: "in-network",
+                about: "allreduce combined in the NICs and the switch, segment by segment (a ring among the \
+                 NICs where the switch cannot reduce)",
+                lowering: &in_network::InNetwork,
+            },
+            Method::Ring => Entry {
+                name: "ring",
+                about: "ring collectives over as many link-disjoint Hamiltonian rings as the machine holds \
+                 (a link of k lanes serving k rings), each walked both ways, or one ring routed \
+                 through the switches",
+                lowering: &ring::Rings,
+            },
+            Method::Tree => Entry {
+                name: "tree",
+                about: "the holders of each portion in sibling subtrees combine it level by level up a `Tree` \
+                 machine, then gather it back down",
+                lowering: &tree::Tree,
+            },
+            Method::Trees => Entry {
+                name: "trees",
+                about: "spanning trees packed by a linear program, each carrying its share, pipelined to a \
+                 depth chosen for the size",
+                lowering: &trees::Trees,
+            },
+            Method::HalvingDoubling => Entry {
+                name: "halving-doubling",
+                about: "pipelined recursive halving then doubling between partners, every transfer routed",
+                lowering: &halving_doubling::HalvingDoubling,
+            },
+            Method::Hierarchical => Entry {
+                name: "hierarchical",
+                about: "reduce-scatter inside each group of a machine built from groups, allreduce across \
+                 groups over every NIC at once, allgather inside, pipelined",
+                lowering: &hierarchical::Hierarchical,
+            },
+            Method::Matching => Entry {
+                name: "matching",
+                about: "link-chunk matching: step by step, every link between compute nodes carries a chunk \
+                 its receiver lacks, the rarest first; reduce-scatter runs the same steps backwards",
+                lowering: &matching::Matching,
+            },
         }
+    }
+
+    /// The method's implementation.
+    pub fn lowering(self) -> &'static dyn Lowering {
+        self.entry().lowering
     }
 
     /// The method's name on the command line and in schedules.
     pub fn name(self) -> &'static str {
-        self.lowering().name()
+        self.entry().name
     }
 
-    /// What the method does, in one line.
+    /// What the method does, in one line for `--help` and the method table.
     pub fn about(self) -> &'static str {
-        self.lowering().about()
+        self.entry().about
+    }
+
+    /// The job of lowering `spec` on `machine` with this method.
+    fn job<'a>(self, machine: &'a Machine, spec: &'a PhaseSpec, knobs: &'a Knobs) -> Job<'a> {
+        Job {
+            name: self.name(),
+            machine,
+            spec,
+            knobs,
+        }
     }
 
     /// Whether the method lowers `collective`.
@@ -378,8 +451,9 @@ impl Method {
             budget: *budget,
             ..Knobs::default()
         };
-        self.admit(machine, &PhaseSpec::probe(), &knobs)?;
-        self.lowering().applies(machine)
+        let probe = PhaseSpec::probe();
+        self.admit(machine, &probe, &knobs)?;
+        self.lowering().applies(&self.job(machine, &probe, &knobs))
     }
 
     /// Admits lowering `spec` on `machine` within `knobs.budget`, by the method's
@@ -390,7 +464,7 @@ impl Method {
         spec: &PhaseSpec,
         knobs: &Knobs,
     ) -> Result<(), EmbedError> {
-        let estimate = self.lowering().estimate(machine, spec, knobs)?;
+        let estimate = self.estimate(machine, spec, knobs)?;
         crate::limits::admit(estimate, &knobs.budget).map_err(EmbedError::OverBudget)
     }
 
@@ -404,9 +478,19 @@ impl Method {
         knobs: &Knobs,
     ) -> Result<Lowered, EmbedError> {
         self.admit(machine, spec, knobs)?;
-        let mut lowered = self.lowering().lower(machine, spec, knobs)?;
+        let mut lowered = self.lowering().lower(&self.job(machine, spec, knobs))?;
         mean::add_scales(&mut lowered.phase, &machine.compute_nodes());
         Ok(lowered)
+    }
+
+    /// See [`Lowering::estimate`].
+    pub fn estimate(
+        self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+    ) -> Result<crate::limits::Estimate, EmbedError> {
+        self.lowering().estimate(&self.job(machine, spec, knobs))
     }
 
     /// See [`Lowering::floor`].
@@ -417,13 +501,30 @@ impl Method {
         knobs: &Knobs,
         base: &floor::Floor,
     ) -> f64 {
-        self.lowering().floor(machine, spec, knobs, base)
+        self.lowering().floor(&self.job(machine, spec, knobs), base)
     }
 
     /// The method called `name`.
     pub fn from_name(name: &str) -> Option<Method> {
         Method::ALL.into_iter().find(|m| m.name() == name)
     }
+}
+
+/// Refuses a collective other than an allreduce and its halves, naming the method `name`.
+pub(crate) fn halves_only(name: &str, collective: Collective) -> Result<(), EmbedError> {
+    if halves(collective).is_some() {
+        return Ok(());
+    }
+    Err(EmbedError::NotApplicable(format!(
+        "`{name}` lowers allreduce, reduce-scatter and allgather, not {collective}"
+    )))
+}
+
+/// A row of the registry.
+struct Entry {
+    name: &'static str,
+    about: &'static str,
+    lowering: &'static dyn Lowering,
 }
 
 /// What the user asks a phase to be lowered with: `auto`, or one method by name. Parsed where

@@ -23,7 +23,7 @@
 
 use super::floor::Floor;
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{data_buffer, even_chunks, Embedding, Job, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
@@ -37,65 +37,36 @@ pub struct LadderRings;
 pub struct Rings;
 
 impl Lowering for LadderRings {
-    fn name(&self) -> &'static str {
-        "ladder-rings"
-    }
-    fn about(&self) -> &'static str {
-        "the ladder's two link-disjoint barley-twist rings, each in both directions"
-    }
-    fn supports(&self, collective: Collective) -> bool {
-        supports(collective)
-    }
-    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+    fn applies(&self, job: &Job<'_>) -> Result<Embedding, EmbedError> {
+        let machine = job.machine;
         describe_rings(machine, &barley_twist(machine)?)
     }
     /// The barley twist is built, not searched: its exact size.
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
         let rings = barley_twist(machine)?;
         Ok(Estimate::rings(spec.collective, &orient(machine, &rings)))
     }
-    fn floor(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs, base: &Floor) -> f64 {
+    fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
+        let (machine, spec) = (job.machine, job.spec);
         ring_floor(machine, spec, base)
     }
-    fn lower(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        knobs: &Knobs,
-    ) -> Result<Lowered, EmbedError> {
-        lower_rings(self.name(), machine, spec, knobs, barley_twist(machine)?)
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
+        lower_rings(job.name, machine, spec, knobs, barley_twist(machine)?)
     }
 }
 
 impl Lowering for Rings {
-    fn name(&self) -> &'static str {
-        "ring"
-    }
-    fn about(&self) -> &'static str {
-        "ring collectives over as many link-disjoint Hamiltonian rings as the machine holds \
-         (a link of k lanes serving k rings), each walked both ways, or one ring routed \
-         through the switches"
-    }
-    fn supports(&self, collective: Collective) -> bool {
-        supports(collective)
-    }
-    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+    fn applies(&self, job: &Job<'_>) -> Result<Embedding, EmbedError> {
+        let machine = job.machine;
         describe_rings(machine, &rings(machine)?)
     }
     /// A `Ring` machine's own ring is exact; otherwise, before the search, one logical ring
     /// over the compute nodes: the least any ring schedule holds. [`lower_rings`] admits the
     /// rings found again, exactly.
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
         Ok(match machine.shape {
             Shape::Ring => {
                 Estimate::rings(spec.collective, &orient(machine, &[natural_ring(machine)]))
@@ -103,16 +74,13 @@ impl Lowering for Rings {
             _ => Estimate::logical_rings(spec.collective, 1, machine.compute_nodes().len()),
         })
     }
-    fn floor(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs, base: &Floor) -> f64 {
+    fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
+        let (machine, spec) = (job.machine, job.spec);
         ring_floor(machine, spec, base)
     }
-    fn lower(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        knobs: &Knobs,
-    ) -> Result<Lowered, EmbedError> {
-        lower_rings(self.name(), machine, spec, knobs, rings(machine)?)
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
+        lower_rings(job.name, machine, spec, knobs, rings(machine)?)
     }
 }
 

@@ -34,7 +34,7 @@
 
 use super::floor::Floor;
 use super::plan::{self, Move, Packing, Plan};
-use super::{link_between, vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{link_between, vector_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
@@ -46,22 +46,12 @@ use schedule_ir::{ChunkId, Collective, NodeId, Phase, RecvMode};
 pub struct RotatedHd;
 
 impl Lowering for RotatedHd {
-    fn name(&self) -> &'static str {
-        "rotated-hd"
-    }
-    fn about(&self) -> &'static str {
-        "halving-doubling along every dimension at once, the dimension order rotated per part"
-    }
     fn supports(&self, collective: Collective) -> bool {
         // An allreduce and either of its halves.
         super::halves(collective).is_some()
     }
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
         let grid = coordinates(machine)?;
         Ok(estimate(
             spec.collective,
@@ -71,7 +61,8 @@ impl Lowering for RotatedHd {
         ))
     }
     /// Each half runs `d(k - 1)` steps, in every one of which every node sends.
-    fn floor(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs, base: &Floor) -> f64 {
+    fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
+        let (machine, spec) = (job.machine, job.spec);
         match coordinates(machine) {
             Ok(grid) => {
                 let halves: u64 = match spec.collective {
@@ -84,8 +75,9 @@ impl Lowering for RotatedHd {
             Err(_) => base.seconds(),
         }
     }
-    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
-        Ok(Lowered::phase(lower(spec, self.name(), machine)?))
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        Ok(Lowered::phase(lower(spec, job.name, machine)?))
     }
 }
 

@@ -44,7 +44,7 @@
 //! would pair them, so that each step spreads over different links.
 
 use super::plan::{self, Move, Packing, Plan, Step};
-use super::{data_buffer, even_chunks, Embedding, Knobs, Lowered, Lowering, PhaseSpec};
+use super::{data_buffer, even_chunks, Embedding, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
@@ -55,17 +55,11 @@ use std::collections::{BTreeMap, VecDeque};
 pub struct Tree;
 
 impl Lowering for Tree {
-    fn name(&self) -> &'static str {
-        "tree"
-    }
-    fn about(&self) -> &'static str {
-        "the holders of each portion in sibling subtrees combine it level by level up a `Tree` \
-         machine, then gather it back down"
-    }
     fn supports(&self, collective: Collective) -> bool {
         super::halves(collective).is_some()
     }
-    fn applies(&self, machine: &Machine) -> Result<Embedding, EmbedError> {
+    fn applies(&self, job: &Job<'_>) -> Result<Embedding, EmbedError> {
+        let machine = job.machine;
         let stages = stages_of(machine)?;
         Ok(Embedding {
             summary: format!("{} stage(s), level by level", stages.len()),
@@ -75,12 +69,8 @@ impl Lowering for Tree {
     /// `P` chunks, every one carried between the holders of each level: about `P²` chunk ids
     /// per half, in a few transfers per node and level. Other machines are estimated empty, and
     /// [`lower`] says why it does not apply.
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Estimate, EmbedError> {
+    fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
         if machine.shape != Shape::Tree {
             return Ok(Estimate::default());
         }
@@ -103,12 +93,9 @@ impl Lowering for Tree {
         estimate.steps = halves * depth * 2;
         Ok(estimate)
     }
-    fn lower(&self, machine: &Machine, spec: &PhaseSpec, _: &Knobs) -> Result<Lowered, EmbedError> {
-        let (phase, lines) = lower(spec, machine)?;
-        Ok(Lowered {
-            rings: lines,
-            ..Lowered::phase(phase)
-        })
+    fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        lower(spec, machine).map(Lowered::described)
     }
 }
 

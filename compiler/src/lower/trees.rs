@@ -39,7 +39,7 @@
 use super::balance;
 use super::dag::{self, DagError, Transfer, TransferId};
 use super::plan::{self, Move, Plan};
-use super::{data_buffer, Embedding, Knobs, Lowered as Planned, Lowering, PhaseSpec};
+use super::{data_buffer, Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
 use crate::embed::trees::{traffic, Packing, Tree};
 use crate::machine::Machine;
 use schedule_ir::{BufferId, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
@@ -48,17 +48,11 @@ use schedule_ir::{BufferId, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode}
 pub struct Trees;
 
 impl Lowering for Trees {
-    fn name(&self) -> &'static str {
-        "trees"
-    }
-    fn about(&self) -> &'static str {
-        "spanning trees packed by a linear program, each carrying its share, pipelined to a \
-         depth chosen for the size"
-    }
     fn supports(&self, collective: Collective) -> bool {
         supports(collective)
     }
-    fn applies(&self, machine: &Machine) -> Result<Embedding, crate::embed::EmbedError> {
+    fn applies(&self, job: &Job<'_>) -> Result<Embedding, crate::embed::EmbedError> {
+        let machine = job.machine;
         let packing = crate::embed::trees::pack(machine, Collective::AllReduce)?;
         Ok(Embedding {
             summary: format!(
@@ -82,13 +76,9 @@ impl Lowering for Trees {
     /// grows with the square of the compute nodes (about 7 s for 2048 in a release build):
     /// `512·p²` operations of planning, so that past about 1448 nodes `trees` is refused
     /// before it starts rather than keeping `auto` busy for seconds.
-    fn estimate(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<crate::limits::Estimate, crate::embed::EmbedError> {
-        super::check_planned(self.name(), machine)?;
+    fn estimate(&self, job: &Job<'_>) -> Result<crate::limits::Estimate, crate::embed::EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        super::check_planned(job.name, machine)?;
         let generic = crate::limits::Estimate::generic(machine);
         let pieces = pieces(machine, spec.collective) as u64;
         let chunks = most_chunks(machine, spec.collective, spec.elements) as u64 * pieces;
@@ -105,15 +95,11 @@ impl Lowering for Trees {
         estimate.planning = 512 * p * p;
         Ok(estimate)
     }
-    fn lower(
-        &self,
-        machine: &Machine,
-        spec: &PhaseSpec,
-        _: &Knobs,
-    ) -> Result<Planned, crate::embed::EmbedError> {
-        super::check_planned(self.name(), machine)?;
+    fn lower(&self, job: &Job<'_>) -> Result<Planned, crate::embed::EmbedError> {
+        let (machine, spec) = (job.machine, job.spec);
+        super::check_planned(job.name, machine)?;
         let packing = crate::embed::trees::pack(machine, spec.collective)?;
-        let lowered = lower(spec, self.name(), machine, &packing).map_err(|e| {
+        let lowered = lower(spec, job.name, machine, &packing).map_err(|e| {
             crate::embed::EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"))
         })?;
         let total: usize = lowered.chunks_per_tree.iter().sum();
