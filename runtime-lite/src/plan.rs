@@ -4,8 +4,8 @@
 use crate::error::Error;
 use crate::transport::{Expected, MessageKey};
 use schedule_ir::{
-    BufferId, ChunkId, ChunkIds, Instr, LinkId, Machine, NodeId, NodeKind, Phase, RecvMode, ReduceOp,
-    Schedule, StepId,
+    BufferId, ChunkId, ChunkIds, Instr, LinkId, Machine, NodeId, NodeKind, Phase, RecvMode,
+    ReduceOp, Schedule, StepId,
 };
 use std::ops::Range;
 

@@ -500,7 +500,10 @@ mod tests {
         a.append(&ChunkIds::from_range(4..8));
         assert_eq!(a, ChunkIds::from_range(0..8));
         assert_eq!(a.runs().len(), 1);
-        assert_ne!(ChunkIds::from_ids(&ids(&[1, 0])), ChunkIds::from_ids(&ids(&[0, 1])));
+        assert_ne!(
+            ChunkIds::from_ids(&ids(&[1, 0])),
+            ChunkIds::from_ids(&ids(&[0, 1]))
+        );
         assert_eq!(ChunkIds::from_range(5..5), ChunkIds::new());
     }
 

@@ -91,7 +91,7 @@ pub mod serial;
 pub mod verify;
 
 pub use bands::{Band, PhaseLookup};
-pub use chunk_ids::{ChunkBytes, ChunkIds, ChunkRun, ChunkIdsIter};
+pub use chunk_ids::{ChunkBytes, ChunkIds, ChunkIdsIter, ChunkRun};
 pub use ranks::Ranks;
 pub use verify::{verify, Report, VerifiedSchedule, VerifyError, VerifyErrors};
 

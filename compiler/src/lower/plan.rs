@@ -27,8 +27,8 @@
 use super::PhaseSpec;
 use crate::machine::Machine;
 use schedule_ir::{
-    Buffer, BufferId, Chunk, ChunkIds, DirectionId, Instr, LinkId, NodeId, NodeKind, Phase, Program,
-    RecvMode,
+    Buffer, BufferId, Chunk, ChunkIds, DirectionId, Instr, LinkId, NodeId, NodeKind, Phase,
+    Program, RecvMode,
 };
 use std::collections::BTreeMap;
 

@@ -15,7 +15,8 @@ use super::{
 };
 use crate::limits::MAX_SYMBOLIC_WORDS;
 use crate::{
-    StepId, BufferId, ChunkId, ChunkIds, ChunkRun, Collective, Instr, Machine, NodeId, NodeKind, Phase, RecvMode, ReduceOp,
+    BufferId, ChunkId, ChunkIds, ChunkRun, Collective, Instr, Machine, NodeId, NodeKind, Phase,
+    RecvMode, ReduceOp, StepId,
 };
 
 /// Runs the pass on one well-formed, fully matched phase, appending every problem to `errors`.
@@ -297,7 +298,8 @@ impl<'a> Run<'a> {
             self.staged_scaled.extend_from_slice(&self.scaled[all]);
         } else {
             self.staged.extend(slots.clone().map(|s| self.sets[s]));
-            self.staged_scaled.extend(slots.clone().map(|s| self.scaled[s]));
+            self.staged_scaled
+                .extend(slots.clone().map(|s| self.scaled[s]));
         }
         for (i, s) in slots.enumerate() {
             let poisoned = self.poison[s];
@@ -563,13 +565,12 @@ impl<'a> Run<'a> {
         let have = self.table.get(self.sets[s]);
         let missing: Vec<u64> = want.iter().zip(have).map(|(x, h)| x & !h).collect();
         let extra: Vec<u64> = have.iter().zip(&want).map(|(h, x)| h & !x).collect();
-        self.final_at(last, n, chunk)
-            .error(ErrorKind::WrongResult {
-                collective: self.phase.collective,
-                holds: self.nodes(have),
-                expected,
-                missing: self.nodes(&missing),
-                extra: self.nodes(&extra),
-            })
+        self.final_at(last, n, chunk).error(ErrorKind::WrongResult {
+            collective: self.phase.collective,
+            holds: self.nodes(have),
+            expected,
+            missing: self.nodes(&missing),
+            extra: self.nodes(&extra),
+        })
     }
 }

@@ -99,7 +99,9 @@ impl Planner<'_> {
             let mut sources: HashMap<(usize, ChunkId), Loc> = HashMap::new();
             for (j, instr) in instrs.iter().enumerate() {
                 match instr {
-                    Instr::Send { buffer, chunks, .. } => walk.send(k, j, *buffer, &chunks.to_vec())?,
+                    Instr::Send { buffer, chunks, .. } => {
+                        walk.send(k, j, *buffer, &chunks.to_vec())?
+                    }
                     Instr::Copy { src, chunks, .. } | Instr::Reduce { src, chunks, .. } => {
                         for c in chunks {
                             sources.insert((j, c), walk.read(*src, c)?);

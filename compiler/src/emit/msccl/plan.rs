@@ -3,7 +3,9 @@
 
 use super::{Buf, Gpu, MscclError, StepKind, MAX_TBS_PER_CHANNEL};
 use crate::emit::layout::{Layout, DATA};
-use schedule_ir::{BufferId, ChunkId, ChunkIds, Instr, LinkId, Machine, NodeId, Phase, Ranks, RecvMode};
+use schedule_ir::{
+    BufferId, ChunkId, ChunkIds, Instr, LinkId, Machine, NodeId, Phase, Ranks, RecvMode,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
