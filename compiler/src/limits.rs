@@ -11,8 +11,8 @@
 //! search (the ring methods) estimate a lower bound first and are admitted again, exactly,
 //! before they build.
 //!
-//! The memory estimate is [`BYTES_PER_INSTRUCTION`] per instruction, [`BYTES_PER_CHUNK_REF`]
-//! per chunk id an instruction names, [`BYTES_PER_CHUNK`] per chunk, and the verifier's
+//! The memory estimate is [`BYTES_PER_INSTRUCTION`] per instruction, [`BYTES_PER_CHUNK_RUN`]
+//! per run of chunk ids an instruction holds, [`BYTES_PER_CHUNK`] per chunk, and the verifier's
 //! symbolic state (6 bytes per node, buffer and chunk, [`schedule_ir::limits`]); the constants
 //! are fitted to the peaks of the scale benchmark (BENCHMARKS.md). The work
 //! limit stays [`MAX_INSTRUCTIONS`]: a `Ladder` of 512 pairs (16 760 832 instructions) and a
@@ -30,10 +30,12 @@ use std::fmt;
 /// work limit, whatever the memory budget.
 pub const MAX_INSTRUCTIONS: u64 = 1 << 24;
 
-/// The most chunk ids the instructions of one phase may name: lowering and verifying take
-/// about a microsecond each in the slower methods (`tree` on a 1000-processor tree: 4 million
-/// in 4 s, BENCHMARKS.md).
-pub const MAX_CHUNK_REFS: u64 = 1 << 25;
+/// The most chunk ids the instructions of one phase may name: the work limit on what lists
+/// say, whatever they take in memory. Lists are held as runs, and the verifier stages and
+/// combines a run's ids with a few plain operations each and one set union per distinct pair
+/// of sets (not one per id), so 2^29 ids (`rotated-hd` on a 64 × 64 torus names 2^28) take
+/// seconds, not minutes (BENCHMARKS.md, "Compile + verify at scale").
+pub const MAX_CHUNK_REFS: u64 = 1 << 29;
 
 /// The most planning work (see [`Estimate::planning`]) one phase may take: about a second in
 /// a release build.
@@ -46,13 +48,16 @@ pub const MAX_PLANNING: u64 = 1 << 30;
 pub const MAX_PLANNED_NODES: usize = 2048;
 
 /// Memory per instruction while a phase is lowered and verified (the plan, the programs, the
-/// verifier's copies). With [`BYTES_PER_CHUNK_REF`], fitted to the scale benchmark's peaks:
+/// verifier's copies). With [`BYTES_PER_CHUNK_RUN`], fitted to the scale benchmark's peaks:
 /// 156 to 233 bytes per ring instruction (one chunk id each), 732 MiB for `rotated-hd` on a
 /// 32 × 32 torus (1 015 808 instructions naming 16 760 832 chunk ids).
 pub const BYTES_PER_INSTRUCTION: u64 = 200;
 
-/// Memory per chunk id an instruction names, beyond the instruction itself.
-pub const BYTES_PER_CHUNK_REF: u64 = 40;
+/// Memory per run of chunk ids an instruction holds, beyond the instruction itself: the run
+/// (12 bytes) in the plan's move and in the send and the receive, and the verifier's staging.
+/// Lists hold runs ([`schedule_ir::ChunkIds`]), so a list of thousands of evenly spaced ids
+/// costs what one id does.
+pub const BYTES_PER_CHUNK_RUN: u64 = 40;
 
 /// Memory per chunk of the phase (its range and owner, in the plan, the phase and the report).
 pub const BYTES_PER_CHUNK: u64 = 64;
@@ -87,6 +92,9 @@ pub struct Estimate {
     pub instructions: u64,
     /// Chunk ids named by those instructions.
     pub chunk_refs: u64,
+    /// Runs of evenly spaced chunk ids those instructions hold ([`schedule_ir::ChunkIds`]):
+    /// what their chunk lists take in memory. At most `chunk_refs`.
+    pub chunk_runs: u64,
     /// Chunks the vector is cut into.
     pub chunks: u64,
     /// Buffers per node (data, scratch).
@@ -108,11 +116,21 @@ impl Estimate {
         Estimate {
             instructions: transfers.saturating_mul(2),
             chunk_refs: carried.saturating_mul(2),
+            chunk_runs: carried.saturating_mul(2),
             chunks,
             buffers,
             state_nodes: 0,
             steps: 0,
             planning: 0,
+        }
+    }
+
+    /// The same with the chunk lists of the `transfers` held as `runs` runs in all (the
+    /// default is one run per chunk id, the most there can be).
+    pub fn in_runs(self, runs: u64) -> Estimate {
+        Estimate {
+            chunk_runs: runs.saturating_mul(2).min(self.chunk_refs),
+            ..self
         }
     }
 
@@ -152,6 +170,7 @@ impl Estimate {
         Estimate {
             instructions,
             chunk_refs: instructions,
+            chunk_runs: instructions,
             chunks: (p as u64).saturating_mul(count as u64),
             buffers: 1,
             state_nodes: p as u64,
@@ -179,10 +198,11 @@ impl Estimate {
                 | Instr::Recv { chunks, .. }
                 | Instr::Reduce { chunks, .. }
                 | Instr::Copy { chunks, .. }
-                | Instr::Scale { chunks, .. } => chunks.len(),
+                | Instr::Scale { chunks, .. } => chunks,
             };
             estimate.instructions += 1;
-            estimate.chunk_refs += chunks as u64;
+            estimate.chunk_refs += chunks.len() as u64;
+            estimate.chunk_runs += chunks.runs().len() as u64;
         }
         estimate
     }
@@ -207,7 +227,7 @@ impl Estimate {
     pub fn bytes(&self) -> u64 {
         self.instructions
             .saturating_mul(BYTES_PER_INSTRUCTION)
-            .saturating_add(self.chunk_refs.saturating_mul(BYTES_PER_CHUNK_REF))
+            .saturating_add(self.chunk_runs.saturating_mul(BYTES_PER_CHUNK_RUN))
             .saturating_add(self.chunks.saturating_mul(BYTES_PER_CHUNK))
             .saturating_add(self.state_bytes())
             .saturating_add(

@@ -346,13 +346,13 @@ fn switch_schedule() -> Schedule {
                 via: vec![LinkId::new(to)],
                 to: NodeId::new(to),
                 buffer: schedule_ir::BufferId(0),
-                chunks: chunk.clone(),
+                chunks: chunk.clone().into(),
             });
             programs[to].steps[k].push(Instr::Recv {
                 link: LinkId::new(to),
                 from: NodeId::new(i),
                 buffer: schedule_ir::BufferId(0),
-                chunks: chunk,
+                chunks: chunk.into(),
                 mode: RecvMode::Store,
             });
         }

@@ -295,19 +295,19 @@ fn star_schedule() -> Schedule {
         via: vec![LinkId(via)],
         to,
         buffer: BufferId(0),
-        chunks: both.clone(),
+        chunks: both.clone().into(),
     };
     let recv = |link: u32, from: NodeId, buffer: u32| Instr::Recv {
         link: LinkId(link),
         from,
         buffer: BufferId(buffer),
-        chunks: both.clone(),
+        chunks: both.clone().into(),
         mode: RecvMode::Store,
     };
     let reduce = |src: u32, dst: u32| Instr::Reduce {
         src: BufferId(src),
         dst: BufferId(dst),
-        chunks: both.clone(),
+        chunks: both.clone().into(),
     };
     let scratch = |name: &str| Buffer {
         name: name.to_string(),
@@ -505,13 +505,13 @@ fn transfer(from: u32, chunks: &[u32], mode: RecvMode) -> (Instr, Instr) {
             via: vec![],
             to: NodeId(1 - from),
             buffer: BufferId(0),
-            chunks: chunks.clone(),
+            chunks: chunks.clone().into(),
         },
         Instr::Recv {
             link: LinkId(0),
             from: NodeId(from),
             buffer: BufferId(0),
-            chunks,
+            chunks: chunks.into(),
             mode,
         },
     )
@@ -609,7 +609,7 @@ fn refusals_say_why() {
     let copy = |src: u32, dst: u32| Instr::Copy {
         src: BufferId(src),
         dst: BufferId(dst),
-        chunks: vec![ChunkId(0)],
+        chunks: vec![ChunkId(0)].into(),
     };
     let mut swap = two_node_phase(
         Collective::AllReduce,

@@ -191,8 +191,10 @@ fn mutate(
                 | Instr::Scale { chunks, .. } => chunks,
             };
             let slot = at.index(list.len());
-            let new = other(list[slot].index(), chunks)?;
-            list[slot] = ChunkId::new(new);
+            let mut ids = list.to_vec();
+            let new = other(ids[slot].index(), chunks)?;
+            ids[slot] = ChunkId::new(new);
+            *list = ids.into();
             return Some(format!("set chunk {slot} of {at_text} to {new}"));
         }
         Mutation::ChangeLink => match &mut step[i] {

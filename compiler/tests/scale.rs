@@ -139,3 +139,31 @@ fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
     );
     assert!(note.reason.contains(", not lowered"), "{}", note.reason);
 }
+
+/// A 64 × 64 torus (4096 nodes): `auto` compiles and proves an allreduce whose instructions
+/// name more chunk ids (2^28) than the limit before lists were held as runs (2^25), and the
+/// lists hold a run or two each. Takes minutes in a debug build, so it runs with
+/// `TOPOC_LARGE_EXAMPLES=1` only (a release build takes a few seconds; BENCHMARKS.md).
+#[test]
+fn a_4096_node_torus_compiles_and_verifies_past_the_old_chunk_id_limit() {
+    if std::env::var_os("TOPOC_LARGE_EXAMPLES").is_none() {
+        return;
+    }
+    let text = "Topology(name: \"t\", machine: Torus(dims: [64, 64]), phases: [Exchange(name: \
+                \"p\", collective: AllReduce, op: Sum, dtype: F32, elements: 16777216)])";
+    let compiled =
+        topoc::compile_source(text, &topoc::Options::default()).unwrap_or_else(|e| panic!("{e}"));
+    let schedule = compiled.schedule.schedule();
+    let (mut ids, mut runs, mut instrs) = (0u64, 0u64, 0u64);
+    for instr in schedule.phases[0]
+        .programs
+        .iter()
+        .flat_map(|p| p.steps.iter().flatten())
+    {
+        ids += instr.chunks().len() as u64;
+        runs += instr.chunks().runs().len() as u64;
+        instrs += 1;
+    }
+    assert!(ids > 1 << 25, "{ids} chunk ids");
+    assert!(runs <= 2 * instrs, "{runs} runs in {instrs} instructions");
+}

@@ -88,17 +88,9 @@ impl Needs {
         let size = phase.dtype.size_bytes();
         let vector = phase.elements.saturating_mul(size);
         let scratch = phase.buffers.len().saturating_sub(1) as u64;
-        let chunk_len = |c: &schedule_ir::ChunkId| {
-            phase
-                .chunks
-                .get(c.index())
-                .map_or(0, |k| k.end.saturating_sub(k.start))
-        };
-        let elements = |chunks: &[schedule_ir::ChunkId]| {
-            chunks
-                .iter()
-                .fold(0u64, |sum, c| sum.saturating_add(chunk_len(c)))
-        };
+        // Bytes summed run by run; elements are bytes over the element size.
+        let bytes = schedule_ir::ChunkBytes::of(phase);
+        let elements = |chunks: &schedule_ir::ChunkIds| bytes.bytes(chunks) / size.max(1);
         let longest = phase
             .programs
             .iter()

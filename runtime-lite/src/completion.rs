@@ -92,7 +92,7 @@ impl Devices {
                         ..
                     } = instr
                     {
-                        for &c in chunks {
+                        for c in chunks {
                             last_read.insert((*buffer, c), Some(k));
                         }
                     }
@@ -100,7 +100,7 @@ impl Devices {
                 for instr in instrs {
                     let written = match instr {
                         Instr::Recv { buffer, chunks, .. } => {
-                            for &c in chunks {
+                            for c in chunks {
                                 per_step[k].received.push((*buffer, c));
                             }
                             Some((*buffer, chunks))
@@ -113,7 +113,7 @@ impl Devices {
                         Instr::Send { .. } => None,
                     };
                     if let Some((b, chunks)) = written {
-                        for &c in chunks {
+                        for c in chunks {
                             // A rewrite ends the previous interval at its last read.
                             if let Some(Some(r)) = last_read.insert((b, c), None) {
                                 if r < k {
@@ -203,7 +203,7 @@ mod tests {
             link: schedule_ir::LinkId(0),
             from: NodeId(0),
             buffer: BufferId(0),
-            chunks: vec![ChunkId(0), ChunkId(1)],
+            chunks: vec![ChunkId(0), ChunkId(1)].into(),
             mode: schedule_ir::RecvMode::Store,
         };
         phase.programs[3].steps = vec![vec![recv]; phase.steps as usize];

@@ -4,8 +4,8 @@
 use crate::error::Error;
 use crate::transport::{Expected, MessageKey};
 use schedule_ir::{
-    BufferId, ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, RecvMode, ReduceOp,
-    Schedule, StepId,
+    BufferId, ChunkId, ChunkIds, Instr, LinkId, Machine, NodeId, NodeKind, Phase, RecvMode,
+    ReduceOp, Schedule, StepId,
 };
 use std::ops::Range;
 
@@ -331,13 +331,13 @@ impl Ctx<'_> {
 
     /// The element ranges of `chunks`, adjacent ranges merged, empty ones dropped, and the
     /// total number of elements.
-    fn ranges(&self, chunks: &[ChunkId]) -> Result<(Vec<Range<usize>>, usize), Error> {
+    fn ranges(&self, chunks: &ChunkIds) -> Result<(Vec<Range<usize>>, usize), Error> {
         if chunks.is_empty() {
             return Err(self.error("the chunk list is empty".into()));
         }
         let mut ranges: Vec<Range<usize>> = Vec::with_capacity(chunks.len());
         let mut total = 0usize;
-        for &c in chunks {
+        for c in chunks {
             let chunk = self
                 .phase
                 .chunks
@@ -378,7 +378,7 @@ impl Ctx<'_> {
                     link: via.last().copied().unwrap_or(*link),
                     from: self.node,
                     to: self.peer(*to)?,
-                    first_chunk: chunks.first().copied().unwrap_or(ChunkId(0)),
+                    first_chunk: chunks.first().unwrap_or(ChunkId(0)),
                 };
                 let buffer = self.buffer(*buffer)?;
                 let (ranges, len) = self.ranges(chunks)?;
@@ -409,7 +409,7 @@ impl Ctx<'_> {
                     link: self.link(*link)?,
                     from: self.peer(*from)?,
                     to: self.node,
-                    first_chunk: chunks.first().copied().unwrap_or(ChunkId(0)),
+                    first_chunk: chunks.first().unwrap_or(ChunkId(0)),
                 };
                 let buffer = self.buffer(*buffer)?;
                 let (ranges, len) = self.ranges(chunks)?;

@@ -79,7 +79,9 @@ fn ids_and_ranges_out_of_bounds() {
         (
             |p| {
                 if let Instr::Send { chunks, .. } = &mut p.programs[1].steps[0][1] {
-                    chunks[0] = ChunkId(9);
+                    let mut ids = chunks.to_vec();
+                    ids[0] = ChunkId(9);
+                    *chunks = ids.into();
                 }
             },
             "phase `grads`: cannot execute the schedule at node N1, step 0, instruction 1: chunk 9 does not exist",

@@ -203,7 +203,7 @@ fn fake_n1(
     let first_chunk = phase.programs[1].steps[0]
         .iter()
         .find_map(|i| match i {
-            schedule_ir::Instr::Send { chunks, .. } => Some(chunks[0].index() as u32),
+            schedule_ir::Instr::Send { chunks, .. } => chunks.first().map(|c| c.index() as u32),
             _ => None,
         })
         .unwrap();

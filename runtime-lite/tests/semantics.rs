@@ -29,7 +29,7 @@ fn a_send_reads_the_start_of_step_state_even_when_the_step_writes_that_chunk() {
                 link: LinkId::new(1 - link),
                 from: NodeId::new(peer),
                 buffer: BufferId(0),
-                chunks: vec![ChunkId(0)],
+                chunks: vec![ChunkId(0)].into(),
                 mode: RecvMode::Reduce,
             },
         );
@@ -41,7 +41,7 @@ fn a_send_reads_the_start_of_step_state_even_when_the_step_writes_that_chunk() {
                 via: Vec::new(),
                 to: NodeId::new(peer),
                 buffer: BufferId(0),
-                chunks: vec![ChunkId(0)],
+                chunks: vec![ChunkId(0)].into(),
             },
         );
     }
@@ -103,7 +103,7 @@ fn transfers_sharing_a_link_in_one_step_are_told_apart_by_their_chunks() {
                     via: Vec::new(),
                     to: NodeId::new(peer),
                     buffer: BufferId(0),
-                    chunks: vec![ChunkId::new(c)],
+                    chunks: vec![ChunkId::new(c)].into(),
                 },
             );
         }
@@ -115,7 +115,7 @@ fn transfers_sharing_a_link_in_one_step_are_told_apart_by_their_chunks() {
                     link: LinkId(0),
                     from: NodeId::new(peer),
                     buffer: BufferId(0),
-                    chunks: vec![ChunkId::new(c)],
+                    chunks: vec![ChunkId::new(c)].into(),
                     mode: RecvMode::Reduce,
                 },
             );

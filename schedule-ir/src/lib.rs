@@ -71,11 +71,11 @@
 //! buffer of another length in its range a band's phase runs re-chunked
 //! ([`Phase::with_elements`]), which keeps it valid: the verifier's proof is per chunk id.
 //!
-//! # Ids
+//! # ChunkIdsIter
 //!
 //! Entities live in vectors and are named by newtype ids that index them ([`NodeId`] into
 //! [`Machine::nodes`], [`LinkId`] into [`Machine::links`], [`ChunkId`] into
-//! [`Phase::chunks`], [`BufferId`] into [`Phase::buffers`]). Ids serialise as plain numbers.
+//! [`Phase::chunks`], [`BufferId`] into [`Phase::buffers`]). ChunkIdsIter serialise as plain numbers.
 //! The verifier checks every id is in range before anything else looks at the schedule.
 #![deny(missing_docs)]
 
@@ -83,6 +83,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 mod bands;
+mod chunk_ids;
 pub mod cost;
 pub mod limits;
 pub mod ranks;
@@ -90,6 +91,7 @@ pub mod serial;
 pub mod verify;
 
 pub use bands::{Band, PhaseLookup};
+pub use chunk_ids::{ChunkBytes, ChunkIds, ChunkIdsIter, ChunkRun};
 pub use ranks::Ranks;
 pub use verify::{verify, Report, VerifiedSchedule, VerifyError, VerifyErrors};
 
@@ -392,7 +394,7 @@ pub enum Instr {
         buffer: BufferId,
         /// The chunks sent, in order; non-empty and without repeats.
         #[serde(with = "crate::serial::runs")]
-        chunks: Vec<ChunkId>,
+        chunks: ChunkIds,
     },
     /// Receive `chunks` from node `from`, arriving over `link`, into `buffer`.
     Recv {
@@ -404,7 +406,7 @@ pub enum Instr {
         buffer: BufferId,
         /// The chunks received; the same list, in the same order, as the matching send.
         #[serde(with = "crate::serial::runs")]
-        chunks: Vec<ChunkId>,
+        chunks: ChunkIds,
         /// Replace the destination, or combine into it.
         mode: RecvMode,
     },
@@ -417,7 +419,7 @@ pub enum Instr {
         dst: BufferId,
         /// The chunks combined; non-empty and without repeats.
         #[serde(with = "crate::serial::runs")]
-        chunks: Vec<ChunkId>,
+        chunks: ChunkIds,
     },
     /// Copy `chunks` of `src` (start-of-step state) into `dst`.
     Copy {
@@ -427,7 +429,7 @@ pub enum Instr {
         dst: BufferId,
         /// The chunks copied; non-empty and without repeats.
         #[serde(with = "crate::serial::runs")]
-        chunks: Vec<ChunkId>,
+        chunks: ChunkIds,
     },
     /// Divide `chunks` of `buffer` by `divisor`, in the step's write part (see the crate doc):
     /// each element becomes `value / divisor` — IEEE division by the divisor converted to the
@@ -440,7 +442,7 @@ pub enum Instr {
         buffer: BufferId,
         /// The chunks divided; non-empty and without repeats.
         #[serde(with = "crate::serial::runs")]
-        chunks: Vec<ChunkId>,
+        chunks: ChunkIds,
         /// What every element is divided by: the number of compute nodes of the machine.
         divisor: u32,
     },
@@ -596,7 +598,7 @@ impl Machine {
             .map_or_else(|| id.to_string(), |l| l.name.clone())
     }
 
-    /// Ids of the compute nodes, in order.
+    /// ChunkIdsIter of the compute nodes, in order.
     pub fn compute_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.nodes
             .iter()
@@ -720,7 +722,7 @@ impl Machine {
 
 impl Instr {
     /// The chunks the instruction reads or writes.
-    pub fn chunks(&self) -> &[ChunkId] {
+    pub fn chunks(&self) -> &ChunkIds {
         match self {
             Instr::Send { chunks, .. }
             | Instr::Recv { chunks, .. }

@@ -84,7 +84,7 @@ fn randomised(mut schedule: Schedule, rng: &mut Rng) -> Schedule {
                     | Instr::Copy { chunks, .. }
                     | Instr::Scale { chunks, .. } => chunks,
                 };
-                *chunks = random_list(rng);
+                *chunks = random_list(rng).into();
             }
         }
     }

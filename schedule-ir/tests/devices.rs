@@ -46,20 +46,20 @@ fn in_switch(capacity: Option<u32>) -> Schedule {
         via: Vec::new(),
         to: NodeId(2),
         buffer: data,
-        chunks: chunks.clone(),
+        chunks: chunks.clone().into(),
     };
     let down = |n: u32| Instr::Send {
         link: LinkId(n),
         via: Vec::new(),
         to: NodeId(n),
         buffer: data,
-        chunks: chunks.clone(),
+        chunks: chunks.clone().into(),
     };
     let recv = |link: u32, from: u32, mode| Instr::Recv {
         link: LinkId(link),
         from: NodeId(from),
         buffer: data,
-        chunks: chunks.clone(),
+        chunks: chunks.clone().into(),
         mode,
     };
     let compute = |n: u32| Program {

@@ -27,7 +27,7 @@ fn ok(s: Schedule) -> schedule_ir::VerifiedSchedule {
 fn scale(chunks: &[u32], divisor: u32) -> Instr {
     Instr::Scale {
         buffer: BufferId(0),
-        chunks: ids(chunks),
+        chunks: ids(chunks).into(),
         divisor,
     }
 }

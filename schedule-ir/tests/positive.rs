@@ -230,7 +230,7 @@ fn two_lanes_allow_two_transfers() {
         link: LinkId(0),
         from: NodeId(0),
         buffer: BufferId(1),
-        chunks: ids(&[3]),
+        chunks: ids(&[3]).into(),
         mode: RecvMode::Store,
     });
     ok(s);
@@ -259,13 +259,13 @@ fn one_routed_transfer_uses_each_link_of_its_route_once() {
         via: vec![LinkId(5)],
         to: NodeId(2),
         buffer: BufferId(0),
-        chunks: ids(&[1]),
+        chunks: ids(&[1]).into(),
     });
     at(&mut s, 2, 0).push(Instr::Recv {
         link: LinkId(5),
         from: NodeId(0),
         buffer: BufferId(1),
-        chunks: ids(&[1]),
+        chunks: ids(&[1]).into(),
         mode: RecvMode::Store,
     });
     let v = ok(s);
@@ -292,13 +292,13 @@ fn scratch_staging_is_fine() {
         link: LinkId(from as u32),
         from: NodeId::new(from),
         buffer: BufferId(1),
-        chunks: ids(&[0, 1]),
+        chunks: ids(&[0, 1]).into(),
         mode: RecvMode::Store,
     };
     let fold = Instr::Reduce {
         src: BufferId(1),
         dst: BufferId(0),
-        chunks: all.clone(),
+        chunks: all.clone().into(),
     };
     at(&mut s, 0, 0).push(send(0, 0, 1, &all));
     at(&mut s, 1, 0).push(staged(0));
@@ -317,12 +317,12 @@ fn a_copy_parked_in_scratch_comes_back_a_step_later() {
     at(&mut s, 1, 0).push(Instr::Copy {
         src: BufferId(0),
         dst: BufferId(1),
-        chunks: ids(&[2]),
+        chunks: ids(&[2]).into(),
     });
     at(&mut s, 1, 1).push(Instr::Copy {
         src: BufferId(1),
         dst: BufferId(0),
-        chunks: ids(&[2]),
+        chunks: ids(&[2]).into(),
     });
     ok(s);
 }

@@ -166,7 +166,7 @@ fn mutate(s: &mut Schedule, rng: &mut Rng) {
                         *instr = Instr::Reduce {
                             src: BufferId(rng.id(buffers)),
                             dst: BufferId(rng.id(buffers)),
-                            chunks: vec![ChunkId(rng.id(chunks))],
+                            chunks: vec![ChunkId(rng.id(chunks))].into(),
                         }
                     }
                 },
@@ -185,7 +185,7 @@ fn mutate(s: &mut Schedule, rng: &mut Rng) {
                     4 => {
                         *instr = Instr::Scale {
                             buffer: BufferId(rng.id(buffers)),
-                            chunks: vec![ChunkId(rng.id(chunks))],
+                            chunks: vec![ChunkId(rng.id(chunks))].into(),
                             divisor: rng.id(nodes),
                         }
                     }
@@ -244,7 +244,7 @@ fn pair_mutation(s: &mut Schedule, rng: &mut Rng) {
                 if let Instr::Send { chunks, .. } | Instr::Recv { chunks, .. } =
                     &mut phase.programs[node].steps[k][at]
                 {
-                    *chunks = c.clone();
+                    *chunks = c.clone().into();
                 }
             }
         }

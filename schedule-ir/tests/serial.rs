@@ -15,7 +15,7 @@ fn samples() -> Vec<Schedule> {
         via: vec![LinkId(1)],
         to: NodeId(2),
         buffer: BufferId(0),
-        chunks: ids(&[1, 2]),
+        chunks: ids(&[1, 2]).into(),
     });
     let mut with_program = ring_allreduce(3, 30);
     with_program.program = vec![

@@ -435,7 +435,7 @@ fn step_use(machine: &Machine, phase: &Phase, k: u32, overlays: &[Overlay]) -> S
             for h in machine.route(from, *link, via) {
                 carries.push(Carry {
                     hop: h,
-                    chunks: chunks.clone(),
+                    chunks: chunks.clone().to_vec(),
                     mode,
                     overlay: overlay_of(overlays, &h),
                 });

@@ -41,7 +41,7 @@
 
 use super::plan::{Move, Step};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, ChunkId, DirectionId, LinkId, NodeId, RecvMode};
+use schedule_ir::{BufferId, ChunkIds, DirectionId, LinkId, NodeId, RecvMode};
 use std::collections::HashMap;
 use std::fmt;
 use thiserror::Error;
@@ -271,7 +271,7 @@ struct Booking<'a> {
     /// Open sends of this step that have room for more transfers: key → (send, room, chunks
     /// carried). Only sends with room are kept: a send without room takes no one else, and
     /// one with the same key (the same route) never has room either.
-    open: HashMap<SendKey<'a>, (u32, u32, Vec<ChunkId>)>,
+    open: HashMap<SendKey<'a>, (u32, u32, ChunkIds)>,
     /// The room of all open sends together.
     open_room: u64,
     /// Sends opened in this step.
@@ -331,7 +331,7 @@ impl<'a> Booking<'a> {
             if let Some((s, room, carried)) = joins {
                 *room -= 1;
                 self.open_room -= 1;
-                carried.extend(chunks);
+                carried.extend(chunks.iter());
                 return Some(*s);
             }
         }
@@ -560,7 +560,7 @@ pub fn steps(transfers: &[Transfer], timetable: &Timetable) -> Vec<Step> {
                         merged.chunks = members
                             .iter()
                             .filter_map(|&t| transfers.get(t))
-                            .flat_map(|t| t.what.chunks.iter().copied())
+                            .flat_map(|t| t.what.chunks.iter())
                             .collect();
                         Some(merged)
                     })

@@ -142,7 +142,7 @@ mod tests {
             phase.programs[2].steps[k]
                 .iter()
                 .filter_map(|i| match i {
-                    Instr::Recv { chunks, mode, .. } => Some((chunks[0].0, *mode)),
+                    Instr::Recv { chunks, mode, .. } => chunks.first().map(|c| (c.0, *mode)),
                     _ => None,
                 })
                 .collect()

@@ -189,7 +189,7 @@ fn transfer(from: NodeId, to: NodeId, chunks: Vec<ChunkId>, dst: BufferId, mode:
         route: Vec::new(),
         src: DATA,
         dst,
-        chunks,
+        chunks: chunks.into(),
         mode,
     }
 }
@@ -201,7 +201,7 @@ fn reduce(node: NodeId, chunks: Vec<ChunkId>) -> (NodeId, Instr) {
         Instr::Reduce {
             src: SCRATCH,
             dst: DATA,
-            chunks,
+            chunks: chunks.into(),
         },
     )
 }

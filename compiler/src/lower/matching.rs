@@ -37,7 +37,7 @@ use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::Machine;
 use overlap::Placed;
-use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, RecvMode};
+use schedule_ir::{ChunkId, ChunkIds, Collective, LinkId, NodeId, NodeKind, RecvMode};
 use std::collections::BTreeMap;
 use synth::{Direction, Gather, Pick};
 
@@ -468,7 +468,7 @@ fn assemble(
                         nodes[from],
                         nodes[to],
                         vec![dir.link],
-                        carried.iter().map(|&c| ChunkId(c)).collect(),
+                        carried.iter().map(|&c| ChunkId(c)).collect::<ChunkIds>(),
                         mode,
                     )
                 })

@@ -49,7 +49,7 @@ pub fn add_scales(phase: &mut Phase, compute: &[NodeId]) {
                 if !complete.is_empty() {
                     out.push(Instr::Scale {
                         buffer,
-                        chunks: complete,
+                        chunks: complete.into(),
                         divisor,
                     });
                 }
@@ -119,13 +119,13 @@ impl Counts {
                     Instr::Send {
                         to, buffer, chunks, ..
                     } => {
-                        let values = chunks.iter().map(|&c| self.get(node, *buffer, c));
+                        let values = chunks.iter().map(|c| self.get(node, *buffer, c));
                         let link = instr.final_link().unwrap_or(LinkId(u32::MAX));
-                        let key = (node, *to, link, chunks.first().copied());
+                        let key = (node, *to, link, chunks.first());
                         staged.messages.insert(key, values.collect());
                     }
                     Instr::Reduce { src, chunks, .. } | Instr::Copy { src, chunks, .. } => {
-                        let values = chunks.iter().map(|&c| self.get(node, *src, c));
+                        let values = chunks.iter().map(|c| self.get(node, *src, c));
                         staged.local.insert((node, j), values.collect());
                     }
                     Instr::Recv { .. } | Instr::Scale { .. } => {}
@@ -146,7 +146,7 @@ impl Counts {
                 chunks,
                 mode,
             } => {
-                let key = (*from, node, *link, chunks.first().copied());
+                let key = (*from, node, *link, chunks.first());
                 (
                     *buffer,
                     chunks,
@@ -159,7 +159,7 @@ impl Counts {
             Instr::Send { .. } | Instr::Scale { .. } => return Vec::new(),
         };
         let mut complete = Vec::new();
-        for (i, &c) in chunks.iter().enumerate() {
+        for (i, c) in chunks.iter().enumerate() {
             let value = incoming.and_then(|v| v.get(i)).copied().unwrap_or(0);
             let Some(slot) = self.slot(node, buffer, c) else {
                 continue;
@@ -192,13 +192,13 @@ mod tests {
             via: vec![],
             to: NodeId::new((i + 1) % 3),
             buffer: BufferId(0),
-            chunks: vec![ChunkId::new(c)],
+            chunks: vec![ChunkId::new(c)].into(),
         };
         let recv = |i: usize, c: usize, mode| Instr::Recv {
             link: LinkId::new((i + 2) % 3),
             from: NodeId::new((i + 2) % 3),
             buffer: BufferId(0),
-            chunks: vec![ChunkId::new(c)],
+            chunks: vec![ChunkId::new(c)].into(),
             mode,
         };
         let programs = (0..3)
@@ -258,7 +258,7 @@ mod tests {
                 .collect();
             let want = Instr::Scale {
                 buffer: BufferId(0),
-                chunks: vec![ChunkId::new((i + 1) % 3)],
+                chunks: vec![ChunkId::new((i + 1) % 3)].into(),
                 divisor: 3,
             };
             assert_eq!(scales, vec![(1, 2, &want)], "node {i}");

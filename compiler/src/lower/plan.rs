@@ -27,8 +27,8 @@
 use super::PhaseSpec;
 use crate::machine::Machine;
 use schedule_ir::{
-    Buffer, BufferId, Chunk, ChunkId, DirectionId, Instr, LinkId, NodeId, NodeKind, Phase, Program,
-    RecvMode,
+    Buffer, BufferId, Chunk, ChunkIds, DirectionId, Instr, LinkId, NodeId, NodeKind, Phase,
+    Program, RecvMode,
 };
 use std::collections::BTreeMap;
 
@@ -46,8 +46,8 @@ pub struct Move {
     pub src: BufferId,
     /// The buffer written on the receiver.
     pub dst: BufferId,
-    /// The chunks carried, in order.
-    pub chunks: Vec<ChunkId>,
+    /// The chunks carried, in order, as runs.
+    pub chunks: ChunkIds,
     /// Whether the receiver stores or reduces.
     pub mode: RecvMode,
 }
@@ -58,7 +58,7 @@ impl Move {
         from: NodeId,
         to: NodeId,
         route: Vec<LinkId>,
-        chunks: Vec<ChunkId>,
+        chunks: impl Into<ChunkIds>,
         mode: RecvMode,
     ) -> Move {
         Move {
@@ -67,7 +67,7 @@ impl Move {
             route,
             src: super::DATA,
             dst: super::DATA,
-            chunks,
+            chunks: chunks.into(),
             mode,
         }
     }

@@ -38,7 +38,7 @@ use super::{link_between, vector_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{ChunkId, Collective, NodeId, Phase, RecvMode};
+use schedule_ir::{ChunkId, ChunkIds, ChunkRun, Collective, NodeId, Phase, RecvMode};
 
 /// `rotated-hd`: halving-doubling along the dimensions of a hypercube, the cube or an
 /// equal-sided torus, the dimension order rotated per part so every link carries data in
@@ -84,7 +84,8 @@ impl Lowering for RotatedHd {
 /// The size of [`lower`]'s schedule on `d` dimensions of size `k` (`n` nodes), counted as it
 /// builds it: each half runs `d(k - 1)` steps in which every node sends on `d·h` links (`h`
 /// ring directions), and a transfer in the `s`-th dimension of a part's walk carries the
-/// `n / k^(s+1)` chunks of its group.
+/// `n / k^(s+1)` chunks of its group, held as at most `n / k^(s+2)` runs (one per digit of
+/// every free dimension but the fastest; see [`Coordinates::selected_ids`]).
 fn estimate(collective: Collective, d: usize, k: usize, n: usize) -> Estimate {
     let halves: u128 = match collective {
         Collective::AllReduce => 2,
@@ -95,10 +96,12 @@ fn estimate(collective: Collective, d: usize, k: usize, n: usize) -> Estimate {
     let (d, k, n) = (d as u128, k as u128, n as u128);
     let per_walk = k.saturating_sub(1) * n * d * h;
     let mut carried: u128 = 0;
+    let mut runs: u128 = 0;
     let mut group = n;
     for _ in 0..d {
         group /= k.max(2);
         carried = carried.saturating_add(per_walk.saturating_mul(group));
+        runs = runs.saturating_add(per_walk.saturating_mul((group / k.max(2)).max(1)));
     }
     let clamp = |x: u128| u64::try_from(x).unwrap_or(u64::MAX);
     Estimate::transfers(
@@ -107,6 +110,7 @@ fn estimate(collective: Collective, d: usize, k: usize, n: usize) -> Estimate {
         clamp(d * h * n),
         1,
     )
+    .in_runs(clamp(halves * runs))
     .on(usize::try_from(n).unwrap_or(usize::MAX))
     .in_steps(clamp(halves * d * k.saturating_sub(1)))
 }
@@ -133,7 +137,54 @@ impl Coordinates {
     /// dimensions of part `j`'s order `j, j+1, … (mod dims)` and whose digit in the next one,
     /// `(j + m) mod dims`, is `group` (`m < dims`): the chunks of a part that node `x` sends in
     /// a step. Enumerated directly, in time linear in their number.
+    #[cfg(test)]
     fn selected(&self, j: usize, m: usize, x: usize, group: usize) -> impl Iterator<Item = usize> {
+        let (base, free) = self.selection(j, m, x, group);
+        let size = self.size;
+        let count = size.pow(free.len() as u32);
+        (0..count).map(move |mut i| {
+            let mut c = base;
+            for &s in &free {
+                c += (i % size) * s;
+                i /= size;
+            }
+            c
+        })
+    }
+
+    /// The chunk ids `offset + c` for the indices `c` of [`Coordinates::selected`], built as
+    /// runs: the fastest free dimension gives runs of `size` ids spaced by its stride, one per
+    /// combination of the other free digits, so no id is enumerated.
+    fn selected_ids(&self, j: usize, m: usize, x: usize, group: usize, offset: usize) -> ChunkIds {
+        let (base, free) = self.selection(j, m, x, group);
+        let size = self.size;
+        let mut ids = ChunkIds::new();
+        let Some((&fastest, slower)) = free.split_first() else {
+            ids.push(ChunkId::new(offset + base));
+            return ids;
+        };
+        let (len, stride) = (u32::try_from(size), u32::try_from(fastest));
+        let (Ok(len), Ok(stride)) = (len, stride) else {
+            return ids;
+        };
+        for mut i in 0..size.pow(slower.len() as u32) {
+            let mut c = base;
+            for &s in slower {
+                c += (i % size) * s;
+                i /= size;
+            }
+            ids.push_run(ChunkRun {
+                start: ChunkId::new(offset + c).0,
+                len,
+                stride: if len > 1 { stride } else { 1 },
+            });
+        }
+        ids
+    }
+
+    /// The selection of [`Coordinates::selected`] as the index of its first member and the
+    /// strides of its free dimensions, fastest first.
+    fn selection(&self, j: usize, m: usize, x: usize, group: usize) -> (usize, Vec<usize>) {
         let d = self.dims as usize;
         let stride = |k: usize| self.size.pow(k as u32);
         let mut fixed = vec![false; d];
@@ -149,16 +200,7 @@ impl Coordinates {
         // The free dimensions, slowest last: counting through their digits with the first one
         // fastest gives the indices in increasing order.
         let free: Vec<usize> = (0..d).filter(|&k| !fixed[k]).map(stride).collect();
-        let size = self.size;
-        let count = size.pow(free.len() as u32);
-        (0..count).map(move |mut i| {
-            let mut c = base;
-            for &s in &free {
-                c += (i % size) * s;
-                i /= size;
-            }
-            c
-        })
+        (base, free)
     }
 
     /// Index `c` moved by `step` (±1) along dimension `k`, wrapping around.
@@ -257,8 +299,9 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
     let (d, k, n) = (grid.dims as usize, grid.size, grid.nodes.len());
     // Sub-parts: one per ring direction; a size-2 dimension has one link per pair.
     let h_count = if k == 2 { 1 } else { 2 };
-    let chunk = |j: usize, h: usize, c: usize| ChunkId::new((j * h_count + h) * n + c);
-    let transfer = |x: usize, dim: usize, forward: bool, chunks: Vec<ChunkId>, mode| {
+    // Chunk `c` of sub-part `h` of part `j` is id `(j·h_count + h)·n + c`.
+    let part = |j: usize, h: usize| (j * h_count + h) * n;
+    let transfer = |x: usize, dim: usize, forward: bool, chunks: ChunkIds, mode| {
         let (from, to) = (grid.nodes[x], grid.nodes[grid.moved(x, dim, forward)]);
         let link = link_between(machine, from, to).ok_or_else(|| {
             EmbedError::NotApplicable(format!(
@@ -284,10 +327,7 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
                             } else {
                                 (a + r + 1) % k
                             };
-                            let send: Vec<ChunkId> = grid
-                                .selected(j, s, x, group)
-                                .map(|c| chunk(j, h, c))
-                                .collect();
+                            let send = grid.selected_ids(j, s, x, group, part(j, h));
                             step.push(transfer(x, dim, h == 0, send, RecvMode::Reduce)?);
                         }
                     }
@@ -310,10 +350,7 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
                             } else {
                                 (a + r) % k
                             };
-                            let send: Vec<ChunkId> = grid
-                                .selected(j, d - 1 - t, x, group)
-                                .map(|c| chunk(j, h, c))
-                                .collect();
+                            let send = grid.selected_ids(j, d - 1 - t, x, group, part(j, h));
                             step.push(transfer(x, dim, h == 0, send, RecvMode::Store)?);
                         }
                     }
@@ -359,6 +396,12 @@ mod tests {
                                 .collect();
                             let got: Vec<usize> = grid.selected(j, m, x, group).collect();
                             assert_eq!(got, expected, "dims {dims} size {size} j {j} m {m}");
+                            let ids: Vec<usize> = grid
+                                .selected_ids(j, m, x, group, 7)
+                                .iter()
+                                .map(|c| c.index() - 7)
+                                .collect();
+                            assert_eq!(ids, expected, "dims {dims} size {size} j {j} m {m}");
                         }
                     }
                 }

@@ -395,7 +395,7 @@ fn transfer(
             route,
             src: buffer,
             dst: buffer,
-            chunks: vec![chunk],
+            chunks: vec![chunk].into(),
             mode,
         },
         after,

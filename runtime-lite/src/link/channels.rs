@@ -46,7 +46,7 @@ pub(crate) fn step_channels(
                 to: *to,
                 first: *link,
                 last: via.last().copied().unwrap_or(*link),
-                first_chunk: chunks.first().copied()?,
+                first_chunk: chunks.first()?,
             }),
             _ => None,
         })

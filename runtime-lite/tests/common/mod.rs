@@ -210,7 +210,7 @@ impl PhaseBuilder {
                 via: links[1..].to_vec(),
                 to: NodeId::new(to),
                 buffer: BufferId::new(src),
-                chunks: chunks.clone(),
+                chunks: chunks.clone().into(),
             },
         );
         self.push(
@@ -220,7 +220,7 @@ impl PhaseBuilder {
                 link: *links.last().unwrap(),
                 from: NodeId::new(from),
                 buffer: BufferId::new(dst),
-                chunks,
+                chunks: chunks.into(),
                 mode,
             },
         )

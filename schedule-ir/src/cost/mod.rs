@@ -133,6 +133,7 @@ pub fn step_loads(machine: &Machine, phase: &Phase) -> Vec<StepLoad> {
     let mut transfers = vec![0u32; directions];
     let mut touched: Vec<usize> = Vec::new();
     let mut out = Vec::with_capacity(steps);
+    let chunk_bytes = crate::ChunkBytes::of(phase);
     for k in 0..steps {
         let mut bytes_sent = 0u64;
         let mut sends = 0u32;
@@ -143,11 +144,7 @@ pub fn step_loads(machine: &Machine, phase: &Phase) -> Vec<StepLoad> {
                 continue;
             };
             let Ok(n) = u32::try_from(n) else { continue };
-            let bytes_of = |chunks: &[crate::ChunkId]| {
-                chunks
-                    .iter()
-                    .fold(0u64, |sum, &c| sum.saturating_add(phase.chunk_bytes(c)))
-            };
+            let bytes_of = |chunks: &crate::ChunkIds| chunk_bytes.bytes(chunks);
             let computes = machine
                 .nodes
                 .get(n as usize)
@@ -507,13 +504,13 @@ mod tests {
             link: LinkId(2),
             from: NodeId(2),
             buffer: BufferId(1),
-            chunks: vec![ChunkId(1)],
+            chunks: vec![ChunkId(1)].into(),
             mode: RecvMode::Store,
         };
         let local = Instr::Reduce {
             src: BufferId(1),
             dst: BufferId(0),
-            chunks: vec![ChunkId(1)],
+            chunks: vec![ChunkId(1)].into(),
         };
         p.programs[0].steps = vec![
             vec![send(0, &[1], 2, &[0]), into_scratch],

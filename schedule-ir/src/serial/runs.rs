@@ -15,7 +15,7 @@
 //! expanding any of them.
 
 use crate::limits::MAX_EXPANDED_CHUNK_IDS;
-use crate::ChunkId;
+use crate::{ChunkId, ChunkIds};
 use serde::de::{Error as _, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::cell::Cell;
@@ -63,31 +63,36 @@ enum Item {
     Run(u32, Vec<(u32, u32)>),
 }
 
-/// Writes `chunks`: a plain list, or in the compact form items of runs.
-pub fn serialize<S: Serializer>(chunks: &[ChunkId], s: S) -> Result<S::Ok, S::Error> {
+/// Writes `chunks`: a plain list of ids, or in the compact form items of runs.
+pub fn serialize<S: Serializer>(chunks: &ChunkIds, s: S) -> Result<S::Ok, S::Error> {
     if COMPACT.with(Cell::get) {
-        encode(chunks).serialize(s)
+        encode(&chunks.to_vec()).serialize(s)
     } else {
-        chunks.serialize(s)
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(chunks.len()))?;
+        for id in chunks.iter() {
+            seq.serialize_element(&id)?;
+        }
+        seq.end()
     }
 }
 
 /// Reads a chunk list of ids and runs, expanding the runs.
-pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ChunkId>, D::Error> {
+pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ChunkIds, D::Error> {
     d.deserialize_seq(ListVisitor)
 }
 
 struct ListVisitor;
 
 impl<'de> Visitor<'de> for ListVisitor {
-    type Value = Vec<ChunkId>;
+    type Value = ChunkIds;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list of chunk ids and runs")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<ChunkId>, A::Error> {
-        let mut ids = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ChunkIds, A::Error> {
+        let mut ids = ChunkIds::new();
         while let Some(item) = seq.next_element::<Item>()? {
             match item {
                 Item::Id(id) => ids.push(ChunkId(id)),
@@ -153,9 +158,15 @@ fn check(start: u32, dims: &[(u32, u32)]) -> Result<u64, String> {
 }
 
 /// Appends the run's ids, the last dimension fastest. [`check`] has bounded every id.
-fn expand(start: u32, dims: &[(u32, u32)], out: &mut Vec<ChunkId>) {
+fn expand(start: u32, dims: &[(u32, u32)], out: &mut ChunkIds) {
     match dims.split_first() {
         None => out.push(ChunkId(start)),
+        // The innermost dimension: one run, however many ids.
+        Some((&(count, stride), [])) => out.push_run(crate::ChunkRun {
+            start,
+            len: count,
+            stride: if count > 1 { stride } else { 1 },
+        }),
         Some((&(count, stride), inner)) => {
             for i in 0..count {
                 expand(start + i * stride, inner, out);
@@ -272,7 +283,7 @@ mod tests {
     }
 
     fn round_trip(v: &[u32]) -> Vec<ChunkId> {
-        let mut out = Vec::new();
+        let mut out = ChunkIds::new();
         for item in encode(&ids(v)) {
             match item {
                 Item::Id(i) => out.push(ChunkId(i)),
@@ -282,7 +293,7 @@ mod tests {
                 }
             }
         }
-        out
+        out.to_vec()
     }
 
     #[test]
@@ -320,7 +331,7 @@ mod tests {
     }
 
     #[derive(Deserialize)]
-    struct List(#[serde(with = "super")] Vec<ChunkId>);
+    struct List(#[serde(with = "super")] ChunkIds);
 
     #[test]
     fn runs_share_one_budget_per_file_and_are_refused_before_expanding() {

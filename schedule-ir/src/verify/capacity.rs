@@ -37,7 +37,7 @@ pub(super) fn check(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyErr
                     // A scale divides the chunk in place, in the write part of its step.
                     Instr::Scale { buffer, .. } => ([Some(*buffer), None], Some(*buffer)),
                 };
-                for &c in instr.chunks() {
+                for c in instr.chunks() {
                     for b in reads.into_iter().flatten() {
                         events.entry((b, c)).or_default().push((k, false));
                     }

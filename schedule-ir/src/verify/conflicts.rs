@@ -76,7 +76,7 @@ pub(super) fn transfer(
     machine: &Machine,
     from: NodeId,
     to: NodeId,
-    chunks: &[crate::ChunkId],
+    chunks: &crate::ChunkIds,
 ) -> Transfer {
     Transfer {
         from: node(machine, from),

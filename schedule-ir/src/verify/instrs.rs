@@ -1,7 +1,7 @@
 //! Pass 1, well-formed, for instructions: ids in range, peers, routes and chunk lists.
 
 use super::{action, buffer, link, node, AnyId, ErrorKind, Location, VerifyError};
-use crate::{ChunkId, Instr, LinkId, Machine, NodeId, NodeKind, Phase, ReduceOp, StepId};
+use crate::{ChunkIds, Instr, LinkId, Machine, NodeId, NodeKind, Phase, ReduceOp, StepId};
 
 /// Checks instructions, with a reusable marker array for repeated chunks.
 pub(super) struct InstrChecker<'a> {
@@ -155,8 +155,10 @@ impl<'a> InstrChecker<'a> {
         }
     }
 
-    /// A chunk list: not empty, ids in range, no repeats.
-    fn chunk_list(&mut self, step: StepId, at: NodeId, act: &Instr, chunks: &[ChunkId]) {
+    /// A chunk list: not empty, ids in range, no repeats. A list whose runs increase and end
+    /// in range has neither problem and is passed on its runs alone; any other is checked id
+    /// by id, so that every problem is reported where it is, in list order.
+    fn chunk_list(&mut self, step: StepId, at: NodeId, act: &Instr, chunks: &ChunkIds) {
         if chunks.is_empty() {
             let kind = ErrorKind::EmptyChunkList {
                 action: action(self.machine, act),
@@ -164,8 +166,11 @@ impl<'a> InstrChecker<'a> {
             self.push(step, at, kind);
             return;
         }
+        if chunks.is_increasing_below(self.phase.chunks.len()) {
+            return;
+        }
         self.generation += 1;
-        for &c in chunks {
+        for c in chunks {
             if !self.in_range(step, at, act, AnyId::Chunk(c)) {
                 continue;
             }

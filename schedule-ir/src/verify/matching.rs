@@ -3,7 +3,7 @@
 
 use super::conflicts::transfer;
 use super::{link, node, step_id, step_instrs, ChunkList, ErrorKind, Location, VerifyError};
-use crate::{ChunkId, Instr, Machine, Phase};
+use crate::{ChunkIds, Instr, Machine, Phase};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
@@ -18,7 +18,7 @@ pub(super) struct Matching {
 struct End<'a> {
     /// Receiving node, sending node, last link.
     key: (u32, u32, u32),
-    chunks: &'a [ChunkId],
+    chunks: &'a ChunkIds,
     flat: u32,
 }
 

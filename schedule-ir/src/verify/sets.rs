@@ -61,16 +61,10 @@ impl SetTable {
 
     /// The id of `set`, adding it if it is new; `None` when the table is full.
     pub(super) fn intern(&mut self, set: &[u64]) -> Option<SetId> {
-        let hash = set.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &w| {
-            (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(5)
-        });
-        if let Some(ids) = self.index.get(&hash) {
-            for &id in ids {
-                if self.get(SetId(id)) == set {
-                    return Some(SetId(id));
-                }
-            }
+        if let Some(id) = self.find(set) {
+            return Some(id);
         }
+        let hash = hash(set);
         let next = self.len();
         if next >= self.max_sets {
             return None;
@@ -89,6 +83,25 @@ impl SetTable {
         let id = self.intern(&set);
         self.scratch = set;
         id
+    }
+
+    /// The id of the set of the one input `bit`, if the table holds it (it adds nothing, so
+    /// a full table is no problem: a set it does not hold is no slot's).
+    pub(super) fn find_single(&mut self, bit: usize) -> Option<SetId> {
+        let mut set = std::mem::take(&mut self.scratch);
+        set.iter_mut().for_each(|w| *w = 0);
+        set[bit / 64] |= 1 << (bit % 64);
+        let id = self.find(&set);
+        self.scratch = set;
+        id
+    }
+
+    /// The id of `set`, if the table holds it.
+    fn find(&self, set: &[u64]) -> Option<SetId> {
+        let ids = self.index.get(&hash(set))?;
+        ids.iter()
+            .map(|&id| SetId(id))
+            .find(|&id| self.get(id) == set)
     }
 
     /// `a ∪ b`.
@@ -132,6 +145,13 @@ impl SetTable {
             && b != SetId::EMPTY
             && self.get(a).iter().zip(self.get(b)).any(|(x, y)| x & y != 0)
     }
+}
+
+/// A set's hash, for the table's index.
+fn hash(set: &[u64]) -> u64 {
+    set.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &w| {
+        (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(5)
+    })
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@ use super::{
 };
 use crate::limits::MAX_SYMBOLIC_WORDS;
 use crate::{
-    BufferId, ChunkId, Collective, Instr, Machine, NodeId, NodeKind, Phase, RecvMode, ReduceOp,
+    BufferId, ChunkId, ChunkIds, ChunkRun, Collective, Instr, Machine, NodeId, NodeKind, Phase,
+    RecvMode, ReduceOp, StepId,
 };
 
 /// Runs the pass on one well-formed, fully matched phase, appending every problem to `errors`.
@@ -157,10 +158,11 @@ impl<'a> Run<'a> {
         Some(run)
     }
 
-    /// Where (compute node `ci`, buffer `b`, chunk `c`) lives. Chunk-major: the copies of one
-    /// chunk on all nodes sit together, as transfers move a chunk between nodes.
+    /// Where (compute node `ci`, buffer `b`, chunk `c`) lives. Node-major: the chunks of one
+    /// buffer of one node sit together, so that a run of chunk ids an instruction names is a
+    /// run of slots, read and written as slices.
     fn slot(&self, ci: usize, b: BufferId, c: ChunkId) -> usize {
-        (b.index() * self.chunks + c.index()) * self.compute.len() + ci
+        (ci * self.phase.buffers.len() + b.index()) * self.chunks + c.index()
     }
 
     fn ci(&self, n: NodeId) -> usize {
@@ -202,6 +204,8 @@ impl<'a> Run<'a> {
         let data = BufferId(0);
         for ci in 0..self.inputs {
             let n = self.compute[ci];
+            // Every chunk a node holds at the start holds the same set: its own input.
+            let mut own = None;
             for c in 0..self.chunks {
                 let chunk = ChunkId(u32::try_from(c).unwrap_or(u32::MAX));
                 let holds = match self.phase.collective {
@@ -213,7 +217,10 @@ impl<'a> Run<'a> {
                 };
                 if holds {
                     let s = self.slot(ci, data, chunk);
-                    match self.table.single(ci) {
+                    if own.is_none() {
+                        own = self.table.single(ci);
+                    }
+                    match own {
                         Some(id) => self.sets[s] = id,
                         None => self.out_of_room(),
                     }
@@ -237,8 +244,8 @@ impl<'a> Run<'a> {
                 Instr::Recv { .. } | Instr::Scale { .. } => continue,
             };
             self.staged_at[flat] = self.staged_poison.len();
-            for &c in instr.chunks() {
-                self.read(k, n, instr, src, c);
+            for run in instr.chunks().runs() {
+                self.read(k, n, instr, src, *run);
             }
         }
         for (n, flat, instr) in step_instrs(phase, k) {
@@ -278,20 +285,33 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Stages chunk `c` of buffer `b` of node `n` for an instruction of step `k`.
-    fn read(&mut self, k: usize, n: NodeId, instr: &Instr, b: BufferId, c: ChunkId) {
-        let s = self.slot(self.ci(n), b, c);
-        let set = self.sets[s];
-        let poisoned = self.poison[s];
-        let undefined = !poisoned && set == SetId::EMPTY;
-        self.staged.push(set);
-        self.staged_poison.push(poisoned || undefined);
-        self.staged_scaled.push(self.scaled[s]);
-        if undefined {
-            let kind = ErrorKind::ReadUndefined {
-                action: action(self.machine, instr),
-            };
-            self.errors.push(self.at(k, n, b, c).error(kind));
+    /// Stages the run of chunks `run` of buffer `b` of node `n` for an instruction of step
+    /// `k`. The slots of a run are evenly spaced like its ids; consecutive ones are copied as
+    /// slices.
+    fn read(&mut self, k: usize, n: NodeId, instr: &Instr, b: BufferId, run: ChunkRun) {
+        let first = self.slot(self.ci(n), b, ChunkId(run.start));
+        let stride = run.stride as usize;
+        let slots = (0..run.len as usize).map(|i| first + i * stride);
+        if stride == 1 {
+            let all = first..first + run.len as usize;
+            self.staged.extend_from_slice(&self.sets[all.clone()]);
+            self.staged_scaled.extend_from_slice(&self.scaled[all]);
+        } else {
+            self.staged.extend(slots.clone().map(|s| self.sets[s]));
+            self.staged_scaled
+                .extend(slots.clone().map(|s| self.scaled[s]));
+        }
+        for (i, s) in slots.enumerate() {
+            let poisoned = self.poison[s];
+            let undefined = !poisoned && self.sets[s] == SetId::EMPTY;
+            self.staged_poison.push(poisoned || undefined);
+            if undefined {
+                let kind = ErrorKind::ReadUndefined {
+                    action: action(self.machine, instr),
+                };
+                let c = run.at(i as u32);
+                self.errors.push(self.at(k, n, b, c).error(kind));
+            }
         }
     }
 
@@ -304,7 +324,7 @@ impl<'a> Run<'a> {
         n: NodeId,
         instr: &Instr,
         b: BufferId,
-        chunks: &[ChunkId],
+        chunks: &ChunkIds,
         from: usize,
         reduce: bool,
     ) {
@@ -321,13 +341,16 @@ impl<'a> Run<'a> {
             };
             let here = Location::step(&self.phase.name, step_id(k)).node(node(self.machine, n));
             self.errors.push(here.error(kind));
-            for &c in chunks {
+            for c in chunks {
                 let s = self.slot(ci, b, c);
                 self.poison[s] = true;
             }
             return;
         }
-        for (i, &c) in chunks.iter().enumerate() {
+        // The last union that combined two disjoint sets: neighbouring chunks of a run mostly
+        // combine the same two sets, and then take the same result without hashing a set.
+        let mut last: Option<(SetId, SetId, SetId)> = None;
+        for (i, c) in chunks.iter().enumerate() {
             let s = self.slot(ci, b, c);
             let incoming = self.staged[from + i];
             let in_poison = self.staged_poison[from + i];
@@ -358,16 +381,26 @@ impl<'a> Run<'a> {
                 self.errors.push(self.at(k, n, b, c).error(kind));
                 continue;
             }
+            if let Some((x, y, union)) = last {
+                if (x, y) == (dst, incoming) {
+                    self.sets[s] = union;
+                    continue;
+                }
+            }
             let twice = if self.table.overlap(dst, incoming) {
                 Some(self.nodes(&self.table.both(dst, incoming)))
             } else {
                 None
             };
-            self.sets[s] = self.union(dst, incoming);
+            let union = self.union(dst, incoming);
+            self.sets[s] = union;
             if self.full {
                 return;
             }
-            let Some(inputs) = twice else { continue };
+            let Some(inputs) = twice else {
+                last = Some((dst, incoming, union));
+                continue;
+            };
             let (location, act, op) = (
                 self.at(k, n, b, c),
                 action(self.machine, instr),
@@ -396,9 +429,9 @@ impl<'a> Run<'a> {
 
     /// Applies a scale of `chunks` of buffer `b` of node `n` in step `k`: each must hold all
     /// inputs, not yet scaled.
-    fn scale(&mut self, k: usize, n: NodeId, b: BufferId, chunks: &[ChunkId]) {
+    fn scale(&mut self, k: usize, n: NodeId, b: BufferId, chunks: &ChunkIds) {
         let ci = self.ci(n);
-        for &c in chunks {
+        for c in chunks {
             let s = self.slot(ci, b, c);
             if self.poison[s] {
                 continue;
@@ -449,64 +482,39 @@ impl<'a> Run<'a> {
 
     /// Checks the final data buffer against the collective.
     fn finish(&mut self) {
-        let w = self.words;
         let p = self.inputs;
-        let all = self.table.get(self.all).to_vec();
         // A mean's result must have been divided, unless there is one input (its own mean).
         let must_scale = self.phase.op == ReduceOp::Mean && p > 1;
-        let single = |n: NodeId, cindex: &[u32]| {
-            let mut set = vec![0u64; w];
-            let bit = cindex[n.index()] as usize;
-            set[bit / 64] |= 1 << (bit % 64);
-            set
-        };
         let phase = self.phase;
         let last = (phase.steps as usize).checked_sub(1).map(step_id);
-        let data = buffer(phase, BufferId(0));
         for ci in 0..p {
             let n = self.compute[ci];
             for (c, chunk) in phase.chunks.iter().enumerate() {
-                let (want, expected) = match phase.collective {
-                    Collective::AllReduce => (all.clone(), Expected::AllInputs { count: p }),
-                    Collective::ReduceScatter if chunk.owner == Some(n) => {
-                        (all.clone(), Expected::AllInputs { count: p })
-                    }
-                    Collective::Reduce { root } if root == n => {
-                        (all.clone(), Expected::AllInputs { count: p })
-                    }
+                // Whose input the chunk must hold: all of them (`None`), or one node's.
+                let one = match phase.collective {
+                    Collective::AllReduce => None,
+                    Collective::ReduceScatter if chunk.owner == Some(n) => None,
+                    Collective::Reduce { root } if root == n => None,
                     Collective::AllGather => {
                         let Some(owner) = chunk.owner else { continue };
-                        (
-                            single(owner, &self.cindex),
-                            Expected::OnlyInput {
-                                node: node(self.machine, owner),
-                            },
-                        )
+                        Some(owner)
                     }
-                    Collective::Broadcast { root } => (
-                        single(root, &self.cindex),
-                        Expected::OnlyInput {
-                            node: node(self.machine, root),
-                        },
-                    ),
+                    Collective::Broadcast { root } => Some(root),
                     _ => continue,
                 };
                 let chunk = ChunkId(u32::try_from(c).unwrap_or(u32::MAX));
                 let s = self.slot(ci, BufferId(0), chunk);
-                let have = self.table.get(self.sets[s]);
                 if self.poison[s] {
                     continue;
                 }
-                let here = Location::phase(&phase.name)
-                    .at_step(last)
-                    .node(node(self.machine, n))
-                    .buffer(Some(data.clone()))
-                    .chunk(chunk);
-                if have == want.as_slice() {
-                    if must_scale
-                        && !self.scaled[s]
-                        && matches!(expected, Expected::AllInputs { .. })
-                    {
+                // Equal sets have equal ids: the common case compares ids and builds no set.
+                let want = match one {
+                    None => Some(self.all),
+                    Some(owner) => self.table.find_single(self.cindex[owner.index()] as usize),
+                };
+                if want == Some(self.sets[s]) {
+                    if must_scale && one.is_none() && !self.scaled[s] {
+                        let here = self.final_at(last, n, chunk);
                         self.errors.push(here.error(ErrorKind::NotScaled {
                             collective: phase.collective,
                             count: p,
@@ -514,17 +522,55 @@ impl<'a> Run<'a> {
                     }
                     continue;
                 }
-                let missing: Vec<u64> = want.iter().zip(have).map(|(x, h)| x & !h).collect();
-                let extra: Vec<u64> = have.iter().zip(&want).map(|(h, x)| h & !x).collect();
-                let error = here.error(ErrorKind::WrongResult {
-                    collective: phase.collective,
-                    holds: self.nodes(have),
-                    expected,
-                    missing: self.nodes(&missing),
-                    extra: self.nodes(&extra),
-                });
+                let error = self.wrong_result(last, n, chunk, s, one);
                 self.errors.push(error);
             }
         }
+    }
+
+    /// Where chunk `chunk` of node `n`'s data buffer is at the end of the phase.
+    fn final_at(&self, last: Option<StepId>, n: NodeId, chunk: ChunkId) -> Location {
+        Location::phase(&self.phase.name)
+            .at_step(last)
+            .node(node(self.machine, n))
+            .buffer(Some(buffer(self.phase, BufferId(0))))
+            .chunk(chunk)
+    }
+
+    /// The error for slot `s` (chunk `chunk` of node `n`'s data buffer), which does not hold
+    /// what it must: every input (`one == None`) or only `one`'s.
+    fn wrong_result(
+        &self,
+        last: Option<StepId>,
+        n: NodeId,
+        chunk: ChunkId,
+        s: usize,
+        one: Option<NodeId>,
+    ) -> VerifyError {
+        let (want, expected) = match one {
+            None => (
+                self.table.get(self.all).to_vec(),
+                Expected::AllInputs { count: self.inputs },
+            ),
+            Some(owner) => {
+                let mut set = vec![0u64; self.words];
+                let bit = self.cindex[owner.index()] as usize;
+                set[bit / 64] |= 1 << (bit % 64);
+                let expected = Expected::OnlyInput {
+                    node: node(self.machine, owner),
+                };
+                (set, expected)
+            }
+        };
+        let have = self.table.get(self.sets[s]);
+        let missing: Vec<u64> = want.iter().zip(have).map(|(x, h)| x & !h).collect();
+        let extra: Vec<u64> = have.iter().zip(&want).map(|(h, x)| h & !x).collect();
+        self.final_at(last, n, chunk).error(ErrorKind::WrongResult {
+            collective: self.phase.collective,
+            holds: self.nodes(have),
+            expected,
+            missing: self.nodes(&missing),
+            extra: self.nodes(&extra),
+        })
     }
 }

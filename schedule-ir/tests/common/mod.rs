@@ -125,7 +125,7 @@ pub fn send(link: u32, _from: usize, to: usize, chunks: &[ChunkId]) -> Instr {
         via: vec![],
         to: NodeId::new(to),
         buffer: BufferId(0),
-        chunks: chunks.to_vec(),
+        chunks: chunks.to_vec().into(),
     }
 }
 
@@ -134,7 +134,7 @@ pub fn recv(link: u32, from: usize, chunks: &[ChunkId], mode: RecvMode) -> Instr
         link: LinkId(link),
         from: NodeId::new(from),
         buffer: BufferId(0),
-        chunks: chunks.to_vec(),
+        chunks: chunks.to_vec().into(),
         mode,
     }
 }
@@ -358,7 +358,7 @@ pub fn set_chunks(s: &mut Schedule, k: usize, from: usize, to: usize, chunks: &[
         } = instr
         {
             if t.index() == to {
-                *c = ids(chunks);
+                *c = ids(chunks).into();
             }
         }
     }
@@ -368,7 +368,7 @@ pub fn set_chunks(s: &mut Schedule, k: usize, from: usize, to: usize, chunks: &[
         } = instr
         {
             if f.index() == from {
-                *c = ids(chunks);
+                *c = ids(chunks).into();
             }
         }
     }

@@ -377,7 +377,7 @@ fn lower(
         me,
         step,
         i,
-        bytes: instr.chunks().iter().map(|&c| phase.chunk_bytes(c)).sum(),
+        bytes: instr.chunks().iter().map(|c| phase.chunk_bytes(c)).sum(),
         elements: instr
             .chunks()
             .iter()
@@ -392,7 +392,7 @@ fn lower(
         } => {
             let dst = op.peer(*to);
             let mut attr = op.comm(me, dst, op.tag()?);
-            attr.extend(topoc_attrs("send", step, *buffer, chunks));
+            attr.extend(topoc_attrs("send", step, *buffer, &chunks.to_vec()));
             pending.push(Pending {
                 node: node(
                     format!(
@@ -402,7 +402,7 @@ fn lower(
                     NodeType::CommSendNode,
                     attr,
                 ),
-                reads: op.locs(*buffer, chunks),
+                reads: op.locs(*buffer, &chunks.to_vec()),
                 writes: Vec::new(),
                 local: Vec::new(),
             });
@@ -413,11 +413,11 @@ fn lower(
             chunks,
             mode,
             ..
-        } => lower_recv(&op, *from, *buffer, chunks, *mode, pending)?,
+        } => lower_recv(&op, *from, *buffer, &chunks.to_vec(), *mode, pending)?,
         Instr::Reduce { src, dst, chunks } | Instr::Copy { src, dst, chunks } => {
             let reduce = matches!(instr, Instr::Reduce { .. });
             let what = if reduce { "reduce" } else { "copy" };
-            let mut attr = topoc_attrs(what, step, *dst, chunks);
+            let mut attr = topoc_attrs(what, step, *dst, &chunks.to_vec());
             attr.push(attr_i64("topoc_src_buffer", u64::from(src.0)));
             op.compute(&mut attr);
             let mut n = node(
@@ -430,8 +430,8 @@ fn lower(
             }
             pending.push(Pending {
                 node: n,
-                reads: op.locs(*src, chunks),
-                writes: op.locs(*dst, chunks),
+                reads: op.locs(*src, &chunks.to_vec()),
+                writes: op.locs(*dst, &chunks.to_vec()),
                 local: Vec::new(),
             });
         }
@@ -440,7 +440,7 @@ fn lower(
             chunks,
             divisor,
         } => {
-            let mut attr = topoc_attrs("scale", step, *buffer, chunks);
+            let mut attr = topoc_attrs("scale", step, *buffer, &chunks.to_vec());
             attr.push(attr_i64("topoc_divisor", u64::from(*divisor)));
             op.compute(&mut attr);
             pending.push(Pending {
@@ -450,7 +450,7 @@ fn lower(
                     attr,
                 ),
                 reads: Vec::new(),
-                writes: op.locs(*buffer, chunks),
+                writes: op.locs(*buffer, &chunks.to_vec()),
                 local: Vec::new(),
             });
         }
@@ -544,7 +544,7 @@ mod tests {
                         link: LinkId(0),
                         from: NodeId(peer),
                         buffer: BufferId(0),
-                        chunks: vec![ChunkId(0)],
+                        chunks: vec![ChunkId(0)].into(),
                         mode: RecvMode::Store,
                     },
                     Instr::Send {
@@ -552,7 +552,7 @@ mod tests {
                         via: vec![],
                         to: NodeId(peer),
                         buffer: BufferId(0),
-                        chunks: vec![ChunkId(0)],
+                        chunks: vec![ChunkId(0)].into(),
                     },
                 ],
                 vec![
@@ -561,13 +561,13 @@ mod tests {
                         via: vec![],
                         to: NodeId(peer),
                         buffer: BufferId(0),
-                        chunks: vec![ChunkId(1)],
+                        chunks: vec![ChunkId(1)].into(),
                     },
                     Instr::Recv {
                         link: LinkId(0),
                         from: NodeId(peer),
                         buffer: BufferId(0),
-                        chunks: vec![ChunkId(1)],
+                        chunks: vec![ChunkId(1)].into(),
                         mode: RecvMode::Reduce,
                     },
                 ],

@@ -99,9 +99,11 @@ impl Planner<'_> {
             let mut sources: HashMap<(usize, ChunkId), Loc> = HashMap::new();
             for (j, instr) in instrs.iter().enumerate() {
                 match instr {
-                    Instr::Send { buffer, chunks, .. } => walk.send(k, j, *buffer, chunks)?,
+                    Instr::Send { buffer, chunks, .. } => {
+                        walk.send(k, j, *buffer, &chunks.to_vec())?
+                    }
                     Instr::Copy { src, chunks, .. } | Instr::Reduce { src, chunks, .. } => {
-                        for &c in chunks {
+                        for c in chunks {
                             sources.insert((j, c), walk.read(*src, c)?);
                         }
                     }
@@ -115,12 +117,12 @@ impl Planner<'_> {
                         chunks,
                         mode,
                         ..
-                    } => walk.recv(k, j, *buffer, chunks, *mode)?,
+                    } => walk.recv(k, j, *buffer, &chunks.to_vec(), *mode)?,
                     Instr::Copy { dst, chunks, .. } => {
-                        walk.copy(tbs, (k, j), *dst, chunks, &sources)?
+                        walk.copy(tbs, (k, j), *dst, &chunks.to_vec(), &sources)?
                     }
                     Instr::Reduce { dst, chunks, .. } => {
-                        walk.reduce(tbs, (k, j), *dst, chunks, &sources)?
+                        walk.reduce(tbs, (k, j), *dst, &chunks.to_vec(), &sources)?
                     }
                     Instr::Send { .. } => {}
                     Instr::Scale { .. } => {

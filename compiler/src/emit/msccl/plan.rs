@@ -3,7 +3,9 @@
 
 use super::{Buf, Gpu, MscclError, StepKind, MAX_TBS_PER_CHANNEL};
 use crate::emit::layout::{Layout, DATA};
-use schedule_ir::{BufferId, ChunkId, Instr, LinkId, Machine, NodeId, Phase, Ranks, RecvMode};
+use schedule_ir::{
+    BufferId, ChunkId, ChunkIds, Instr, LinkId, Machine, NodeId, Phase, Ranks, RecvMode,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -19,7 +21,7 @@ pub(super) struct Transfer {
     pub(super) recv_j: usize,
     pub(super) send_buf: BufferId,
     pub(super) recv_buf: BufferId,
-    pub(super) chunks: Vec<ChunkId>,
+    pub(super) chunks: ChunkIds,
 }
 
 /// A directed connection: one sender, one receiver, one route.
@@ -48,7 +50,7 @@ struct PendingSend<'p> {
     /// Its first link, then `via`.
     route: Vec<LinkId>,
     buffer: BufferId,
-    chunks: &'p Vec<ChunkId>,
+    chunks: &'p ChunkIds,
     matched: bool,
 }
 
@@ -306,7 +308,7 @@ impl Planner<'_> {
                             (1, Instr::Reduce { dst, chunks, .. }) => (*dst, chunks, Use::Update),
                             _ => continue,
                         };
-                        for &c in chunks {
+                        for c in chunks {
                             self.timeline
                                 .entry((node, buf, c))
                                 .or_default()
@@ -450,7 +452,7 @@ impl Planner<'_> {
             if next.chunks != t.chunks || next.send_buf != t.recv_buf {
                 continue;
             }
-            let last_write = t.chunks.iter().all(|&c| {
+            let last_write = t.chunks.iter().all(|c| {
                 self.timeline
                     .get(&(t.to, t.recv_buf, c))
                     .into_iter()

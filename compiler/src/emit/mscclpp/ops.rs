@@ -4,7 +4,7 @@
 use super::threadblocks::Hazards;
 use super::{MscclppError, MAX_OP_CHANNELS};
 use crate::emit::layout::{Buf, Layout, LayoutError, Loc, DATA};
-use schedule_ir::{BufferId, ChunkId, Instr, Machine, NodeId, Phase, Ranks, RecvMode};
+use schedule_ir::{BufferId, ChunkId, ChunkIds, Instr, Machine, NodeId, Phase, Ranks, RecvMode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// One operation, with channels named by (source buffer, peer) until thread blocks give them
@@ -359,7 +359,7 @@ impl<'a> Builder<'a> {
     ) -> Result<
         (
             Vec<Vec<Op>>,
-            HashMap<(usize, usize, Vec<ChunkId>, usize), Landed>,
+            HashMap<(usize, usize, ChunkIds, usize), Landed>,
         ),
         MscclppError,
     > {
@@ -368,7 +368,7 @@ impl<'a> Builder<'a> {
         for n in 0..self.rank.len() {
             let mut ops = Vec::new();
             let mut signals: BTreeMap<Buf, BTreeSet<u32>> = BTreeMap::new();
-            let mut seen: HashMap<(usize, Vec<ChunkId>), usize> = HashMap::new();
+            let mut seen: HashMap<(usize, ChunkIds), usize> = HashMap::new();
             for instr in self.instrs(n, k) {
                 let Instr::Send {
                     to, buffer, chunks, ..
@@ -381,7 +381,7 @@ impl<'a> Builder<'a> {
                 let peer = self.rank[to].ok_or_else(|| self.internal("send to a switch".into()))?;
                 let occurrence = seen.entry((to, chunks.clone())).or_insert(0);
                 let mut slots = Vec::new();
-                for &c in chunks {
+                for c in chunks {
                     let src = self.current(n, *buffer, c)?;
                     let slot = self.next_slot[to];
                     self.next_slot[to] += 1;
@@ -412,13 +412,13 @@ impl<'a> Builder<'a> {
         &self,
         n: usize,
         k: u32,
-        landed: &HashMap<(usize, usize, Vec<ChunkId>, usize), Landed>,
+        landed: &HashMap<(usize, usize, ChunkIds, usize), Landed>,
         updates: &mut Vec<((usize, BufferId, ChunkId), Loc)>,
     ) -> Result<Vec<Op>, MscclppError> {
         let rank = self.rank[n].ok_or_else(|| self.internal("a switch receives".into()))?;
         let mut waits: BTreeMap<Buf, BTreeSet<u32>> = BTreeMap::new();
         let mut writes = Writes::default();
-        let mut seen: HashMap<(usize, Vec<ChunkId>), usize> = HashMap::new();
+        let mut seen: HashMap<(usize, ChunkIds), usize> = HashMap::new();
         for instr in self.instrs(n, k) {
             match instr {
                 Instr::Recv {
@@ -437,7 +437,7 @@ impl<'a> Builder<'a> {
                     let slots = landed.get(&key).ok_or_else(|| {
                         self.internal(format!("step {k}: a receive of {} has no send", rank))
                     })?;
-                    for (&c, &(slot, key)) in chunks.iter().zip(slots) {
+                    for (c, &(slot, key)) in chunks.iter().zip(slots) {
                         waits.entry(key).or_default().insert(peer);
                         let at = Loc {
                             buf: Buf::Scratch,
@@ -452,7 +452,7 @@ impl<'a> Builder<'a> {
                     }
                 }
                 Instr::Copy { src, dst, chunks } | Instr::Reduce { src, dst, chunks } => {
-                    for &c in chunks {
+                    for c in chunks {
                         let from = self.current(n, *src, c)?;
                         let value = if matches!(instr, Instr::Copy { .. }) {
                             Value::Replace(from)

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use super::*;
+use schedule_ir::ChunkId;
 
 /// `a —L1— b —L2— c`, with L1's bandwidth and lanes as given.
 fn line(bandwidth: f64, lanes: u32) -> Machine {
@@ -22,7 +23,7 @@ fn t(from: u32, to: u32, link: u32, chunk: u32, after: &[u32]) -> Transfer {
             route: vec![LinkId(link)],
             src: BufferId(0),
             dst: BufferId(0),
-            chunks: vec![ChunkId(chunk)],
+            chunks: vec![ChunkId(chunk)].into(),
             mode: RecvMode::Store,
         },
         after: after.iter().map(|&i| TransferId(i)).collect(),
@@ -159,7 +160,7 @@ fn a_link_twice_as_fast_carries_two_chunks_per_send() {
     assert_eq!(table.steps, 7);
     let first = &steps(&x, &table)[0].moves[0];
     assert_eq!((first.from, first.to), (NodeId(0), NodeId(1)));
-    assert_eq!(first.chunks, [ChunkId(0), ChunkId(1)]);
+    assert_eq!(first.chunks.to_vec(), [ChunkId(0), ChunkId(1)]);
     assert_eq!(first.mode, RecvMode::Store);
 }
 
