@@ -41,8 +41,10 @@ use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, RecvMode};
 use std::collections::BTreeMap;
 use synth::{Direction, Gather, Pick};
 
-/// The chunk counts per node tried, in order.
-const CHUNKS_PER_NODE: [usize; 7] = [1, 2, 3, 4, 6, 8, 12];
+/// The chunk counts per node tried, in order. Small machines gain from many: the fill and
+/// drain of an all-gather last a few steps whatever the chunk count, so finer chunks shorten
+/// them, until the latency of the extra steps outweighs that.
+const CHUNKS_PER_NODE: [usize; 10] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
 
 /// The most chunk receptions (`chunks · (p - 1)`) one all-gather candidate may synthesise:
 /// about a million, one chunk per node on 1 024 nodes.
@@ -307,9 +309,10 @@ impl Links {
         out
     }
 
-    /// The directions the synthesis uses at reference bandwidth `gbps`, with the index of each
-    /// in [`Links::dirs`].
-    fn at(&self, gbps: f64) -> (Vec<Direction>, Vec<usize>) {
+    /// The directions the synthesis uses at reference bandwidth `gbps`, each carrying `grain`
+    /// chunks per step for each multiple of `gbps` it has, with the index of each in
+    /// [`Links::dirs`].
+    fn at(&self, gbps: f64, grain: u32) -> (Vec<Direction>, Vec<usize>) {
         self.dirs
             .iter()
             .enumerate()
@@ -325,7 +328,7 @@ impl Links {
                     Direction {
                         from: d.from,
                         to: d.to,
-                        capacity,
+                        capacity: capacity * grain,
                     },
                     i,
                 )
@@ -345,6 +348,20 @@ fn chunk_counts(p: usize, elements: u64) -> Vec<usize> {
         .collect()
 }
 
+/// The chunks per step a reference-speed direction is given with `per_node` chunks per node:
+/// one, or a whole shard. A whole shard per step moves as much per step as one chunk per node
+/// would, while the last steps, when nodes lack only a few chunks, carry fractions of a shard
+/// spread over every direction into the node: the step count of coarse chunks with the tail of
+/// fine ones.
+fn grains(per_node: usize) -> Vec<u32> {
+    let whole = u32::try_from(per_node).unwrap_or(1);
+    if whole > 1 {
+        vec![1, whole]
+    } else {
+        vec![1]
+    }
+}
+
 /// A synthesised all-gather with the shape that produced it and its price.
 struct Best {
     gather: Gather,
@@ -353,6 +370,8 @@ struct Best {
     /// The chunks per step of each of the synthesis's directions.
     capacity: Vec<u32>,
     per_node: usize,
+    /// The chunks a direction of the reference bandwidth carries per step.
+    grain: u32,
     reference: f64,
     pick: Pick,
     seconds: f64,
@@ -361,8 +380,10 @@ struct Best {
 impl Best {
     fn describe(&self) -> String {
         format!(
-            "{} chunk(s) per node, {} first, links of {} Gbit/s or more, {} steps per half",
+            "{} chunk(s) per node, up to {} per link and step, {} first, links of {} Gbit/s or \
+             more, {} steps per half",
             self.per_node,
+            self.grain,
             match self.pick {
                 Pick::Rarest => "rarest",
                 Pick::Any => "any candidate",
@@ -385,40 +406,43 @@ fn search(links: &Links, spec: &PhaseSpec) -> Result<Vec<Best>, EmbedError> {
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
         for reference in links.references() {
-            let (dirs, index) = links.at(reference);
-            for (pick, seed) in [
-                (Pick::Rarest, SEEDS[0]),
-                (Pick::Any, SEEDS[0]),
-                (Pick::Rarest, SEEDS[1]),
-            ] {
-                let first = kept.is_empty() && best.is_none();
-                if !first && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
-                    continue;
-                }
-                spent = spent.saturating_add(receptions);
-                let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
-                let Some(gather) = synth::gather(
-                    p,
-                    chunks,
-                    |c| c / per_node,
-                    &dirs,
-                    pick,
-                    seed,
-                    max_steps.max(1),
-                ) else {
-                    continue;
-                };
-                let seconds = price(links, &index, &gather, spec, chunks);
-                if best.as_ref().is_none_or(|b| seconds < b.seconds) {
-                    best = Some(Best {
-                        gather,
-                        dirs: index.clone(),
-                        capacity: dirs.iter().map(|d| d.capacity).collect(),
-                        per_node,
-                        reference,
+            for grain in grains(per_node) {
+                let (dirs, index) = links.at(reference, grain);
+                for (pick, seed) in [
+                    (Pick::Rarest, SEEDS[0]),
+                    (Pick::Any, SEEDS[0]),
+                    (Pick::Rarest, SEEDS[1]),
+                ] {
+                    let first = kept.is_empty() && best.is_none();
+                    if !first && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
+                        continue;
+                    }
+                    spent = spent.saturating_add(receptions);
+                    let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
+                    let Some(gather) = synth::gather(
+                        p,
+                        chunks,
+                        |c| c / per_node,
+                        &dirs,
                         pick,
-                        seconds,
-                    });
+                        seed,
+                        max_steps.max(1),
+                    ) else {
+                        continue;
+                    };
+                    let seconds = price(links, &index, &gather, spec, chunks);
+                    if best.as_ref().is_none_or(|b| seconds < b.seconds) {
+                        best = Some(Best {
+                            gather,
+                            dirs: index.clone(),
+                            capacity: dirs.iter().map(|d| d.capacity).collect(),
+                            per_node,
+                            grain,
+                            reference,
+                            pick,
+                            seconds,
+                        });
+                    }
                 }
             }
         }
