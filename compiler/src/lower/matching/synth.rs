@@ -270,6 +270,40 @@ mod tests {
         }
     }
 
+    /// Node 3 owns two chunks; nodes 1 and 2 each get both in the first step (their shares
+    /// are one each, and the second pass fills the rest), and node 0, joined to 1 and 2 by
+    /// directions of four chunks per step, then takes one chunk over each: spread, the step
+    /// costs one chunk's time; taken greedily, one direction would carry both.
+    #[test]
+    fn the_last_chunks_a_node_lacks_arrive_spread_over_its_directions() {
+        let dir = |from, to| Direction {
+            from,
+            to,
+            capacity: 4,
+        };
+        let dirs = [
+            dir(3, 1),
+            dir(3, 2),
+            dir(1, 2),
+            dir(2, 1),
+            dir(1, 0),
+            dir(2, 0),
+        ];
+        for pick in [Pick::Rarest, Pick::Any] {
+            for seed in 0..8 {
+                let g = gather(4, 2, |_| 3, &dirs, pick, seed, 10).expect("connected");
+                assert_eq!(g.steps.len(), 2, "{pick:?} {seed}");
+                assert_eq!(g.steps[0], vec![(0, vec![0, 1]), (1, vec![0, 1])]);
+                let last = &g.steps[1];
+                assert_eq!(last.len(), 2, "{last:?}");
+                assert!(last
+                    .iter()
+                    .all(|(d, carried)| *d >= 4 && carried.len() == 1));
+                assert_ne!(last[0].1, last[1].1);
+            }
+        }
+    }
+
     #[test]
     fn the_same_seed_gives_the_same_schedule_and_a_stall_gives_none() {
         let dirs = ring(5);
