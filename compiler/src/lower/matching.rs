@@ -23,10 +23,11 @@
 //! differ in speed the synthesis is run per *reference bandwidth* `b` (each distinct link
 //! bandwidth): links slower than `b` are left out (if the rest still joins the compute nodes)
 //! and a link of bandwidth `B ≥ b` carries `⌊B/b⌋` chunks per step in one send. The chunks per
-//! node `k`, the pick rule (rarest first, or any candidate as TACOS does) and the seed of the
-//! tie-breaks are the other knobs. Every candidate's all-gather is priced by the α-β cost model
-//! for the phase's vector, and the cheapest is kept; the search stops at a work budget, so
-//! large machines try fewer shapes.
+//! node `k`, the *grain* (how many chunks a direction of bandwidth `b` carries per step: one, a
+//! shard of `k`, or four shards; see `grains`), the pick rule (rarest first, or any candidate
+//! as TACOS does) and the seed of the tie-breaks are the other knobs. Every candidate's
+//! all-gather is priced by the α-β cost model for the phase's vector, and the cheapest is kept;
+//! the search stops at a work budget, so large machines try fewer shapes.
 
 pub mod overlap;
 pub mod synth;
