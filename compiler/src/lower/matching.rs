@@ -23,10 +23,11 @@
 //! differ in speed the synthesis is run per *reference bandwidth* `b` (each distinct link
 //! bandwidth): links slower than `b` are left out (if the rest still joins the compute nodes)
 //! and a link of bandwidth `B ≥ b` carries `⌊B/b⌋` chunks per step in one send. The chunks per
-//! node `k`, the pick rule (rarest first, or any candidate as TACOS does) and the seed of the
-//! tie-breaks are the other knobs. Every candidate's all-gather is priced by the α-β cost model
-//! for the phase's vector, and the cheapest is kept; the search stops at a work budget, so
-//! large machines try fewer shapes.
+//! node `k`, the *grain* (how many chunks a direction of bandwidth `b` carries per step: one, a
+//! shard of `k`, or four shards; see `grains`), the pick rule (rarest first, or any candidate
+//! as TACOS does) and the seed of the tie-breaks are the other knobs. Every candidate's
+//! all-gather is priced by the α-β cost model for the phase's vector, and the cheapest is kept;
+//! the search stops at a work budget, so large machines try fewer shapes.
 
 pub mod overlap;
 pub mod synth;
@@ -41,8 +42,14 @@ use schedule_ir::{ChunkId, ChunkIds, Collective, LinkId, NodeId, NodeKind, RecvM
 use std::collections::BTreeMap;
 use synth::{Direction, Gather, Pick};
 
-/// The chunk counts per node tried, in order.
-const CHUNKS_PER_NODE: [usize; 7] = [1, 2, 3, 4, 6, 8, 12];
+/// The chunk counts per node tried, in order. Small machines gain from many: the fill and
+/// drain of an all-gather last a few steps whatever the chunk count, so finer chunks shorten
+/// them, until the latency of the extra steps outweighs that.
+const CHUNKS_PER_NODE: [usize; 10] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
+
+/// The most chunks per node an overlapped allreduce's search tries: its pipeline pieces
+/// multiply the chunks, and its work budget is better spent on fewer, coarser shapes.
+const ALLREDUCE_CHUNKS_PER_NODE: usize = 12;
 
 /// The most chunk receptions (`chunks · (p - 1)`) one all-gather candidate may synthesise:
 /// about a million, one chunk per node on 1 024 nodes.
@@ -98,7 +105,7 @@ impl Lowering for Matching {
         } else {
             1
         };
-        let per_piece = chunk_counts(links.nodes.len(), spec.elements)
+        let per_piece = chunk_counts(links.nodes.len(), spec.elements, usize::MAX)
             .last()
             .map_or(p, |&k| k as u64 * p);
         // An overlapped allreduce repeats the chunking in up to 8 pieces, within the same
@@ -289,9 +296,10 @@ impl Links {
         out
     }
 
-    /// The directions the synthesis uses at reference bandwidth `gbps`, with the index of each
-    /// in [`Links::dirs`].
-    fn at(&self, gbps: f64) -> (Vec<Direction>, Vec<usize>) {
+    /// The directions the synthesis uses at reference bandwidth `gbps`, each carrying `grain`
+    /// chunks per step for each multiple of `gbps` it has, with the index of each in
+    /// [`Links::dirs`].
+    fn at(&self, gbps: f64, grain: u32) -> (Vec<Direction>, Vec<usize>) {
         self.dirs
             .iter()
             .enumerate()
@@ -307,7 +315,7 @@ impl Links {
                     Direction {
                         from: d.from,
                         to: d.to,
-                        capacity,
+                        capacity: capacity * grain,
                     },
                     i,
                 )
@@ -317,14 +325,49 @@ impl Links {
 }
 
 /// The chunk counts per node tried for `p` nodes and a vector of `elements`: every one of
-/// [`CHUNKS_PER_NODE`] within [`MAX_RECEPTIONS`] and with no more chunks than elements, and
-/// always one chunk per node.
-fn chunk_counts(p: usize, elements: u64) -> Vec<usize> {
+/// [`CHUNKS_PER_NODE`] (up to `most`) within [`MAX_RECEPTIONS`] and with no more chunks than
+/// elements, and always one chunk per node.
+fn chunk_counts(p: usize, elements: u64, most: usize) -> Vec<usize> {
     let receptions = |k: usize| (k * p) as u64 * p.saturating_sub(1) as u64;
     CHUNKS_PER_NODE
         .into_iter()
-        .filter(|&k| k == 1 || (receptions(k) <= MAX_RECEPTIONS && (k * p) as u64 <= elements))
+        .filter(|&k| {
+            k == 1 || (k <= most && receptions(k) <= MAX_RECEPTIONS && (k * p) as u64 <= elements)
+        })
         .collect()
+}
+
+/// The chunk counts and grains ([`grains`]) the search tries for `collective`. The overlapped
+/// allreduce places the all-gather's trees one chunk per direction and step at a time and
+/// pipelines them in pieces, so it is searched with one chunk per step and at most
+/// [`ALLREDUCE_CHUNKS_PER_NODE`] chunks per node (more candidates there left the budget for
+/// fewer chunk counts and priced the 8 × 8 mesh's allreduce at 74.9% instead of 78.9%); its
+/// halves alone (an all-gather, a reduce-scatter) take every shape.
+fn shapes(p: usize, elements: u64, collective: Collective) -> Vec<(usize, Vec<u32>)> {
+    let overlapped = collective == Collective::AllReduce;
+    let most = if overlapped {
+        ALLREDUCE_CHUNKS_PER_NODE
+    } else {
+        usize::MAX
+    };
+    chunk_counts(p, elements, most)
+        .into_iter()
+        .map(|k| (k, if overlapped { vec![1] } else { grains(k) }))
+        .collect()
+}
+
+/// The chunks per step a reference-speed direction is given with `per_node` chunks per node,
+/// the largest first: four shards, a whole shard, one chunk. A step costs one latency however
+/// much a direction carries, so a few whole shards per step move the bulk in a quarter of the
+/// steps (and a quarter of the latencies) that one shard per step takes, and far fewer than one
+/// chunk per step; the last steps, when nodes lack only a few chunks, carry fractions of a
+/// shard spread over every direction into the node: the step count of coarse chunks with the
+/// tail of fine ones. Pricing keeps whichever is cheapest for the vector.
+fn grains(per_node: usize) -> Vec<u32> {
+    let whole = u32::try_from(per_node).unwrap_or(1);
+    let mut out = vec![whole.saturating_mul(4), whole, 1];
+    out.dedup();
+    out
 }
 
 /// A synthesised all-gather with the shape that produced it and its price.
@@ -335,6 +378,8 @@ struct Best {
     /// The chunks per step of each of the synthesis's directions.
     capacity: Vec<u32>,
     per_node: usize,
+    /// The chunks a direction of the reference bandwidth carries per step.
+    grain: u32,
     reference: f64,
     pick: Pick,
     seconds: f64,
@@ -343,8 +388,10 @@ struct Best {
 impl Best {
     fn describe(&self) -> String {
         format!(
-            "{} chunk(s) per node, {} first, links of {} Gbit/s or more, {} steps per half",
+            "{} chunk(s) per node, up to {} per link and step, {} first, links of {} Gbit/s or \
+             more, {} steps per half",
             self.per_node,
+            self.grain,
             match self.pick {
                 Pick::Rarest => "rarest",
                 Pick::Any => "any candidate",
@@ -362,45 +409,48 @@ fn search(links: &Links, spec: &PhaseSpec) -> Result<Vec<Best>, EmbedError> {
     let p = links.nodes.len();
     let mut spent = 0u64;
     let mut kept: Vec<Best> = Vec::new();
-    for per_node in chunk_counts(p, spec.elements) {
+    for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
         for reference in links.references() {
-            let (dirs, index) = links.at(reference);
-            for (pick, seed) in [
-                (Pick::Rarest, SEEDS[0]),
-                (Pick::Any, SEEDS[0]),
-                (Pick::Rarest, SEEDS[1]),
-            ] {
-                let first = kept.is_empty() && best.is_none();
-                if !first && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
-                    continue;
-                }
-                spent = spent.saturating_add(receptions);
-                let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
-                let Some(gather) = synth::gather(
-                    p,
-                    chunks,
-                    |c| c / per_node,
-                    &dirs,
-                    pick,
-                    seed,
-                    max_steps.max(1),
-                ) else {
-                    continue;
-                };
-                let seconds = price(links, &index, &gather, spec, chunks);
-                if best.as_ref().is_none_or(|b| seconds < b.seconds) {
-                    best = Some(Best {
-                        gather,
-                        dirs: index.clone(),
-                        capacity: dirs.iter().map(|d| d.capacity).collect(),
-                        per_node,
-                        reference,
+            for &grain in &grains {
+                let (dirs, index) = links.at(reference, grain);
+                for (pick, seed) in [
+                    (Pick::Rarest, SEEDS[0]),
+                    (Pick::Any, SEEDS[0]),
+                    (Pick::Rarest, SEEDS[1]),
+                ] {
+                    let first = kept.is_empty() && best.is_none();
+                    if !first && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
+                        continue;
+                    }
+                    spent = spent.saturating_add(receptions);
+                    let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
+                    let Some(gather) = synth::gather(
+                        p,
+                        chunks,
+                        |c| c / per_node,
+                        &dirs,
                         pick,
-                        seconds,
-                    });
+                        seed,
+                        max_steps.max(1),
+                    ) else {
+                        continue;
+                    };
+                    let seconds = price(links, &index, &gather, spec, chunks);
+                    if best.as_ref().is_none_or(|b| seconds < b.seconds) {
+                        best = Some(Best {
+                            gather,
+                            dirs: index.clone(),
+                            capacity: dirs.iter().map(|d| d.capacity).collect(),
+                            per_node,
+                            grain,
+                            reference,
+                            pick,
+                            seconds,
+                        });
+                    }
                 }
             }
         }

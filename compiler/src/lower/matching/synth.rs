@@ -101,8 +101,20 @@ pub fn gather(
         }
     }
     let mut missing = (nodes * chunks) as u64 - count.iter().map(|&n| u64::from(n)).sum::<u64>();
+    // lacking[v]: the chunks node v lacks; inbound[v]: the chunks its directions bring per step.
+    let mut lacking = vec![chunks as u64; nodes];
+    for c in 0..chunks {
+        if let Some(l) = lacking.get_mut(owner(c)) {
+            *l -= 1;
+        }
+    }
+    let mut inbound = vec![0u64; nodes];
+    for d in directions {
+        inbound[d.to] += u64::from(d.capacity);
+    }
     let mut rng = Rng::new(seed);
     let mut order: Vec<usize> = (0..directions.len()).collect();
+    let mut loads: Vec<Vec<u32>> = vec![Vec::new(); directions.len()];
     let mut out = Gather::default();
     let mut arrivals: Vec<(usize, u32)> = Vec::new();
     while missing > 0 {
@@ -112,23 +124,42 @@ pub fn gather(
         for i in (1..order.len()).rev() {
             order.swap(i, rng.below(i + 1));
         }
-        let mut step: Vec<(usize, Vec<u32>)> = Vec::new();
-        for &d in &order {
-            let dir = directions[d];
-            let mut carried: Vec<u32> = Vec::new();
-            for _ in 0..dir.capacity {
-                let start = rng.below(words);
-                let Some(c) = choose(&held, &incoming, &count, words, dir, start, pick) else {
-                    break;
+        // First each direction takes its share of what its receiver lacks, so that a node's
+        // last chunks arrive spread over its directions (a step costs its most loaded one);
+        // then, where a share left a receiver short, its directions fill up to capacity.
+        let mut capped = false;
+        for pass in 0..2 {
+            for &d in &order {
+                let dir = directions[d];
+                let limit = if pass == 0 {
+                    let share = (lacking[dir.to] * u64::from(dir.capacity))
+                        .div_ceil(inbound[dir.to].max(1));
+                    let share = u32::try_from(share).unwrap_or(u32::MAX).min(dir.capacity);
+                    capped |= share < dir.capacity;
+                    share
+                } else {
+                    dir.capacity
                 };
-                incoming[dir.to * words + c / 64] |= 1 << (c % 64);
-                arrivals.push((dir.to, c as u32));
-                carried.push(c as u32);
+                while (loads[d].len() as u32) < limit {
+                    let start = rng.below(words);
+                    let Some(c) = choose(&held, &incoming, &count, words, dir, start, pick) else {
+                        break;
+                    };
+                    incoming[dir.to * words + c / 64] |= 1 << (c % 64);
+                    arrivals.push((dir.to, c as u32));
+                    loads[d].push(c as u32);
+                }
             }
-            if !carried.is_empty() {
-                step.push((d, carried));
+            if !capped {
+                break;
             }
         }
+        let step: Vec<(usize, Vec<u32>)> = loads
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(d, l)| (d, std::mem::take(l)))
+            .collect();
         if step.is_empty() {
             return None;
         }
@@ -137,9 +168,9 @@ pub fn gather(
             incoming[w] &= !bit;
             held[w] |= bit;
             count[c as usize] += 1;
+            lacking[v] -= 1;
             missing -= 1;
         }
-        step.sort_unstable_by_key(|(d, _)| *d);
         out.steps.push(step);
     }
     Some(out)
@@ -236,6 +267,40 @@ mod tests {
             assert!(held.iter().flatten().all(|&h| h));
             // 12 chunks, 5 receptions each, 12 directions: at least 5 steps.
             assert!(g.steps.len() >= 5);
+        }
+    }
+
+    /// Node 3 owns two chunks; nodes 1 and 2 each get both in the first step (their shares
+    /// are one each, and the second pass fills the rest), and node 0, joined to 1 and 2 by
+    /// directions of four chunks per step, then takes one chunk over each: spread, the step
+    /// costs one chunk's time; taken greedily, one direction would carry both.
+    #[test]
+    fn the_last_chunks_a_node_lacks_arrive_spread_over_its_directions() {
+        let dir = |from, to| Direction {
+            from,
+            to,
+            capacity: 4,
+        };
+        let dirs = [
+            dir(3, 1),
+            dir(3, 2),
+            dir(1, 2),
+            dir(2, 1),
+            dir(1, 0),
+            dir(2, 0),
+        ];
+        for pick in [Pick::Rarest, Pick::Any] {
+            for seed in 0..8 {
+                let g = gather(4, 2, |_| 3, &dirs, pick, seed, 10).expect("connected");
+                assert_eq!(g.steps.len(), 2, "{pick:?} {seed}");
+                assert_eq!(g.steps[0], vec![(0, vec![0, 1]), (1, vec![0, 1])]);
+                let last = &g.steps[1];
+                assert_eq!(last.len(), 2, "{last:?}");
+                assert!(last
+                    .iter()
+                    .all(|(d, carried)| *d >= 4 && carried.len() == 1));
+                assert_ne!(last[0].1, last[1].1);
+            }
         }
     }
 
