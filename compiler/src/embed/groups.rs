@@ -10,6 +10,7 @@
 //! group over slow links through switches only.
 
 use super::EmbedError;
+use crate::ids::IdVec;
 use crate::machine::Machine;
 use schedule_ir::{LinkId, NodeId, NodeKind};
 use std::collections::VecDeque;
@@ -67,9 +68,9 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
         .flat_map(|&n| machine.links_at(n))
         .map(|(l, _)| machine.link(l).bandwidth_gbps)
         .fold(0.0, f64::max);
-    let fast: Vec<bool> = (0..machine.link_count())
-        .map(|l| machine.link(LinkId::new(l)).bandwidth_gbps >= FAST_FRACTION * fastest)
-        .collect();
+    let fast: Fast = IdVec::from_fn(machine.link_count(), |l| {
+        machine.link(l).bandwidth_gbps >= FAST_FRACTION * fastest
+    });
     let members = components(machine, &compute, &fast);
     if members.len() < 2 {
         return refuse("the machine is one group: no slower network joins groups".to_string());
@@ -118,19 +119,23 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
     })
 }
 
+/// Whether each link is fast, by link.
+type Fast = IdVec<LinkId, bool>;
+
 fn name_of(machine: &Machine, n: NodeId) -> &str {
     machine.node(n).name.as_str()
 }
 
 /// The compute nodes of each component of the fast links, in order of first node.
-fn components(machine: &Machine, compute: &[NodeId], fast: &[bool]) -> Vec<Vec<NodeId>> {
-    let mut seen = vec![false; machine.node_count()];
+fn components(machine: &Machine, compute: &[NodeId], fast: &Fast) -> Vec<Vec<NodeId>> {
+    // Nodes and links come from the machine: in range of its tables.
+    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, machine.node_count());
     let mut groups = Vec::new();
     for &start in compute {
-        if seen[start.index()] {
+        if seen[start] {
             continue;
         }
-        seen[start.index()] = true;
+        seen[start] = true;
         let mut queue = VecDeque::from([start]);
         let mut group = Vec::new();
         while let Some(v) = queue.pop_front() {
@@ -138,8 +143,8 @@ fn components(machine: &Machine, compute: &[NodeId], fast: &[bool]) -> Vec<Vec<N
                 group.push(v);
             }
             for (l, w) in machine.links_at(v) {
-                if fast[l.index()] && !seen[w.index()] {
-                    seen[w.index()] = true;
+                if fast[l] && !seen[w] {
+                    seen[w] = true;
                     queue.push_back(w);
                 }
             }
@@ -151,11 +156,11 @@ fn components(machine: &Machine, compute: &[NodeId], fast: &[bool]) -> Vec<Vec<N
 }
 
 /// The fast link joining `a` and `b`, lowest id first.
-fn fast_link(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<LinkId> {
+fn fast_link(machine: &Machine, a: NodeId, b: NodeId, fast: &Fast) -> Option<LinkId> {
     machine
         .links_at(a)
         .into_iter()
-        .find(|&(l, w)| w == b && fast[l.index()])
+        .find(|&(l, w)| w == b && fast[l])
         .map(|(l, _)| l)
 }
 
@@ -164,7 +169,7 @@ fn fast_link(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<L
 fn fabric_routes(
     machine: &Machine,
     group: &[NodeId],
-    fast: &[bool],
+    fast: &Fast,
 ) -> Result<Vec<Vec<Vec<LinkId>>>, EmbedError> {
     let k = group.len();
     let mut direct = vec![vec![Vec::new(); k]; k];
@@ -185,7 +190,7 @@ fn fabric_routes(
     let hub = machine
         .links_at(group[0])
         .into_iter()
-        .filter(|&(l, s)| fast[l.index()] && machine.node(s).kind != NodeKind::Compute)
+        .filter(|&(l, s)| fast[l] && machine.node(s).kind != NodeKind::Compute)
         .map(|(_, s)| s)
         .find(|&s| {
             group
@@ -219,16 +224,17 @@ fn fabric_routes(
 
 /// The shortest route from `a` to `b` over slow links whose inner nodes are all switches
 /// (breadth-first, links tried in id order, so the route is the same every run).
-fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<Vec<LinkId>> {
-    let mut came: Vec<Option<(LinkId, NodeId)>> = vec![None; machine.node_count()];
-    let mut seen = vec![false; machine.node_count()];
-    seen[a.index()] = true;
+fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: &Fast) -> Option<Vec<LinkId>> {
+    let mut came: IdVec<NodeId, Option<(LinkId, NodeId)>> =
+        IdVec::filled(None, machine.node_count());
+    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, machine.node_count());
+    *seen.get_mut(a)? = true;
     let mut queue = VecDeque::from([a]);
     while let Some(v) = queue.pop_front() {
         if v == b {
             let mut route = Vec::new();
             let mut at = b;
-            while let Some((l, prev)) = came[at.index()] {
+            while let Some((l, prev)) = came[at] {
                 route.push(l);
                 at = prev;
             }
@@ -239,9 +245,9 @@ fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<
             continue;
         }
         for (l, w) in machine.links_at(v) {
-            if !fast[l.index()] && !seen[w.index()] {
-                seen[w.index()] = true;
-                came[w.index()] = Some((l, v));
+            if !fast[l] && !seen[w] {
+                seen[w] = true;
+                came[w] = Some((l, v));
                 queue.push_back(w);
             }
         }
