@@ -34,10 +34,11 @@ pub mod synth;
 use super::plan::{self, Move, Packing, Plan};
 use super::{vector_chunks, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
+use crate::ids::IdVec;
 use crate::limits::Estimate;
 use crate::machine::Machine;
 use overlap::Placed;
-use schedule_ir::{ChunkId, Collective, LinkId, NodeId, NodeKind, RecvMode};
+use schedule_ir::{ChunkId, Collective, LinkId, NodeId, RankId, RecvMode};
 use std::collections::BTreeMap;
 use synth::{Direction, Gather, Pick};
 
@@ -174,7 +175,9 @@ impl Lowering for Matching {
                     |c| {
                         links
                             .nodes
-                            .get((c % (shape.per_node * links.nodes.len())) / shape.per_node)
+                            .get(RankId::new(
+                                (c % (shape.per_node * links.nodes.len())) / shape.per_node,
+                            ))
                             .copied()
                     },
                 );
@@ -214,8 +217,8 @@ pub fn supports(collective: Collective) -> bool {
 /// One direction of a link between two compute nodes.
 #[derive(Clone, Copy, Debug)]
 struct LinkDirection {
-    from: usize,
-    to: usize,
+    from: RankId,
+    to: RankId,
     link: LinkId,
     bandwidth_gbps: f64,
     latency_us: f64,
@@ -223,7 +226,7 @@ struct LinkDirection {
 
 /// The compute nodes and the link directions that join them directly.
 struct Links {
-    nodes: Vec<NodeId>,
+    nodes: IdVec<RankId, NodeId>,
     dirs: Vec<LinkDirection>,
 }
 
@@ -231,21 +234,24 @@ impl Links {
     /// The direct links between compute nodes; refuses a machine where they do not join every
     /// compute node to the first, naming one that is reached only through switches.
     fn of(machine: &Machine) -> Result<Links, EmbedError> {
-        let nodes = machine.compute_nodes();
-        let mut index = vec![usize::MAX; machine.node_count()];
-        for (i, n) in nodes.iter().enumerate() {
-            index[n.index()] = i;
+        let nodes: IdVec<RankId, NodeId> = IdVec::from_raw(machine.compute_nodes());
+        let mut rank: IdVec<NodeId, Option<RankId>> = IdVec::filled(None, machine.node_count());
+        for (r, &n) in nodes.iter_enumerated() {
+            if let Some(slot) = rank.get_mut(n) {
+                *slot = Some(r);
+            }
         }
         let mut dirs = Vec::new();
-        for (i, &a) in nodes.iter().enumerate() {
+        for (i, &a) in nodes.iter_enumerated() {
             for (link, b) in machine.links_at(a) {
-                if machine.node(b).kind != NodeKind::Compute {
+                // Only compute nodes have a rank.
+                let Some(&Some(to)) = rank.get(b) else {
                     continue;
-                }
+                };
                 let info = machine.link(link);
                 dirs.push(LinkDirection {
                     from: i,
-                    to: index[b.index()],
+                    to,
                     link,
                     bandwidth_gbps: info.bandwidth_gbps,
                     latency_us: info.latency_us,
@@ -258,24 +264,25 @@ impl Links {
                 "`matching` moves chunks over links between compute nodes only, and {} is \
                  joined to {} only through switches",
                 machine.node(links.nodes[alone]).name,
-                machine.node(links.nodes[0]).name
+                machine.node(links.nodes[RankId(0)]).name
             )));
         }
         Ok(links)
     }
 
     /// The first compute node that links of at least `gbps` do not join to the first one.
-    fn unreached(&self, gbps: f64) -> Option<usize> {
+    fn unreached(&self, gbps: f64) -> Option<RankId> {
         let p = self.nodes.len();
-        let mut adjacent: Vec<Vec<usize>> = vec![Vec::new(); p];
+        // Directions join ranks of `nodes`, so every rank met is in range of these tables.
+        let mut adjacent: IdVec<RankId, Vec<RankId>> = IdVec::filled(Vec::new(), p);
         for d in self.dirs.iter().filter(|d| d.bandwidth_gbps >= gbps) {
             adjacent[d.from].push(d.to);
         }
-        let mut seen = vec![false; p];
+        let mut seen: IdVec<RankId, bool> = IdVec::filled(false, p);
         let mut stack = Vec::new();
-        if p > 0 {
-            seen[0] = true;
-            stack.push(0);
+        if let Some(first) = seen.get_mut(RankId(0)) {
+            *first = true;
+            stack.push(RankId(0));
         }
         while let Some(n) = stack.pop() {
             for &m in &adjacent[n] {
@@ -285,7 +292,7 @@ impl Links {
                 }
             }
         }
-        seen.iter().position(|&s| !s)
+        seen.iter().position(|&s| !s).map(RankId::new)
     }
 
     /// The reference bandwidths worth trying, fastest first: each distinct link bandwidth
@@ -400,7 +407,7 @@ fn search(links: &Links, spec: &PhaseSpec) -> Result<Vec<Best>, EmbedError> {
                 let Some(gather) = synth::gather(
                     p,
                     chunks,
-                    |c| c / per_node,
+                    |c| RankId::new(c / per_node),
                     &dirs,
                     pick,
                     seed,
@@ -469,7 +476,7 @@ fn assemble(
     let nodes = &links.nodes;
     let k = best.per_node;
     let chunks = vector_chunks(spec.elements, k * nodes.len(), |c| {
-        nodes.get(c / k).copied()
+        nodes.get(RankId::new(c / k)).copied()
     });
     let moves = |reverse: bool| {
         let dirs = &best.dirs;
@@ -539,7 +546,8 @@ fn overlapped(
             break;
         }
         *budget -= receptions;
-        let run = overlap::allreduce(p, per_piece, |c| c / k, &list, pieces, link_count);
+        let owner = |c: usize| RankId::new(c / k);
+        let run = overlap::allreduce(p, per_piece, owner, &list, pieces, link_count);
         let seconds = price_load(links, spec, chunks as usize, &run.load);
         if kept.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
             kept = Some((pieces, seconds, run.placed));
@@ -572,13 +580,13 @@ fn price_load(links: &Links, spec: &PhaseSpec, chunks: usize, load: &[Vec<u32>])
 
 /// The plan steps of placed transfers: per step, one move per link direction and mode,
 /// carrying its chunks in placement order.
-fn placed_steps(nodes: &[NodeId], placed: &[Placed]) -> Vec<Vec<Move>> {
+fn placed_steps(nodes: &IdVec<RankId, NodeId>, placed: &[Placed]) -> Vec<Vec<Move>> {
     let steps = placed
         .iter()
         .map(|t| t.step as usize + 1)
         .max()
         .unwrap_or(0);
-    let mut grouped: Vec<BTreeMap<(LinkId, usize, bool), Move>> = vec![BTreeMap::new(); steps];
+    let mut grouped: Vec<BTreeMap<(LinkId, RankId, bool), Move>> = vec![BTreeMap::new(); steps];
     for t in placed {
         let mode = if t.reduce {
             RecvMode::Reduce

@@ -20,15 +20,15 @@
 //! the transfers.
 
 use super::synth::Gather;
-use schedule_ir::LinkId;
+use schedule_ir::{LinkId, RankId};
 
 /// One all-gather reception of the synthesis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reception {
-    /// The sender, as an index into the compute nodes.
-    pub from: usize,
-    /// The receiver, likewise.
-    pub to: usize,
+    /// The sender.
+    pub from: RankId,
+    /// The receiver.
+    pub to: RankId,
     /// The link.
     pub link: LinkId,
     /// Chunks the link carries per step each way.
@@ -42,10 +42,10 @@ pub struct Reception {
 pub struct Placed {
     /// The BSP step.
     pub step: u32,
-    /// The sender, as an index into the compute nodes.
-    pub from: usize,
-    /// The receiver, likewise.
-    pub to: usize,
+    /// The sender.
+    pub from: RankId,
+    /// The receiver.
+    pub to: RankId,
     /// The link.
     pub link: LinkId,
     /// The chunk of the vector (`piece · chunks + chunk`).
@@ -58,7 +58,7 @@ pub struct Placed {
 /// `(from, to, link, capacity)`.
 pub fn receptions(
     gather: &Gather,
-    resolve: impl Fn(usize) -> (usize, usize, LinkId, u32),
+    resolve: impl Fn(usize) -> (RankId, RankId, LinkId, u32),
 ) -> Vec<Reception> {
     gather
         .steps
@@ -150,16 +150,17 @@ pub struct Overlapped {
 pub fn allreduce(
     p: usize,
     chunks: usize,
-    owner: impl Fn(usize) -> usize,
+    owner: impl Fn(usize) -> RankId,
     list: &[Reception],
     pieces: usize,
     links: usize,
 ) -> Overlapped {
     let n = list.len();
     // arrival[v · chunks + c]: the reception that brings chunk c to node v.
+    let slot = |v: RankId, c: usize| v.index() * chunks + c;
     let mut arrival = vec![usize::MAX; p * chunks];
     for (i, r) in list.iter().enumerate() {
-        arrival[r.to * chunks + r.chunk as usize] = i;
+        arrival[slot(r.to, r.chunk as usize)] = i;
     }
     // children[i]: receptions whose sender got the chunk by reception i; first[c]: the
     // owner's own sends of chunk c.
@@ -169,11 +170,11 @@ pub fn allreduce(
         let c = r.chunk as usize;
         if owner(c) == r.from {
             first[c].push(j);
-        } else if let Some(kids) = children.get_mut(arrival[r.from * chunks + c]) {
+        } else if let Some(kids) = children.get_mut(arrival[slot(r.from, c)]) {
             kids.push(j);
         }
     }
-    let key = |from: usize, to: usize, link: LinkId| link.index() * 2 + usize::from(from > to);
+    let key = |from: RankId, to: RankId, link: LinkId| link.index() * 2 + usize::from(from > to);
     let mut timeline = Timeline {
         slots: vec![Vec::new(); 2 * links],
         skip: vec![Vec::new(); 2 * links],
@@ -209,9 +210,7 @@ pub fn allreduce(
             let earliest = if owner(c) == r.from {
                 first[c].iter().map(|&j| scatter[j] + 1).max().unwrap_or(0)
             } else {
-                gather
-                    .get(arrival[r.from * chunks + c])
-                    .map_or(0, |&s| s + 1)
+                gather.get(arrival[slot(r.from, c)]).map_or(0, |&s| s + 1)
             };
             let step = timeline.place(key(r.from, r.to, r.link), r.capacity, earliest, false);
             gather[i] = step;

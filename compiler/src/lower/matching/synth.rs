@@ -13,6 +13,8 @@
 //! leads from a holder of a missing chunk to a node that lacks it, and the first such direction
 //! considered takes it), so the synthesis ends within `C · (p - 1)` steps.
 
+use schedule_ir::RankId;
+
 /// How many candidates [`Pick::Rarest`] weighs per pick, from a seeded position: enough to
 /// find a rare chunk, and it keeps a pick's cost bounded whatever the chunk count.
 const RAREST_WINDOW: usize = 48;
@@ -20,10 +22,10 @@ const RAREST_WINDOW: usize = 48;
 /// One usable link direction between compute nodes.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Direction {
-    /// The sender, as an index into the compute nodes.
-    pub from: usize,
-    /// The receiver, as an index into the compute nodes.
-    pub to: usize,
+    /// The sender.
+    pub from: RankId,
+    /// The receiver.
+    pub to: RankId,
     /// How many chunks the direction carries per step.
     pub capacity: u32,
 }
@@ -83,7 +85,7 @@ impl Rng {
 pub fn gather(
     nodes: usize,
     chunks: usize,
-    owner: impl Fn(usize) -> usize,
+    owner: impl Fn(usize) -> RankId,
     directions: &[Direction],
     pick: Pick,
     seed: u64,
@@ -94,7 +96,7 @@ pub fn gather(
     let mut incoming = vec![0u64; nodes * words];
     let mut count = vec![0u32; chunks];
     for (c, n) in count.iter_mut().enumerate() {
-        let o = owner(c);
+        let o = owner(c).index();
         if o < nodes {
             held[o * words + c / 64] |= 1 << (c % 64);
             *n = 1;
@@ -104,7 +106,7 @@ pub fn gather(
     let mut rng = Rng::new(seed);
     let mut order: Vec<usize> = (0..directions.len()).collect();
     let mut out = Gather::default();
-    let mut arrivals: Vec<(usize, u32)> = Vec::new();
+    let mut arrivals: Vec<(RankId, u32)> = Vec::new();
     while missing > 0 {
         if out.steps.len() >= max_steps {
             return None;
@@ -121,7 +123,7 @@ pub fn gather(
                 let Some(c) = choose(&held, &incoming, &count, words, dir, start, pick) else {
                     break;
                 };
-                incoming[dir.to * words + c / 64] |= 1 << (c % 64);
+                incoming[dir.to.index() * words + c / 64] |= 1 << (c % 64);
                 arrivals.push((dir.to, c as u32));
                 carried.push(c as u32);
             }
@@ -133,7 +135,7 @@ pub fn gather(
             return None;
         }
         for (v, c) in arrivals.drain(..) {
-            let (w, bit) = (v * words + c as usize / 64, 1u64 << (c % 64));
+            let (w, bit) = (v.index() * words + c as usize / 64, 1u64 << (c % 64));
             incoming[w] &= !bit;
             held[w] |= bit;
             count[c as usize] += 1;
@@ -147,18 +149,20 @@ pub fn gather(
 
 /// The chunk direction `dir` carries next: one its sender holds, its receiver lacks and does
 /// not receive elsewhere this step, chosen as `pick` says, scanning from word `start`.
-fn choose(
-    held: &[u64],
-    incoming: &[u64],
+fn choose<'a>(
+    held: &'a [u64],
+    incoming: &'a [u64],
     count: &[u32],
     words: usize,
     dir: Direction,
     start: usize,
     pick: Pick,
 ) -> Option<usize> {
-    let from = &held[dir.from * words..(dir.from + 1) * words];
-    let to = &held[dir.to * words..(dir.to + 1) * words];
-    let busy = &incoming[dir.to * words..(dir.to + 1) * words];
+    // A rank's bits are the `words` words from `rank · words`.
+    let bits_of = |table: &'a [u64], r: RankId| &table[r.index() * words..(r.index() + 1) * words];
+    let from = bits_of(held, dir.from);
+    let to = bits_of(held, dir.to);
+    let busy = bits_of(incoming, dir.to);
     let mut best: Option<(u32, usize)> = None;
     let mut seen = 0;
     for i in 0..words {
@@ -199,13 +203,13 @@ mod tests {
                 let j = (i + 1) % n;
                 [
                     Direction {
-                        from: i,
-                        to: j,
+                        from: RankId::new(i),
+                        to: RankId::new(j),
                         capacity: 1,
                     },
                     Direction {
-                        from: j,
-                        to: i,
+                        from: RankId::new(j),
+                        to: RankId::new(i),
                         capacity: 1,
                     },
                 ]
@@ -217,7 +221,7 @@ mod tests {
     fn every_node_receives_every_chunk_once_from_a_holder() {
         let dirs = ring(6);
         for pick in [Pick::Rarest, Pick::Any] {
-            let g = gather(6, 12, |c| c / 2, &dirs, pick, 7, 1000).expect("connected");
+            let g = gather(6, 12, |c| RankId::new(c / 2), &dirs, pick, 7, 1000).expect("connected");
             let mut held: Vec<Vec<bool>> = (0..6)
                 .map(|n| (0..12).map(|c| c / 2 == n).collect())
                 .collect();
@@ -227,9 +231,9 @@ mod tests {
                     let dir = dirs[*d];
                     assert!(chunks.len() <= dir.capacity as usize);
                     for &c in chunks {
-                        assert!(before[dir.from][c as usize], "sender holds it");
-                        assert!(!held[dir.to][c as usize], "received once");
-                        held[dir.to][c as usize] = true;
+                        assert!(before[dir.from.index()][c as usize], "sender holds it");
+                        assert!(!held[dir.to.index()][c as usize], "received once");
+                        held[dir.to.index()][c as usize] = true;
                     }
                 }
             }
@@ -242,13 +246,13 @@ mod tests {
     #[test]
     fn the_same_seed_gives_the_same_schedule_and_a_stall_gives_none() {
         let dirs = ring(5);
-        let a = gather(5, 5, |c| c, &dirs, Pick::Rarest, 3, 100);
-        assert_eq!(a, gather(5, 5, |c| c, &dirs, Pick::Rarest, 3, 100));
+        let a = gather(5, 5, RankId::new, &dirs, Pick::Rarest, 3, 100);
+        assert_eq!(a, gather(5, 5, RankId::new, &dirs, Pick::Rarest, 3, 100));
         // Node 4 unreachable: no direction leads to it.
         let cut: Vec<Direction> = dirs
             .into_iter()
-            .filter(|d| d.from != 4 && d.to != 4)
+            .filter(|d| d.from != RankId(4) && d.to != RankId(4))
             .collect();
-        assert_eq!(gather(5, 5, |c| c, &cut, Pick::Rarest, 3, 100), None);
+        assert_eq!(gather(5, 5, RankId::new, &cut, Pick::Rarest, 3, 100), None);
     }
 }
