@@ -9,8 +9,8 @@
 //! answers `None` rather than panicking.
 //!
 //! The id kinds are the schedule IR's ([`NodeId`], [`RankId`], [`LinkId`], [`DirectionId`], …)
-//! and the compiler's own, declared with [`compiler_id!`](crate::ids::compiler_id): a ring of a
-//! set of rings, a tree of a packing, a transfer of a DAG.
+//! and the compiler's own, declared with `compiler_id!`: a tree of a packing
+//! ([`TreeId`]), a transfer of a DAG ([`crate::lower::dag::TransferId`]).
 
 use schedule_ir::{BufferId, ChunkId, DirectionId, LinkId, NodeId, RankId, StepId};
 use std::fmt;
@@ -95,11 +95,6 @@ macro_rules! compiler_id {
 }
 pub(crate) use compiler_id;
 
-compiler_id!(
-    /// A ring of a set of rings laid over the machine, in the order the embedding gives them.
-    RingId,
-    "ring "
-);
 compiler_id!(
     /// A tree of a packing of spanning trees, in the order the packing gives them.
     TreeId,
@@ -306,10 +301,10 @@ mod tests {
 
     #[test]
     fn a_compiler_id_past_u32_saturates_and_is_out_of_range() {
-        let t: IdVec<RingId, u8> = IdVec::filled(0, 3);
-        assert_eq!(RingId::new(usize::MAX), RingId(u32::MAX));
-        assert_eq!(t.get(RingId::new(usize::MAX)), None);
-        assert_eq!(RingId(2).to_string(), "ring 2");
+        let t: IdVec<TreeId, u8> = IdVec::filled(0, 3);
+        assert_eq!(TreeId::new(usize::MAX), TreeId(u32::MAX));
+        assert_eq!(t.get(TreeId::new(usize::MAX)), None);
+        assert_eq!(TreeId(2).to_string(), "tree 2");
         assert_eq!(
             <DirectionId as Id>::from_index(usize::MAX),
             DirectionId::new(LinkId(u32::MAX), true)
