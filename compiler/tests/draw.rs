@@ -408,9 +408,9 @@ fn switches_routes_and_parallel_links_are_drawn() {
 
     let placed = layout::compute(&s, LayoutKind::Auto);
     assert_eq!(placed.kind, LayoutKind::Layered);
-    let switch_y = placed.pos[3].1;
+    let switch_y = placed.pos.as_slice()[3].1;
     assert!(
-        placed.pos[..3].iter().all(|p| p.1 > switch_y),
+        placed.pos.as_slice()[..3].iter().all(|p| p.1 > switch_y),
         "switch on top"
     );
 

@@ -72,7 +72,11 @@ fn nodes(out: &mut String, scene: &Scene, layout: &Layout, top: f64) {
         } else {
             "circle"
         };
-        let p = layout.pos.get(i).copied().unwrap_or((0.0, 0.0));
+        let p = layout
+            .pos
+            .get(NodeId::new(i))
+            .copied()
+            .unwrap_or((0.0, 0.0));
         let _ = writeln!(
             out,
             "  n{i} [label={}, shape={shape}, pos=\"{},{}!\"];",

@@ -10,6 +10,7 @@
 //! Positions are in SVG pixels (`y` downwards); the renderers translate them onto the page.
 
 use super::{is_switch, Scene, ShapeHint};
+use crate::ids::IdVec;
 use crate::machine::{ladder, ring};
 use crate::topology::ast::LinkParams;
 use schedule_ir::{Machine, NodeId, NodeKind};
@@ -36,9 +37,15 @@ pub enum LayoutKind {
 pub struct Layout {
     /// The layout actually used (`auto` resolved).
     pub kind: LayoutKind,
-    /// Position of node `i`, in pixels.
-    pub pos: Vec<(f64, f64)>,
+    /// Position of every node, in pixels.
+    pub pos: Positions,
 }
+
+/// A position per node, in pixels.
+pub type Positions = IdVec<NodeId, (f64, f64)>;
+
+/// Every node's neighbours, each once, in id order.
+type Adjacency = IdVec<NodeId, Vec<NodeId>>;
 
 /// The largest machine the `stress` layout is used for (it is quadratic in the node count).
 pub const STRESS_MAX: usize = 150;
@@ -134,12 +141,13 @@ fn circle_order(scene: &Scene) -> Vec<NodeId> {
     if scene.shape != ShapeHint::Ring {
         if let Some(o) = scene.overlays.first() {
             let order: Vec<NodeId> = o.edges.iter().map(|h| h.from).collect();
-            let mut seen = vec![false; n];
+            let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, n);
+            // An overlay's nodes come from a schedule file: looked up, not trusted.
             let cycle = order.len() == n
                 && o.edges.windows(2).all(|w| w[0].to == w[1].from)
                 && order
                     .iter()
-                    .all(|x| x.index() < n && !std::mem::replace(&mut seen[x.index()], true));
+                    .all(|&x| seen.get_mut(x).is_some_and(|s| !std::mem::replace(s, true)));
             if cycle {
                 return order;
             }
@@ -149,13 +157,13 @@ fn circle_order(scene: &Scene) -> Vec<NodeId> {
 }
 
 /// Nodes on a circle, the first at the top, clockwise.
-fn circle(order: &[NodeId]) -> Vec<(f64, f64)> {
+fn circle(order: &[NodeId]) -> Positions {
     let n = order.len();
     let r = (UNIT * n as f64 / (2.0 * PI)).max(UNIT);
-    let mut pos = vec![(0.0, 0.0); n];
-    for (i, node) in order.iter().enumerate() {
+    let mut pos = IdVec::filled((0.0, 0.0), n);
+    for (i, &node) in order.iter().enumerate() {
         let a = -PI / 2.0 + 2.0 * PI * i as f64 / n.max(1) as f64;
-        if let Some(p) = pos.get_mut(node.index()) {
+        if let Some(p) = pos.get_mut(node) {
             *p = (round(r * a.cos()), round(r * a.sin()));
         }
     }
@@ -163,13 +171,13 @@ fn circle(order: &[NodeId]) -> Vec<(f64, f64)> {
 }
 
 /// Pairs as rows.
-fn ladder_rows(n: usize, rows: &[[NodeId; 2]]) -> Vec<(f64, f64)> {
+fn ladder_rows(n: usize, rows: &[[NodeId; 2]]) -> Positions {
     const COLUMN: f64 = 300.0;
     const ROW: f64 = 150.0;
-    let mut pos = vec![(0.0, 0.0); n];
+    let mut pos = IdVec::filled((0.0, 0.0), n);
     for (k, row) in rows.iter().enumerate() {
-        for (s, node) in row.iter().enumerate() {
-            if let Some(p) = pos.get_mut(node.index()) {
+        for (s, &node) in row.iter().enumerate() {
+            if let Some(p) = pos.get_mut(node) {
                 *p = (s as f64 * COLUMN, k as f64 * ROW);
             }
         }
@@ -180,19 +188,21 @@ fn ladder_rows(n: usize, rows: &[[NodeId; 2]]) -> Vec<(f64, f64)> {
 /// Breadth-first levels from the switch with the most links (ties: lowest id), or from the
 /// node with the most links when there is no switch. Within a level, nodes follow the mean
 /// position of their neighbours in the level above.
-fn layered(m: &Machine) -> Vec<(f64, f64)> {
+fn layered(m: &Machine) -> Positions {
     const ROW: f64 = 140.0;
     const COLUMN: f64 = 110.0;
     let n = m.nodes.len();
     if n == 0 {
-        return Vec::new();
+        return IdVec::new();
     }
+    // Every table here has a slot per node, and `adjacency` keeps only links between nodes.
     let adj = adjacency(m);
-    let has_switch = (0..n).any(|i| is_switch(m, NodeId::new(i)));
-    let root = (0..n)
-        .filter(|&i| !has_switch || is_switch(m, NodeId::new(i)))
+    let has_switch = adj.ids().any(|i| is_switch(m, i));
+    let root = adj
+        .ids()
+        .filter(|&i| !has_switch || is_switch(m, i))
         .max_by_key(|&i| (adj[i].len(), std::cmp::Reverse(i)))
-        .unwrap_or(0);
+        .unwrap_or(NodeId(0));
     let level = bfs(&adj, root);
     let deepest = level
         .iter()
@@ -200,16 +210,16 @@ fn layered(m: &Machine) -> Vec<(f64, f64)> {
         .filter(|&l| l != usize::MAX)
         .max()
         .unwrap_or(0);
-    let mut levels: Vec<Vec<usize>> = vec![Vec::new(); deepest + 2];
-    for (i, &l) in level.iter().enumerate() {
+    let mut levels: Vec<Vec<NodeId>> = vec![Vec::new(); deepest + 2];
+    for (i, &l) in level.iter_enumerated() {
         let l = if l == usize::MAX { deepest + 1 } else { l };
         levels[l].push(i);
     }
-    let mut x = vec![0.0; n];
-    let mut pos = vec![(0.0, 0.0); n];
+    let mut x: IdVec<NodeId, f64> = IdVec::filled(0.0, n);
+    let mut pos = IdVec::filled((0.0, 0.0), n);
     for (l, nodes) in levels.iter_mut().enumerate() {
         if l > 0 {
-            let key = |i: usize| -> f64 {
+            let key = |i: NodeId| -> f64 {
                 let above: Vec<f64> = adj[i]
                     .iter()
                     .filter(|&&j| level[j] != usize::MAX && level[j] + 1 == l)
@@ -234,11 +244,10 @@ fn layered(m: &Machine) -> Vec<(f64, f64)> {
 
 /// Stress majorisation: page distances approach `UNIT` × hop count. Starts from the circle
 /// in id order and runs a fixed number of rounds, so it is deterministic.
-fn stress(m: &Machine) -> Vec<(f64, f64)> {
-    let n = m.nodes.len();
+fn stress(m: &Machine) -> Positions {
     let adj = adjacency(m);
-    let hops: Vec<Vec<usize>> = (0..n).map(|i| bfs(&adj, i)).collect();
-    let order: Vec<NodeId> = (0..n).map(NodeId::new).collect();
+    let hops: IdVec<NodeId, IdVec<NodeId, usize>> = adj.ids().map(|i| bfs(&adj, i)).collect();
+    let order: Vec<NodeId> = adj.ids().collect();
     let mut pos = circle(&order);
     // Break the circle's symmetry a little so symmetric graphs do not stay on it.
     for (i, p) in pos.iter_mut().enumerate() {
@@ -247,9 +256,9 @@ fn stress(m: &Machine) -> Vec<(f64, f64)> {
     }
     for _ in 0..300 {
         let mut next = pos.clone();
-        for i in 0..n {
+        for i in adj.ids() {
             let (mut sx, mut sy, mut sw) = (0.0, 0.0, 0.0);
-            for j in 0..n {
+            for j in adj.ids() {
                 let d = hops[i][j];
                 if i == j || d == usize::MAX {
                     continue;
@@ -270,9 +279,10 @@ fn stress(m: &Machine) -> Vec<(f64, f64)> {
     }
     // Stretch the result until no two nodes are closer than `UNIT`.
     let mut closest = f64::INFINITY;
-    for i in 0..n {
-        for j in i + 1..n {
-            closest = closest.min((pos[i].0 - pos[j].0).hypot(pos[i].1 - pos[j].1));
+    let all = pos.as_slice();
+    for (i, p) in all.iter().enumerate() {
+        for q in &all[i + 1..] {
+            closest = closest.min((p.0 - q.0).hypot(p.1 - q.1));
         }
     }
     let k = if closest.is_finite() && closest > 1e-3 {
@@ -285,12 +295,13 @@ fn stress(m: &Machine) -> Vec<(f64, f64)> {
         .collect()
 }
 
-fn adjacency(m: &Machine) -> Vec<Vec<usize>> {
+fn adjacency(m: &Machine) -> Adjacency {
     let n = m.nodes.len();
-    let mut adj = vec![Vec::new(); n];
+    let mut adj: Adjacency = IdVec::filled(Vec::new(), n);
+    // A schedule's machine comes from a file: a link to a node it does not have is skipped.
     for l in &m.links {
-        let (a, b) = (l.a.index(), l.b.index());
-        if a < n && b < n && !adj[a].contains(&b) {
+        let (a, b) = (l.a, l.b);
+        if a.index() < n && b.index() < n && !adj[a].contains(&b) {
             adj[a].push(b);
             adj[b].push(a);
         }
@@ -302,8 +313,8 @@ fn adjacency(m: &Machine) -> Vec<Vec<usize>> {
 }
 
 /// Hop counts from `from` (`usize::MAX`: unreachable).
-fn bfs(adj: &[Vec<usize>], from: usize) -> Vec<usize> {
-    let mut d = vec![usize::MAX; adj.len()];
+fn bfs(adj: &Adjacency, from: NodeId) -> IdVec<NodeId, usize> {
+    let mut d: IdVec<NodeId, usize> = IdVec::filled(usize::MAX, adj.len());
     let mut queue = VecDeque::from([from]);
     if let Some(x) = d.get_mut(from) {
         *x = 0;
@@ -358,9 +369,10 @@ mod tests {
         let p = LinkParams::default();
         let m = ladder::ladder("l", 3, p, p).to_ir();
         let pos = stress(&m);
-        for i in 0..pos.len() {
-            for j in i + 1..pos.len() {
-                let d = (pos[i].0 - pos[j].0).hypot(pos[i].1 - pos[j].1);
+        let all = pos.as_slice();
+        for i in 0..all.len() {
+            for j in i + 1..all.len() {
+                let d = (all[i].0 - all[j].0).hypot(all[i].1 - all[j].1);
                 assert!(d >= UNIT - 1.0, "{i} and {j} are {d} apart");
             }
         }

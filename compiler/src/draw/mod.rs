@@ -327,7 +327,7 @@ fn tree_overlays(machine: &Machine, trees: &[Tree]) -> Vec<Overlay> {
         .map(|(i, tree)| {
             let mut edges = Vec::new();
             for (child, _, first) in tree.edges() {
-                let via = tree.via.get(child.index()).map_or(&[][..], Vec::as_slice);
+                let via = tree.via.get(child).map_or(&[][..], Vec::as_slice);
                 let mut at = child;
                 for &link in std::iter::once(&first).chain(via) {
                     let Some(next) = machine.links.get(link.index()).and_then(|l| l.other(at))

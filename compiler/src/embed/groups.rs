@@ -11,6 +11,7 @@
 //! group's switch (ranks that reach the network only through their host's NIC).
 
 use super::EmbedError;
+use crate::ids::IdVec;
 use crate::machine::Machine;
 use schedule_ir::{LinkId, NodeId, NodeKind};
 use std::collections::VecDeque;
@@ -68,9 +69,9 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
         .flat_map(|&n| machine.links_at(n))
         .map(|(l, _)| machine.link(l).bandwidth_gbps)
         .fold(0.0, f64::max);
-    let fast: Vec<bool> = (0..machine.link_count())
-        .map(|l| machine.link(LinkId::new(l)).bandwidth_gbps >= FAST_FRACTION * fastest)
-        .collect();
+    let fast: Fast = IdVec::from_fn(machine.link_count(), |l| {
+        machine.link(l).bandwidth_gbps >= FAST_FRACTION * fastest
+    });
     let members = components(machine, &compute, &fast);
     if members.len() < 2 {
         return refuse("the machine is one group: no slower network joins groups".to_string());
@@ -121,19 +122,23 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
     })
 }
 
+/// Whether each link is fast, by link.
+type Fast = IdVec<LinkId, bool>;
+
 fn name_of(machine: &Machine, n: NodeId) -> &str {
     machine.node(n).name.as_str()
 }
 
 /// The compute nodes of each component of the fast links, in order of first node.
-fn components(machine: &Machine, compute: &[NodeId], fast: &[bool]) -> Vec<Vec<NodeId>> {
-    let mut seen = vec![false; machine.node_count()];
+fn components(machine: &Machine, compute: &[NodeId], fast: &Fast) -> Vec<Vec<NodeId>> {
+    // Nodes and links come from the machine: in range of its tables.
+    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, machine.node_count());
     let mut groups = Vec::new();
     for &start in compute {
-        if seen[start.index()] {
+        if seen[start] {
             continue;
         }
-        seen[start.index()] = true;
+        seen[start] = true;
         let mut queue = VecDeque::from([start]);
         let mut group = Vec::new();
         while let Some(v) = queue.pop_front() {
@@ -141,8 +146,8 @@ fn components(machine: &Machine, compute: &[NodeId], fast: &[bool]) -> Vec<Vec<N
                 group.push(v);
             }
             for (l, w) in machine.links_at(v) {
-                if fast[l.index()] && !seen[w.index()] {
-                    seen[w.index()] = true;
+                if fast[l] && !seen[w] {
+                    seen[w] = true;
                     queue.push_back(w);
                 }
             }
@@ -154,11 +159,11 @@ fn components(machine: &Machine, compute: &[NodeId], fast: &[bool]) -> Vec<Vec<N
 }
 
 /// The fast link joining `a` and `b`, lowest id first.
-fn fast_link(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<LinkId> {
+fn fast_link(machine: &Machine, a: NodeId, b: NodeId, fast: &Fast) -> Option<LinkId> {
     machine
         .links_at(a)
         .into_iter()
-        .find(|&(l, w)| w == b && fast[l.index()])
+        .find(|&(l, w)| w == b && fast[l])
         .map(|(l, _)| l)
 }
 
@@ -167,7 +172,7 @@ fn fast_link(machine: &Machine, a: NodeId, b: NodeId, fast: &[bool]) -> Option<L
 fn fabric_routes(
     machine: &Machine,
     group: &[NodeId],
-    fast: &[bool],
+    fast: &Fast,
 ) -> Result<Vec<Vec<Vec<LinkId>>>, EmbedError> {
     let k = group.len();
     let mut direct = vec![vec![Vec::new(); k]; k];
@@ -188,7 +193,7 @@ fn fabric_routes(
     let hub = machine
         .links_at(group[0])
         .into_iter()
-        .filter(|&(l, s)| fast[l.index()] && machine.node(s).kind != NodeKind::Compute)
+        .filter(|&(l, s)| fast[l] && machine.node(s).kind != NodeKind::Compute)
         .map(|(_, s)| s)
         .find(|&s| {
             group
@@ -226,21 +231,17 @@ fn fabric_routes(
 /// through its group's switch (a host's ranks behind its NIC), the route leaves and enters
 /// the groups over their fast links; it still crosses the slow network between them, since
 /// the groups are the components of the fast links.
-fn slow_route(
-    machine: &Machine,
-    a: NodeId,
-    b: NodeId,
-    fast: Option<&[bool]>,
-) -> Option<Vec<LinkId>> {
-    let mut came: Vec<Option<(LinkId, NodeId)>> = vec![None; machine.node_count()];
-    let mut seen = vec![false; machine.node_count()];
-    seen[a.index()] = true;
+fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: Option<&Fast>) -> Option<Vec<LinkId>> {
+    let mut came: IdVec<NodeId, Option<(LinkId, NodeId)>> =
+        IdVec::filled(None, machine.node_count());
+    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, machine.node_count());
+    *seen.get_mut(a)? = true;
     let mut queue = VecDeque::from([a]);
     while let Some(v) = queue.pop_front() {
         if v == b {
             let mut route = Vec::new();
             let mut at = b;
-            while let Some((l, prev)) = came[at.index()] {
+            while let Some((l, prev)) = came[at] {
                 route.push(l);
                 at = prev;
             }
@@ -251,10 +252,10 @@ fn slow_route(
             continue;
         }
         for (l, w) in machine.links_at(v) {
-            let allowed = fast.is_none_or(|fast| !fast[l.index()]);
-            if allowed && !seen[w.index()] {
-                seen[w.index()] = true;
-                came[w.index()] = Some((l, v));
+            let allowed = fast.is_none_or(|fast| !fast[l]);
+            if allowed && !seen[w] {
+                seen[w] = true;
+                came[w] = Some((l, v));
                 queue.push_back(w);
             }
         }

@@ -12,6 +12,7 @@ pub mod routed;
 pub mod structured;
 pub mod trees;
 
+use crate::ids::IdVec;
 use crate::machine::Machine;
 use schedule_ir::{LinkId, NodeId, NodeKind};
 use std::collections::BTreeMap;
@@ -203,22 +204,22 @@ pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> 
                 detail: format!("{} nodes but {} links", ring.nodes.len(), ring.links.len()),
             });
         }
-        let mut seen = vec![false; machine.node_count()];
+        let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, machine.node_count());
         for &n in &ring.nodes {
-            if n.index() >= seen.len() {
+            let Some(visited) = seen.get_mut(n) else {
                 return Err(EmbedError::NotHamiltonian {
                     ring: r,
                     detail: format!("{n} is not a node of the machine"),
                 });
-            }
-            if std::mem::replace(&mut seen[n.index()], true) {
+            };
+            if std::mem::replace(visited, true) {
                 return Err(EmbedError::NotHamiltonian {
                     ring: r,
                     detail: format!("{} is visited twice", name(n)),
                 });
             }
         }
-        if let Some(&missing) = compute.iter().find(|c| !seen[c.index()]) {
+        if let Some(&missing) = compute.iter().find(|&&c| !seen[c]) {
             return Err(EmbedError::NotHamiltonian {
                 ring: r,
                 detail: format!("{} is never visited", name(missing)),

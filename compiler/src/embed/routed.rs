@@ -17,6 +17,7 @@
 //! transfers of methods whose partners are not neighbours (halving-doubling).
 
 use super::{EmbedError, Ring};
+use crate::ids::IdVec;
 use crate::machine::Machine;
 use schedule_ir::{LinkId, NodeId, NodeKind};
 use std::collections::VecDeque;
@@ -54,17 +55,19 @@ pub fn switched_ring(machine: &Machine) -> Result<Ring, EmbedError> {
 }
 
 /// The compute nodes in depth-first preorder from node 0, neighbours in link-id order.
-fn depth_first_compute(machine: &Machine, adj: &[Vec<(LinkId, NodeId)>]) -> Vec<NodeId> {
-    let mut seen = vec![false; adj.len()];
+fn depth_first_compute(machine: &Machine, adj: &Adjacency) -> Vec<NodeId> {
+    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, adj.len());
     let mut order = Vec::new();
+    let root = NodeId::new(0);
     if adj.is_empty() {
         return order;
     }
-    // Stack of (node, index of the next neighbour to look at).
-    let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
-    seen[0] = true;
-    if machine.node(NodeId::new(0)).kind == NodeKind::Compute {
-        order.push(NodeId::new(0));
+    // Stack of (node, index of the next neighbour to look at). Neighbours are the machine's
+    // own nodes, in range of every table of nodes.
+    let mut stack: Vec<(NodeId, usize)> = vec![(root, 0)];
+    seen[root] = true;
+    if machine.node(root).kind == NodeKind::Compute {
+        order.push(root);
     }
     while let Some(top) = stack.last_mut() {
         let (v, next) = *top;
@@ -73,29 +76,30 @@ fn depth_first_compute(machine: &Machine, adj: &[Vec<(LinkId, NodeId)>]) -> Vec<
             continue;
         };
         top.1 += 1;
-        if !seen[u.index()] {
-            seen[u.index()] = true;
+        if !seen[u] {
+            seen[u] = true;
             if machine.node(u).kind == NodeKind::Compute {
                 order.push(u);
             }
-            stack.push((u.index(), 0));
+            stack.push((u, 0));
         }
     }
     order
 }
 
+/// Every node's links as `(link, neighbour)`, by node.
+pub type Adjacency = IdVec<NodeId, Vec<(LinkId, NodeId)>>;
+
 /// Every node's links as `(link, neighbour)`, in link-id order: the input of [`RouteSearch`].
-pub fn adjacency(machine: &Machine) -> Vec<Vec<(LinkId, NodeId)>> {
-    (0..machine.node_count())
-        .map(|i| machine.links_at(NodeId::new(i)))
-        .collect()
+pub fn adjacency(machine: &Machine) -> Adjacency {
+    IdVec::from_fn(machine.node_count(), |n| machine.links_at(n))
 }
 
 /// Breadth-first search state reused across hops: a visit stamp per node, so that a search
 /// costs what it explores, not the size of the machine.
 pub struct RouteSearch {
-    stamp: Vec<u32>,
-    parent: Vec<(LinkId, NodeId)>,
+    stamp: IdVec<NodeId, u32>,
+    parent: IdVec<NodeId, (LinkId, NodeId)>,
     current: u32,
 }
 
@@ -103,36 +107,38 @@ impl RouteSearch {
     /// A search over a machine of `nodes` nodes.
     pub fn new(nodes: usize) -> RouteSearch {
         RouteSearch {
-            stamp: vec![0; nodes],
-            parent: vec![(LinkId(0), NodeId(0)); nodes],
+            stamp: IdVec::filled(0, nodes),
+            parent: IdVec::filled((LinkId(0), NodeId(0)), nodes),
             current: 0,
         }
     }
 
     /// The links of a shortest route from `from` to `to` whose inner nodes are switches, or
-    /// any nodes when `compute_forwards`. `adj` is [`adjacency`]`(machine)`.
+    /// any nodes when `compute_forwards`; `None` also when `from` is not a node of the
+    /// machine. `adj` is [`adjacency`]`(machine)`, and the search was made for its nodes.
     pub fn shortest(
         &mut self,
         machine: &Machine,
-        adj: &[Vec<(LinkId, NodeId)>],
+        adj: &Adjacency,
         from: NodeId,
         to: NodeId,
         compute_forwards: bool,
     ) -> Option<Vec<LinkId>> {
         self.current += 1;
         let mark = self.current;
-        self.stamp[from.index()] = mark;
+        *self.stamp.get_mut(from)? = mark;
         let mut queue = VecDeque::from([from]);
         while let Some(v) = queue.pop_front() {
             if v != from && !compute_forwards && machine.node(v).kind != NodeKind::Switch {
                 continue; // compute nodes end routes unless asked to forward
             }
-            for &(link, u) in &adj[v.index()] {
-                if self.stamp[u.index()] == mark {
+            // `v` and its neighbours are the machine's nodes: in range of the search's tables.
+            for &(link, u) in &adj[v] {
+                if self.stamp[u] == mark {
                     continue;
                 }
-                self.stamp[u.index()] = mark;
-                self.parent[u.index()] = (link, v);
+                self.stamp[u] = mark;
+                self.parent[u] = (link, v);
                 if u == to {
                     return Some(self.path(from, to));
                 }
@@ -146,7 +152,7 @@ impl RouteSearch {
         let mut links = Vec::new();
         let mut at = to;
         while at != from {
-            let (link, prev) = self.parent[at.index()];
+            let (link, prev) = self.parent[at];
             links.push(link);
             at = prev;
         }

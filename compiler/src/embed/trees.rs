@@ -30,9 +30,10 @@
 //! nodes it claims to.
 
 use super::EmbedError;
+use crate::ids::{IdVec, TreeId};
 use crate::lower::balance::{self, Load};
 use crate::machine::Machine;
-use schedule_ir::{Collective, LinkId, NodeId, NodeKind};
+use schedule_ir::{Collective, DirectionId, LinkId, NodeId, NodeKind};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
@@ -54,36 +55,35 @@ pub struct Tree {
     pub root: NodeId,
     /// Indexed by node: for every compute node but the root, its parent and the first link of
     /// the route from the node up to it; `None` for the root and for nodes outside the tree.
-    pub parent: Vec<Option<(NodeId, LinkId)>>,
+    pub parent: IdVec<NodeId, Option<(NodeId, LinkId)>>,
     /// Indexed by node: the further links of the route up to the parent, through switches;
     /// empty for a direct link (and missing entries count as empty).
-    pub via: Vec<Vec<LinkId>>,
+    pub via: IdVec<NodeId, Vec<LinkId>>,
 }
 
 impl Tree {
     /// The tree's edges as `(child, parent, first link of the route up)`, in child order.
     pub fn edges(&self) -> impl Iterator<Item = (NodeId, NodeId, LinkId)> + '_ {
         self.parent
-            .iter()
-            .enumerate()
-            .filter_map(|(c, p)| p.map(|(p, l)| (NodeId::new(c), p, l)))
+            .iter_enumerated()
+            .filter_map(|(c, p)| p.map(|(p, l)| (c, p, l)))
     }
 
     /// The links of the route from `child` up to its parent, in order (empty for the root).
     pub fn route_up(&self, child: NodeId) -> Vec<LinkId> {
-        let Some(Some((_, first))) = self.parent.get(child.index()) else {
+        let Some(Some((_, first))) = self.parent.get(child) else {
             return Vec::new();
         };
         let mut route = vec![*first];
-        route.extend(self.via.get(child.index()).into_iter().flatten());
+        route.extend(self.via.get(child).into_iter().flatten());
         route
     }
 
     /// Children of every node, as `(child, link)` in child order; indexed by node.
-    pub fn children(&self) -> Vec<Vec<(NodeId, LinkId)>> {
-        let mut out = vec![Vec::new(); self.parent.len()];
+    pub fn children(&self) -> IdVec<NodeId, Vec<(NodeId, LinkId)>> {
+        let mut out = IdVec::filled(Vec::new(), self.parent.len());
         for (c, p, l) in self.edges() {
-            if let Some(list) = out.get_mut(p.index()) {
+            if let Some(list) = out.get_mut(p) {
                 list.push((c, l));
             }
         }
@@ -100,27 +100,21 @@ impl Tree {
             if order.len() > self.parent.len() {
                 break; // not a tree; the proof reports it
             }
-            order.extend(
-                children
-                    .get(n.index())
-                    .into_iter()
-                    .flatten()
-                    .map(|&(c, _)| c),
-            );
+            order.extend(children.get(n).into_iter().flatten().map(|&(c, _)| c));
             i += 1;
         }
         order
     }
 
     /// Depth of every node below the root (`None` outside the tree); indexed by node.
-    pub fn depths(&self) -> Vec<Option<usize>> {
-        let mut depth = vec![None; self.parent.len()];
+    pub fn depths(&self) -> IdVec<NodeId, Option<usize>> {
+        let mut depth = IdVec::filled(None, self.parent.len());
         for n in self.top_down() {
-            let d = match self.parent.get(n.index()).copied().flatten() {
-                Some((p, _)) => depth.get(p.index()).copied().flatten().map_or(0, |d| d + 1),
+            let d = match self.parent.get(n).copied().flatten() {
+                Some((p, _)) => depth.get(p).copied().flatten().map_or(0, |d| d + 1),
                 None => 0,
             };
-            if let Some(slot) = depth.get_mut(n.index()) {
+            if let Some(slot) = depth.get_mut(n) {
                 *slot = Some(d);
             }
         }
@@ -136,32 +130,32 @@ impl Tree {
     pub fn rerooted(&self, root: NodeId) -> Tree {
         let n = self.parent.len();
         // Per node: its tree neighbours and the route to each.
-        let mut adjacent: Vec<Vec<(NodeId, Vec<LinkId>)>> = vec![Vec::new(); n];
+        let mut adjacent: IdVec<NodeId, Vec<(NodeId, Vec<LinkId>)>> = IdVec::filled(Vec::new(), n);
         for (c, p, _) in self.edges() {
             if c.index() < n && p.index() < n {
                 let up = self.route_up(c);
                 let down = up.iter().rev().copied().collect();
-                adjacent[c.index()].push((p, up));
-                adjacent[p.index()].push((c, down));
+                adjacent[c].push((p, up));
+                adjacent[p].push((c, down));
             }
         }
         adjacent.iter_mut().for_each(|a| a.sort());
-        let mut parent = vec![None; n];
-        let mut via = vec![Vec::new(); n];
-        let mut seen = vec![false; n];
+        let mut parent = IdVec::filled(None, n);
+        let mut via = IdVec::filled(Vec::new(), n);
+        let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, n);
         let mut queue = std::collections::VecDeque::from([root]);
-        if let Some(s) = seen.get_mut(root.index()) {
+        if let Some(s) = seen.get_mut(root) {
             *s = true;
         }
         while let Some(u) = queue.pop_front() {
-            for (v, down) in adjacent.get(u.index()).into_iter().flatten() {
-                if !std::mem::replace(&mut seen[v.index()], true) {
+            for &(v, ref down) in adjacent.get(u).into_iter().flatten() {
+                if !std::mem::replace(&mut seen[v], true) {
                     let mut up = down.iter().rev().copied();
                     if let Some(first) = up.next() {
-                        parent[v.index()] = Some((u, first));
-                        via[v.index()] = up.collect();
+                        parent[v] = Some((u, first));
+                        via[v] = up.collect();
                     }
-                    queue.push_back(*v);
+                    queue.push_back(v);
                 }
             }
         }
@@ -200,9 +194,9 @@ impl Tree {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Packing {
     /// The proved trees.
-    pub trees: Vec<Tree>,
+    pub trees: IdVec<TreeId, Tree>,
     /// One share per tree, positive, summing to 1.
-    pub shares: Vec<f64>,
+    pub shares: IdVec<TreeId, f64>,
 }
 
 /// The trees and shares for `collective` on `machine`, proved. Broadcast and reduce trees are
@@ -224,9 +218,10 @@ pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedE
             "the root {root} is not a compute node of the machine"
         )));
     }
-    let mut candidates: Vec<Tree> = Vec::new();
+    let mut candidates: IdVec<TreeId, Tree> = IdVec::new();
     let mut seen: BTreeSet<Vec<Vec<LinkId>>> = BTreeSet::new();
-    let mut load = vec![0.0; 2 * machine.link_count()];
+    let mut load: IdVec<DirectionId, f64> =
+        IdVec::filled(0.0, DirectionId::count(machine.link_count()));
     let fastest = (0..machine.link_count())
         .map(|l| machine.link(LinkId::new(l)).bandwidth_gbps)
         .fold(0.0, f64::max);
@@ -247,7 +242,9 @@ pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedE
         };
         for (d, s) in traffic(machine, &tree, collective).seconds {
             // In units of "the whole vector over the fastest link".
-            load[d] += s * fastest / 8.0;
+            if let Some(l) = load.get_mut(d) {
+                *l += s * fastest / 8.0;
+            }
         }
         let mut key: Vec<Vec<LinkId>> = tree
             .edges()
@@ -275,25 +272,34 @@ fn candidate_rounds(links: usize, nodes: usize) -> usize {
     (4 * fit + 8).clamp(8, MAX_CANDIDATES)
 }
 
+/// Trees with the share of the vector each carries.
+type Shared = (IdVec<TreeId, Tree>, IdVec<TreeId, f64>);
+
 /// The LP shares over `candidates`; negligible ones dropped and the rest re-balanced.
 fn choose_shares(
     machine: &Machine,
-    candidates: Vec<Tree>,
+    candidates: IdVec<TreeId, Tree>,
     collective: Collective,
-) -> Result<(Vec<Tree>, Vec<f64>), EmbedError> {
+) -> Result<Shared, EmbedError> {
     let failed = || EmbedError::NotApplicable("the tree-share LP could not be solved".to_string());
-    let loads: Vec<Load> = candidates
+    let loads: IdVec<TreeId, Load> = candidates
         .iter()
         .map(|t| traffic(machine, t, collective))
         .collect();
     let shares = balance::balance(&loads).ok_or_else(failed)?;
     let largest = shares.iter().copied().fold(0.0, f64::max);
-    let keep: Vec<usize> = (0..candidates.len())
-        .filter(|&i| shares[i] >= MIN_RELATIVE_SHARE * largest)
+    let keep: Vec<TreeId> = shares
+        .iter_enumerated()
+        .filter(|&(_, &x)| x >= MIN_RELATIVE_SHARE * largest)
+        .map(|(t, _)| t)
         .collect();
-    let kept_loads: Vec<Load> = keep.iter().map(|&i| loads[i].clone()).collect();
+    let kept_loads: IdVec<TreeId, Load> =
+        keep.iter().filter_map(|&t| loads.get(t).cloned()).collect();
     let shares = balance::balance(&kept_loads).ok_or_else(failed)?;
-    let trees = keep.iter().map(|&i| candidates[i].clone()).collect();
+    let trees = keep
+        .iter()
+        .filter_map(|&t| candidates.get(t).cloned())
+        .collect();
     Ok((trees, shares))
 }
 
@@ -307,7 +313,7 @@ pub fn traffic(machine: &Machine, tree: &Tree, collective: Collective) -> Load {
     let below = subtree_sizes(tree);
     let mut load = Load::default();
     for (child, _, _) in tree.edges() {
-        let inside = below[child.index()] as f64 / p;
+        let inside = below.get(child).copied().unwrap_or(0) as f64 / p;
         let (up_share, down_share) = match collective {
             Collective::AllReduce => (1.0, 1.0),
             Collective::Broadcast { .. } => (0.0, 1.0),
@@ -318,8 +324,8 @@ pub fn traffic(machine: &Machine, tree: &Tree, collective: Collective) -> Load {
         let mut at = child;
         for link in tree.route_up(child) {
             let (a, b) = machine.endpoints(link);
-            let up = schedule_ir::DirectionId::new(link, at != a).index();
-            let down = schedule_ir::DirectionId::new(link, at == a).index();
+            let up = DirectionId::new(link, at != a);
+            let down = DirectionId::new(link, at == a);
             at = if at == a { b } else { a };
             let seconds = 8.0 / machine.link(link).bandwidth_gbps;
             for (d, share) in [(up, up_share), (down, down_share)] {
@@ -333,12 +339,13 @@ pub fn traffic(machine: &Machine, tree: &Tree, collective: Collective) -> Load {
 }
 
 /// The number of nodes in every node's subtree (itself included); indexed by node.
-pub fn subtree_sizes(tree: &Tree) -> Vec<usize> {
-    let mut size = vec![0usize; tree.parent.len()];
+pub fn subtree_sizes(tree: &Tree) -> IdVec<NodeId, usize> {
+    let mut size: IdVec<NodeId, usize> = IdVec::filled(0, tree.parent.len());
+    // The walk follows the tree's own parent links, in range of its tables.
     for n in tree.top_down().into_iter().rev() {
-        size[n.index()] += 1;
-        if let Some((p, _)) = tree.parent[n.index()] {
-            size[p.index()] += size[n.index()];
+        size[n] += 1;
+        if let Some((p, _)) = tree.parent[n] {
+            size[p] += size[n];
         }
     }
     size
@@ -348,18 +355,18 @@ pub fn subtree_sizes(tree: &Tree) -> Vec<usize> {
 /// compute node, and for every compute node reachable through switches only, the route with
 /// the fewest links (ties to lower link ids). Indexed by node: `(other end, links in order)`.
 struct Routes {
-    from: Vec<Vec<(NodeId, Vec<LinkId>)>>,
+    from: IdVec<NodeId, Vec<(NodeId, Vec<LinkId>)>>,
 }
 
 impl Routes {
     fn new(machine: &Machine) -> Self {
         let n = machine.node_count();
         let compute = |v: NodeId| machine.node(v).kind == NodeKind::Compute;
-        let mut from = vec![Vec::new(); n];
+        let mut from = IdVec::filled(Vec::new(), n);
         for u in machine.compute_nodes() {
             let mut out: Vec<(NodeId, Vec<LinkId>)> = Vec::new();
-            let mut reached = vec![false; n];
-            let mut crossed = vec![false; n];
+            let mut reached: IdVec<NodeId, bool> = IdVec::filled(false, n);
+            let mut crossed: IdVec<NodeId, bool> = IdVec::filled(false, n);
             let mut queue = std::collections::VecDeque::from([(u, Vec::new())]);
             while let Some((x, path)) = queue.pop_front() {
                 for (l, y) in machine.links_at(x) {
@@ -367,16 +374,16 @@ impl Routes {
                     route.push(l);
                     if compute(y) {
                         // Every direct link; through switches, the first route found.
-                        let first = !std::mem::replace(&mut reached[y.index()], !path.is_empty());
+                        let first = !std::mem::replace(&mut reached[y], !path.is_empty());
                         if y != u && (path.is_empty() || first) {
                             out.push((y, route));
                         }
-                    } else if !std::mem::replace(&mut crossed[y.index()], true) {
+                    } else if !std::mem::replace(&mut crossed[y], true) {
                         queue.push_back((y, route));
                     }
                 }
             }
-            from[u.index()] = out;
+            from[u] = out;
         }
         Routes { from }
     }
@@ -394,42 +401,44 @@ fn prim(
     routes: &Routes,
     start: NodeId,
     collective: Collective,
-    load: &[f64],
+    load: &IdVec<DirectionId, f64>,
 ) -> Option<Tree> {
     let n = machine.node_count();
-    let length = |d: usize| (ETA * load.get(d).copied().unwrap_or(0.0)).exp();
-    let mut parent = vec![None; n];
-    let mut via = vec![Vec::new(); n];
-    let mut inside = vec![false; n];
+    let length = |d: DirectionId| (ETA * load.get(d).copied().unwrap_or(0.0)).exp();
+    let mut parent = IdVec::filled(None, n);
+    let mut via = IdVec::filled(Vec::new(), n);
+    let mut inside: IdVec<NodeId, bool> = IdVec::filled(false, n);
     let mut heap: Frontier = BinaryHeap::new();
     let push = |heap: &mut Frontier, u: NodeId, depth_u: usize| {
-        for (v, route) in routes.from.get(u.index()).into_iter().flatten() {
+        for (v, route) in routes.from.get(u).into_iter().flatten() {
             let mut at = u;
             let mut cost = 0.0;
             for &l in route {
                 let (a, b) = machine.endpoints(l);
-                let away = 2 * l.index() + usize::from(at != a);
+                let away = DirectionId::new(l, at != a);
+                let back = DirectionId::new(l, at == a);
                 at = if at == a { b } else { a };
                 cost += match collective {
                     Collective::Broadcast { .. } => length(away),
-                    Collective::Reduce { .. } => length(away ^ 1),
-                    _ => length(away) + length(away ^ 1),
+                    Collective::Reduce { .. } => length(back),
+                    _ => length(away) + length(back),
                 };
             }
             heap.push(Reverse((cost.to_bits(), depth_u + 1, *v, route.clone(), u)));
         }
     };
-    inside[start.index()] = true;
+    // Nodes come from the machine's own links, in range of every table of nodes.
+    inside[start] = true;
     let mut reached = 1;
     push(&mut heap, start, 0);
     while let Some(Reverse((_, d, v, route, u))) = heap.pop() {
-        if std::mem::replace(&mut inside[v.index()], true) {
+        if std::mem::replace(&mut inside[v], true) {
             continue;
         }
         let mut up = route.into_iter().rev();
         if let Some(first) = up.next() {
-            parent[v.index()] = Some((u, first));
-            via[v.index()] = up.collect();
+            parent[v] = Some((u, first));
+            via[v] = up.collect();
         }
         reached += 1;
         push(&mut heap, v, d);
@@ -443,7 +452,7 @@ fn prim(
 
 /// Proves that every tree spans exactly the compute nodes with `p - 1` real links and reaches
 /// its root from every node without a cycle.
-pub fn prove_trees(machine: &Machine, trees: &[Tree]) -> Result<(), EmbedError> {
+pub fn prove_trees(machine: &Machine, trees: &IdVec<TreeId, Tree>) -> Result<(), EmbedError> {
     let compute: BTreeSet<NodeId> = machine.compute_nodes().into_iter().collect();
     let name = |n: NodeId| {
         if n.index() < machine.node_count() {
@@ -452,8 +461,11 @@ pub fn prove_trees(machine: &Machine, trees: &[Tree]) -> Result<(), EmbedError> 
             n.to_string()
         }
     };
-    for (t, tree) in trees.iter().enumerate() {
-        let bad = |detail: String| EmbedError::NotATree { tree: t, detail };
+    for (t, tree) in trees.iter_enumerated() {
+        let bad = |detail: String| EmbedError::NotATree {
+            tree: t.index(),
+            detail,
+        };
         if tree.parent.len() != machine.node_count() {
             return Err(bad(format!(
                 "it lists {} nodes but the machine has {}",
@@ -467,8 +479,7 @@ pub fn prove_trees(machine: &Machine, trees: &[Tree]) -> Result<(), EmbedError> 
                 name(tree.root)
             )));
         }
-        for (i, p) in tree.parent.iter().enumerate() {
-            let n = NodeId::new(i);
+        for (n, p) in tree.parent.iter_enumerated() {
             match (p, n == tree.root, compute.contains(&n)) {
                 (Some(_), true, _) => {
                     return Err(bad(format!("its root {} has a parent", name(n))))
@@ -527,7 +538,7 @@ pub fn prove_trees(machine: &Machine, trees: &[Tree]) -> Result<(), EmbedError> 
         for &n in &compute {
             let mut at = n;
             let mut hops = 0;
-            while let Some((p, _)) = tree.parent[at.index()] {
+            while let Some(&Some((p, _))) = tree.parent.get(at) {
                 at = p;
                 hops += 1;
                 if hops >= compute.len() {

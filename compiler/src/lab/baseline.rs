@@ -56,15 +56,7 @@ pub fn run(
             args.push(":".into());
         }
         args.extend(
-            [
-                "-n",
-                "1",
-                "ip",
-                "netns",
-                "exec",
-                net.namespaces[n.index()].as_str(),
-            ]
-            .map(String::from),
+            ["-n", "1", "ip", "netns", "exec", net.namespaces[n].as_str()].map(String::from),
         );
         args.push(program.display().to_string());
         args.push(elements.to_string());

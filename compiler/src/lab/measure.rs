@@ -5,7 +5,7 @@
 use super::launch::{Procs, Spec};
 use super::plan::NetPlan;
 use runtime_lite::Buffers;
-use schedule_ir::{Machine, Phase, VerifiedSchedule};
+use schedule_ir::{LinkId, Machine, NodeId, Phase, VerifiedSchedule};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -91,7 +91,7 @@ impl Session<'_> {
             .compute_nodes()
             .map(|n| Spec {
                 name: self.machine.node_name(n),
-                namespace: self.net.namespaces[n.index()].clone(),
+                namespace: self.net.namespaces[n].clone(),
                 program: self.exe.clone(),
                 nice: self.nice,
                 args: vec![
@@ -224,55 +224,52 @@ pub fn lab_machine(machine: &Machine, scale: f64, efficiency: f64, alpha: Option
 pub fn calibrate(s: &Session<'_>, timeout: Duration) -> Result<Calibration, String> {
     let m = s.machine;
     let compute: Vec<_> = m.compute_nodes().collect();
-    let direct = m
-        .links
-        .iter()
-        .enumerate()
-        .find(|(_, l)| !s.net.switch[l.a.index()] && !s.net.switch[l.b.index()]);
-    let (a, b, _a_addr, b_addr, path, rate) = if let Some((i, l)) = direct {
-        let (Some((pa, _)), Some((pb, _))) = (s.net.links[i].address[0], s.net.links[i].address[1])
+    // The plan's tables cover every node and link of the machine it was made for.
+    let net = s.net;
+    let direct = net
+        .ends
+        .iter_enumerated()
+        .find(|&(_, &(a, b))| !net.switch[a] && !net.switch[b]);
+    let (a, b, _a_addr, b_addr, path, rate) = if let Some((i, &(a, b))) = direct {
+        let (Some((pa, _)), Some((pb, _))) = (net.links[i].address[0], net.links[i].address[1])
         else {
-            return Err(format!("link `{}` has no addresses", l.name));
+            return Err(format!("link `{}` has no addresses", m.link_name(i)));
         };
-        (
-            l.a.index(),
-            l.b.index(),
-            pa,
-            pb,
-            format!("link {}", l.name),
-            s.net.links[i].rate_bits,
-        )
+        let path = format!("link {}", m.link_name(i));
+        (a, b, pa, pb, path, net.links[i].rate_bits)
     } else {
         // Two compute nodes on the same switch: their single links.
-        let first_link = |n: usize| {
-            m.links
-                .iter()
-                .position(|l| l.a.index() == n || l.b.index() == n)
-                .ok_or_else(|| format!("`{}` has no link", m.nodes[n].name))
+        let first_link = |n: NodeId| {
+            net.ends
+                .iter_enumerated()
+                .find(|&(_, &(a, b))| a == n || b == n)
+                .map(|(l, _)| l)
+                .ok_or_else(|| format!("`{}` has no link", m.node_name(n)))
         };
         let (&x, &y) = match (compute.first(), compute.get(1)) {
             (Some(x), Some(y)) => (x, y),
             _ => return Err("the machine needs two compute nodes to calibrate".into()),
         };
-        let (lx, ly) = (first_link(x.index())?, first_link(y.index())?);
-        let addr = |l: usize, n: usize| {
-            let side = usize::from(m.links[l].a.index() != n);
-            s.net.links[l].address[side].map(|(ip, _)| ip)
+        let (lx, ly) = (first_link(x)?, first_link(y)?);
+        let addr = |l: LinkId, n: NodeId| {
+            let side = usize::from(net.ends[l].0 != n);
+            net.links[l].address[side].map(|(ip, _)| ip)
         };
-        let (Some(ax), Some(ay)) = (addr(lx, x.index()), addr(ly, y.index())) else {
+        let (Some(ax), Some(ay)) = (addr(lx, x), addr(ly, y)) else {
             return Err("no addresses to calibrate between".into());
         };
-        let rate = s.net.links[lx].rate_bits.min(s.net.links[ly].rate_bits);
+        let rate = net.links[lx].rate_bits.min(net.links[ly].rate_bits);
         let path = format!(
             "links {} and {} through their switch",
-            m.links[lx].name, m.links[ly].name
+            m.link_name(lx),
+            m.link_name(ly)
         );
-        (x.index(), y.index(), ax, ay, path, rate)
+        (x, y, ax, ay, path, rate)
     };
     let port = (super::plan::PORT + 1).to_string();
     let pong = Spec {
-        name: format!("{} (pong)", m.nodes[b].name),
-        namespace: s.net.namespaces[b].clone(),
+        name: format!("{} (pong)", m.node_name(b)),
+        namespace: net.namespaces[b].clone(),
         program: s.exe.clone(),
         nice: s.nice,
         args: vec!["lab".into(), "pong".into(), format!("{b_addr}:{port}")],
@@ -280,8 +277,8 @@ pub fn calibrate(s: &Session<'_>, timeout: Duration) -> Result<Calibration, Stri
     let mut server = Procs::spawn(&[pong], s.dir)?;
     server.expect("ready", timeout)?;
     let ping = Spec {
-        name: format!("{} (ping)", m.nodes[a].name),
-        namespace: s.net.namespaces[a].clone(),
+        name: format!("{} (ping)", m.node_name(a)),
+        namespace: net.namespaces[a].clone(),
         program: s.exe.clone(),
         nice: s.nice,
         args: vec!["lab".into(), "ping".into(), format!("{b_addr}:{port}")],

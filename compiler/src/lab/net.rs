@@ -55,7 +55,7 @@ impl Lab {
             lab.created.push(ns.clone());
             ip(ns, &["link", "set", "lo", "up"])?;
         }
-        for (i, ns) in net.namespaces.iter().enumerate() {
+        for (i, ns) in net.namespaces.iter_enumerated() {
             if net.switch[i] {
                 ip(ns, &["link", "add", "br0", "type", "bridge"])?;
                 ip(ns, &["link", "set", "br0", "up"])?;
@@ -82,12 +82,12 @@ impl Lab {
                 )?;
             }
         }
-        for (l, plan) in net.links.iter().enumerate() {
+        for (l, plan) in net.links.iter_enumerated() {
             lab.wire(net, l, plan)?;
         }
         for r in &net.routes {
-            let ns = &net.namespaces[r.node.index()];
-            let Some(src) = net.node_address[r.node.index()] else {
+            let ns = &net.namespaces[r.node];
+            let Some(src) = net.node_address[r.node] else {
                 continue;
             };
             // From the node address, which every node has a route back to.
@@ -111,7 +111,12 @@ impl Lab {
 
     /// One link: the veth pair between its ends' namespaces, each end a bridge port (at a
     /// switch) or an addressed interface, shaped to the link's rate in its sending direction.
-    fn wire(&self, net: &NetPlan, l: usize, plan: &super::plan::LinkPlan) -> Result<(), String> {
+    fn wire(
+        &self,
+        net: &NetPlan,
+        l: schedule_ir::LinkId,
+        plan: &super::plan::LinkPlan,
+    ) -> Result<(), String> {
         let (a, b) = net.ends[l];
         let ns = [&net.namespaces[a], &net.namespaces[b]];
         run(

@@ -15,22 +15,25 @@
 //! back end. For link-disjoint embeddings the optimum is known in closed form (shares
 //! proportional to each embedding's speed), which the tests use to check the solver.
 
+use crate::ids::{Id, IdVec};
 use good_lp::{variable, variables, Expression, Solution, SolverModel};
+use schedule_ir::DirectionId;
 use std::collections::BTreeMap;
 
 /// The traffic of one embedding: seconds per link direction when it carries everything.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Load {
     /// `direction → seconds`.
-    pub seconds: BTreeMap<usize, f64>,
+    pub seconds: BTreeMap<DirectionId, f64>,
 }
 
-/// The optimal shares, one per embedding, summing to 1; `None` if the program could not be
-/// solved (it always can when every embedding has a finite, positive cost somewhere).
-pub fn balance(loads: &[Load]) -> Option<Vec<f64>> {
+/// The optimal shares, one per embedding (`E`, the embedding's id: a ring, a tree), summing
+/// to 1; `None` if the program could not be solved (it always can when every embedding has a
+/// finite, positive cost somewhere).
+pub fn balance<E: Id>(loads: &IdVec<E, Load>) -> Option<IdVec<E, f64>> {
     match loads.len() {
-        0 => return Some(Vec::new()),
-        1 => return Some(vec![1.0]),
+        0 => return Some(IdVec::new()),
+        1 => return Some(IdVec::filled(1.0, 1)),
         _ => {}
     }
     let mut vars = variables!();
@@ -39,7 +42,7 @@ pub fn balance(loads: &[Load]) -> Option<Vec<f64>> {
         .map(|_| vars.add(variable().min(0.0).max(1.0)))
         .collect();
     let t = vars.add(variable().min(0.0));
-    let mut by_direction: BTreeMap<usize, Expression> = BTreeMap::new();
+    let mut by_direction: BTreeMap<DirectionId, Expression> = BTreeMap::new();
     for (load, &x) in loads.iter().zip(&shares) {
         for (&d, &s) in &load.seconds {
             if !(s.is_finite() && s >= 0.0) {
@@ -54,7 +57,7 @@ pub fn balance(loads: &[Load]) -> Option<Vec<f64>> {
         model = model.with(busy.leq(t));
     }
     let solution = model.solve().ok()?;
-    let mut x: Vec<f64> = shares.iter().map(|&v| solution.value(v).max(0.0)).collect();
+    let mut x: IdVec<E, f64> = shares.iter().map(|&v| solution.value(v).max(0.0)).collect();
     // Renormalise away the solver's rounding so the shares sum to exactly 1.
     let sum: f64 = x.iter().sum();
     if !(sum.is_finite() && sum > 0.0) {
@@ -66,11 +69,11 @@ pub fn balance(loads: &[Load]) -> Option<Vec<f64>> {
 
 /// Splits `elements` among embeddings in proportion to `shares`, in whole elements, exactly
 /// (largest remainders; ties to the earlier embedding).
-pub fn apportion(elements: u64, shares: &[f64]) -> Vec<u64> {
-    let exact: Vec<f64> = shares.iter().map(|s| s * elements as f64).collect();
-    let mut out: Vec<u64> = exact.iter().map(|e| e.floor() as u64).collect();
+pub fn apportion<E: Id>(elements: u64, shares: &IdVec<E, f64>) -> IdVec<E, u64> {
+    let exact: IdVec<E, f64> = shares.iter().map(|s| s * elements as f64).collect();
+    let mut out: IdVec<E, u64> = exact.iter().map(|e| e.floor() as u64).collect();
     let assigned: u64 = out.iter().sum();
-    let mut order: Vec<usize> = (0..shares.len()).collect();
+    let mut order: Vec<E> = shares.ids().collect();
     order.sort_by(|&a, &b| {
         let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
         rb.total_cmp(&ra).then(a.cmp(&b))
@@ -89,34 +92,51 @@ pub fn apportion(elements: u64, shares: &[f64]) -> Vec<u64> {
 mod tests {
     use super::*;
 
+    use crate::ids::TreeId;
+
     fn load(pairs: &[(usize, f64)]) -> Load {
         Load {
-            seconds: pairs.iter().copied().collect(),
+            seconds: pairs
+                .iter()
+                .map(|&(d, s)| (<DirectionId as Id>::from_index(d), s))
+                .collect(),
         }
+    }
+
+    fn loads(of: &[Load]) -> IdVec<TreeId, Load> {
+        of.iter().cloned().collect()
+    }
+
+    fn shares(of: &[f64]) -> IdVec<TreeId, f64> {
+        of.iter().copied().collect()
     }
 
     #[test]
     fn disjoint_embeddings_get_shares_proportional_to_speed() {
         // Embedding 0 is twice as fast as embedding 1 on its own links.
-        let shares =
-            balance(&[load(&[(0, 1.0), (1, 1.0)]), load(&[(2, 2.0), (3, 2.0)])]).expect("solvable");
-        assert!((shares[0] - 2.0 / 3.0).abs() < 1e-6, "{shares:?}");
-        assert!((shares[1] - 1.0 / 3.0).abs() < 1e-6, "{shares:?}");
+        let shares = balance(&loads(&[
+            load(&[(0, 1.0), (1, 1.0)]),
+            load(&[(2, 2.0), (3, 2.0)]),
+        ]))
+        .expect("solvable");
+        assert!((shares[TreeId(0)] - 2.0 / 3.0).abs() < 1e-6, "{shares:?}");
+        assert!((shares[TreeId(1)] - 1.0 / 3.0).abs() < 1e-6, "{shares:?}");
     }
 
     #[test]
     fn a_shared_link_is_balanced_too() {
         // Both embeddings cross direction 0; embedding 1 also uses a slow direction 1.
-        let shares = balance(&[load(&[(0, 1.0)]), load(&[(0, 1.0), (1, 3.0)])]).expect("ok");
+        let shares =
+            balance(&loads(&[load(&[(0, 1.0)]), load(&[(0, 1.0), (1, 3.0)])])).expect("ok");
         // Best: everything on embedding 0 (t = 1); any share on 1 costs 3x on direction 1.
-        assert!((shares[0] - 1.0).abs() < 1e-6, "{shares:?}");
+        assert!((shares[TreeId(0)] - 1.0).abs() < 1e-6, "{shares:?}");
     }
 
     #[test]
     fn equal_embeddings_share_equally() {
         let e = load(&[(0, 1.0)]);
         let f = load(&[(1, 1.0)]);
-        let shares = balance(&[e.clone(), f.clone(), load(&[(2, 1.0)])]).expect("ok");
+        let shares = balance(&loads(&[e.clone(), f.clone(), load(&[(2, 1.0)])])).expect("ok");
         for s in shares {
             assert!((s - 1.0 / 3.0).abs() < 1e-6);
         }
@@ -124,12 +144,10 @@ mod tests {
 
     #[test]
     fn apportion_is_exact() {
-        assert_eq!(apportion(10, &[2.0 / 3.0, 1.0 / 3.0]), vec![7, 3]);
-        assert_eq!(apportion(3, &[0.25, 0.25, 0.25, 0.25]), vec![1, 1, 1, 0]);
-        assert_eq!(apportion(0, &[0.5, 0.5]), vec![0, 0]);
-        assert_eq!(
-            apportion(1_000_003, &[0.5, 0.5]).iter().sum::<u64>(),
-            1_000_003
-        );
+        let split = |n: u64, of: &[f64]| apportion(n, &shares(of)).into_raw();
+        assert_eq!(split(10, &[2.0 / 3.0, 1.0 / 3.0]), vec![7, 3]);
+        assert_eq!(split(3, &[0.25, 0.25, 0.25, 0.25]), vec![1, 1, 1, 0]);
+        assert_eq!(split(0, &[0.5, 0.5]), vec![0, 0]);
+        assert_eq!(split(1_000_003, &[0.5, 0.5]).iter().sum::<u64>(), 1_000_003);
     }
 }

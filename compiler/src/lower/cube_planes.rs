@@ -74,6 +74,7 @@
 use super::plan::{self, Move, Packing, Plan};
 use super::{link_between, vector_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
+use crate::ids::IdVec;
 use crate::limits::Estimate;
 use crate::machine::hypercube::CubeLayout;
 use crate::machine::{Machine, Shape};
@@ -165,9 +166,9 @@ struct Cube<'a> {
     machine: &'a Machine,
     layout: &'a CubeLayout,
     /// `opp[f][x]`: node `x`'s neighbour on the face opposite face `f` (`x` on face `f`).
-    opp: Vec<Vec<Option<NodeId>>>,
+    opp: Vec<IdVec<NodeId, Option<NodeId>>>,
     /// `links[x][y]`: the link joining nodes `x` and `y`.
-    links: Vec<Vec<Option<schedule_ir::LinkId>>>,
+    links: IdVec<NodeId, IdVec<NodeId, Option<schedule_ir::LinkId>>>,
 }
 
 impl<'a> Cube<'a> {
@@ -178,24 +179,20 @@ impl<'a> Cube<'a> {
             ));
         };
         let n = machine.node_count();
-        let mut opp = vec![vec![None; n]; layout.faces.len()];
+        let mut opp = vec![IdVec::filled(None, n); layout.faces.len()];
         for (f, face) in layout.faces.iter().enumerate() {
             let other = &layout.faces[CubeLayout::opposite(f)].cycle;
             for &x in &face.cycle {
-                opp[f][x.index()] = machine
-                    .links_at(x)
-                    .into_iter()
-                    .map(|(_, w)| w)
-                    .find(|w| other.contains(w));
+                if let Some(slot) = opp[f].get_mut(x) {
+                    *slot = machine
+                        .links_at(x)
+                        .into_iter()
+                        .map(|(_, w)| w)
+                        .find(|w| other.contains(w));
+                }
             }
         }
-        let links = (0..n)
-            .map(|x| {
-                (0..n)
-                    .map(|y| link_between(machine, NodeId::new(x), NodeId::new(y)))
-                    .collect()
-            })
-            .collect();
+        let links = IdVec::from_fn(n, |x| IdVec::from_fn(n, |y| link_between(machine, x, y)));
         Ok(Cube {
             machine,
             layout,
@@ -205,7 +202,11 @@ impl<'a> Cube<'a> {
     }
 
     fn opp(&self, f: usize, x: NodeId) -> Result<NodeId, EmbedError> {
-        self.opp[f][x.index()].ok_or_else(|| missing(x))
+        self.opp[f]
+            .get(x)
+            .copied()
+            .flatten()
+            .ok_or_else(|| missing(x))
     }
 
     /// Face `f`'s phase-1 ring under `choice`, from its start node.
@@ -259,7 +260,11 @@ impl<'a> Cube<'a> {
         chunks: Vec<ChunkId>,
         mode: RecvMode,
     ) -> Result<Move, EmbedError> {
-        let link = self.links[from.index()][to.index()].ok_or_else(|| missing(to))?;
+        let link = self
+            .links
+            .get(from)
+            .and_then(|row| row.get(to).copied().flatten())
+            .ok_or_else(|| missing(to))?;
         Ok(Move::data(from, to, vec![link], chunks, mode))
     }
 
@@ -269,12 +274,18 @@ impl<'a> Cube<'a> {
         let rings: Vec<[NodeId; 4]> = (0..faces).map(|f| self.ring(f, choice)).collect();
         let chunk = |f: usize, j: usize| ChunkId::new(4 * (f / 2) + j % 4);
         // sub[f][x]: the sub-segment node x holds reduced over face f after phase 1.
-        let mut sub = vec![vec![0usize; self.machine.node_count()]; faces];
+        let mut sub: Vec<IdVec<NodeId, usize>> =
+            vec![IdVec::filled(0, self.machine.node_count()); faces];
         for (f, ring) in rings.iter().enumerate() {
-            for (i, x) in ring.iter().enumerate() {
-                sub[f][x.index()] = (i + 1) % 4;
+            for (i, &x) in ring.iter().enumerate() {
+                if let Some(slot) = sub[f].get_mut(x) {
+                    *slot = (i + 1) % 4;
+                }
             }
         }
+        let sub_of = |f: usize, x: NodeId| -> Result<usize, EmbedError> {
+            sub[f].get(x).copied().ok_or_else(|| missing(x))
+        };
         let mut steps = Vec::new();
         // Phase 1: ring reduce-scatter on every face.
         for s in 0..3 {
@@ -305,11 +316,11 @@ impl<'a> Cube<'a> {
         match variant {
             Variant::V300 => {
                 steps.push(per_face(&|f, x| {
-                    let c = chunk(f, sub[f][x.index()]);
+                    let c = chunk(f, sub_of(f, x)?);
                     self.transfer(x, self.opp(f, x)?, vec![c], RecvMode::Store)
                 })?);
                 steps.push(per_face(&|f, x| {
-                    let got = sub[f ^ 1][self.opp(f, x)?.index()];
+                    let got = sub_of(f ^ 1, self.opp(f, x)?)?;
                     let p = self.partner(f, x, choice)?;
                     self.transfer(x, p, vec![chunk(f, got)], RecvMode::Reduce)
                 })?);
@@ -332,11 +343,11 @@ impl<'a> Cube<'a> {
             Variant::V400 => {
                 let pair = |f: usize, x: NodeId| -> Result<Vec<ChunkId>, EmbedError> {
                     let p = self.partner(f, x, choice)?;
-                    let (a, b) = (sub[f][x.index()], sub[f][p.index()]);
+                    let (a, b) = (sub_of(f, x)?, sub_of(f, p)?);
                     Ok(vec![chunk(f, a.min(b)), chunk(f, a.max(b))])
                 };
                 steps.push(per_face(&|f, x| {
-                    let c = chunk(f, sub[f][x.index()]);
+                    let c = chunk(f, sub_of(f, x)?);
                     self.transfer(x, self.partner(f, x, choice)?, vec![c], RecvMode::Store)
                 })?);
                 steps.push(per_face(&|f, x| {
@@ -361,7 +372,9 @@ fn missing(x: NodeId) -> EmbedError {
 pub fn check(machine: &Machine, chunks: usize, steps: &[Vec<Move>]) -> Option<String> {
     let n = machine.node_count();
     let full: u64 = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
-    let mut held: Vec<Vec<u64>> = (0..n).map(|x| vec![1u64 << (x % 64); chunks]).collect();
+    let mut held: IdVec<NodeId, IdVec<ChunkId, u64>> = IdVec::from_fn(n, |x: NodeId| {
+        IdVec::filled(1u64 << (x.index() % 64), chunks)
+    });
     for (k, step) in steps.iter().enumerate() {
         let mut used = std::collections::BTreeSet::new();
         for t in step {
@@ -376,8 +389,14 @@ pub fn check(machine: &Machine, chunks: usize, steps: &[Vec<Move>]) -> Option<St
         let before = held.clone();
         for t in step {
             for c in &t.chunks {
-                let incoming = before[t.from.index()][c.index()];
-                let mine = &mut held[t.to.index()][c.index()];
+                let incoming = before.get(t.from).and_then(|h| h.get(*c)).copied();
+                let mine = held.get_mut(t.to).and_then(|h| h.get_mut(*c));
+                let (Some(incoming), Some(mine)) = (incoming, mine) else {
+                    return Some(format!(
+                        "step {k}: {} → {} moves {c}, which is not on the machine",
+                        t.from, t.to
+                    ));
+                };
                 match t.mode {
                     RecvMode::Store => *mine = incoming,
                     RecvMode::Reduce if *mine & incoming != 0 => {
@@ -391,11 +410,12 @@ pub fn check(machine: &Machine, chunks: usize, steps: &[Vec<Move>]) -> Option<St
             }
         }
     }
-    held.iter().enumerate().find_map(|(x, cs)| {
+    let incomplete = held.iter_enumerated().find_map(|(x, cs)| {
         cs.iter()
             .position(|&m| m != full)
-            .map(|c| format!("node {x} ends with chunk {c} incomplete"))
-    })
+            .map(|c| format!("node {} ends with chunk {c} incomplete", x.index()))
+    });
+    incomplete
 }
 
 /// Every candidate choice, in the search order.

@@ -40,34 +40,20 @@
 //! (reads see the start-of-step state).
 
 use super::plan::{Move, Step};
+use crate::ids::{compiler_id, IdVec};
 use crate::machine::Machine;
 use schedule_ir::{BufferId, ChunkIds, DirectionId, LinkId, NodeId, RecvMode};
 use std::collections::HashMap;
-use std::fmt;
 use thiserror::Error;
 
-/// A transfer of a DAG; indexes the slice given to [`schedule`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TransferId(pub u32);
+compiler_id!(
+    /// A transfer of a DAG; indexes the table given to [`schedule`].
+    TransferId,
+    "transfer "
+);
 
-impl TransferId {
-    /// The transfer's index in its slice.
-    pub fn index(self) -> usize {
-        self.0 as usize
-    }
-
-    /// The id of the transfer at `index`; saturates beyond `u32::MAX` (such an id is then
-    /// reported as a missing dependency rather than wrapped).
-    pub fn new(index: usize) -> Self {
-        Self(u32::try_from(index).unwrap_or(u32::MAX))
-    }
-}
-
-impl fmt::Display for TransferId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "transfer {}", self.0)
-    }
-}
+/// The transfers of a DAG, each known by its [`TransferId`].
+pub type Transfers = IdVec<TransferId, Transfer>;
 
 /// One transfer of the DAG: a move and what it waits for.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,10 +71,10 @@ pub struct Transfer {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Timetable {
     /// `step[t]`: the step transfer `t` runs in.
-    pub step: Vec<u32>,
+    pub step: IdVec<TransferId, u32>,
     /// `send[t]`: which send of its step carries transfer `t`; transfers with the same step
     /// and send are merged into one send (see [`Batching`]).
-    pub send: Vec<u32>,
+    pub send: IdVec<TransferId, u32>,
     /// The number of steps (one more than the last used step; 0 for no transfers).
     pub steps: u32,
 }
@@ -181,38 +167,37 @@ pub enum Batching {
 /// Places every transfer in a step (see the [module doc](self)).
 pub fn schedule(
     machine: &Machine,
-    transfers: &[Transfer],
+    transfers: &Transfers,
     batching: Batching,
 ) -> Result<Timetable, DagError> {
     let n = transfers.len();
-    let ids = (0..n).map(TransferId::new);
-    let routes: Vec<Vec<DirectionId>> = ids
-        .clone()
-        .zip(transfers)
+    let routes: IdVec<TransferId, Vec<DirectionId>> = transfers
+        .iter_enumerated()
         .map(|(id, t)| directions(machine, id, t))
         .collect::<Result<_, _>>()?;
-    let lanes: Vec<u32> = (0..machine.link_count())
-        .flat_map(|l| [machine.link(LinkId::new(l)).lanes.max(1); 2])
-        .collect();
+    let lanes: IdVec<DirectionId, u32> = IdVec::from_fn(
+        DirectionId::count(machine.link_count()),
+        |d: DirectionId| machine.link(d.link()).lanes.max(1),
+    );
     check_lanes(machine, &routes, &lanes)?;
     let (successors, mut waiting) = dependencies(transfers)?;
-    let (top, level) = levels(transfers, &successors, &waiting)?;
+    let (top, level) = levels(&successors, &waiting)?;
 
-    let mut step = vec![u32::MAX; n];
-    let mut ready: Vec<usize> = (0..n).filter(|&t| waiting[t] == 0).collect();
-    let key = |t: usize| {
+    let mut step: IdVec<TransferId, u32> = IdVec::filled(u32::MAX, n);
+    let mut ready: Vec<TransferId> = waiting.ids().filter(|&t| waiting[t] == 0).collect();
+    let key = |t: TransferId| {
         let start = transfers[t].rank.saturating_add(top[t]);
         (start, std::cmp::Reverse(level[t]), t)
     };
     ready.sort_by_key(|&t| key(t));
     let batch = batch_sizes(machine, batching, &routes);
     let mut booking = Booking::new(&routes, lanes, batch);
-    let mut send = vec![0u32; n];
+    let mut send: IdVec<TransferId, u32> = IdVec::filled(0, n);
     let mut placed = 0;
     let mut now: u32 = 0;
     while placed < n {
-        let mut later: Vec<usize> = Vec::with_capacity(ready.len());
-        let mut enabled: Vec<usize> = Vec::new();
+        let mut later: Vec<TransferId> = Vec::with_capacity(ready.len());
+        let mut enabled: Vec<TransferId> = Vec::new();
         booking.start_step();
         for (at, &t) in ready.iter().enumerate() {
             if booking.full() {
@@ -235,9 +220,9 @@ pub fn schedule(
         }
         if !booking.end_step() {
             // Nothing fitted an idle machine: only possible when nothing is ready.
-            let transfer = (0..n).find(|&t| step[t] == u32::MAX).unwrap_or(0);
+            let transfer = step.ids().find(|&t| step[t] == u32::MAX);
             return Err(DagError::Cycle {
-                transfer: TransferId::new(transfer),
+                transfer: transfer.unwrap_or(TransferId(0)),
             });
         }
         // `later` keeps the ready list's order; the newly enabled are merged into it.
@@ -255,15 +240,15 @@ pub fn schedule(
 /// The lanes and sends of the step being filled.
 struct Booking<'a> {
     /// Every transfer's route, by transfer.
-    routes: &'a [Vec<DirectionId>],
+    routes: &'a IdVec<TransferId, Vec<DirectionId>>,
     /// Lanes of each direction.
-    lanes: Vec<u32>,
+    lanes: IdVec<DirectionId, u32>,
     /// Transfers one send may carry on each direction ([`batch_sizes`]).
-    batch: Vec<u32>,
+    batch: IdVec<DirectionId, u32>,
     /// Sends booked on each direction in this step.
-    used: Vec<u32>,
+    used: IdVec<DirectionId, u32>,
     /// Directions booked in this step, to clear at its end.
-    touched: Vec<usize>,
+    touched: Vec<DirectionId>,
     /// Directions some transfer crosses.
     relevant: usize,
     /// Relevant directions with a lane free in this step.
@@ -279,16 +264,19 @@ struct Booking<'a> {
 }
 
 impl<'a> Booking<'a> {
-    fn new(routes: &'a [Vec<DirectionId>], lanes: Vec<u32>, batch: Vec<u32>) -> Self {
-        let mut crossed = vec![false; lanes.len()];
-        routes
-            .iter()
-            .flatten()
-            .for_each(|d| crossed[d.index()] = true);
+    fn new(
+        routes: &'a IdVec<TransferId, Vec<DirectionId>>,
+        lanes: IdVec<DirectionId, u32>,
+        batch: IdVec<DirectionId, u32>,
+    ) -> Self {
+        // Routes were checked against the machine ([`directions`]): their directions are in
+        // range of every table of directions.
+        let mut crossed: IdVec<DirectionId, bool> = IdVec::filled(false, lanes.len());
+        routes.iter().flatten().for_each(|&d| crossed[d] = true);
         let relevant = crossed.iter().filter(|&&r| r).count();
         Booking {
             routes,
-            used: vec![0; lanes.len()],
+            used: IdVec::filled(0, lanes.len()),
             lanes,
             batch,
             touched: Vec::new(),
@@ -315,12 +303,11 @@ impl<'a> Booking<'a> {
 
     /// Books transfer `id` into this step if it fits, joining an open send with room or
     /// opening a send where every direction of its route has a lane free; returns its send.
-    fn place(&mut self, id: usize, t: &'a Transfer) -> Option<u32> {
+    fn place(&mut self, id: TransferId, t: &'a Transfer) -> Option<u32> {
         let route = &self.routes[id];
         let chunks = &t.what.chunks;
         // A send to join has this route, so it uses the route's first direction.
-        let may_join =
-            self.open_room > 0 && route.first().is_some_and(|d| self.used[d.index()] > 0);
+        let may_join = self.open_room > 0 && route.first().is_some_and(|&d| self.used[d] > 0);
         if may_join {
             let joins = self
                 .open
@@ -335,25 +322,21 @@ impl<'a> Booking<'a> {
                 return Some(*s);
             }
         }
-        if !route
-            .iter()
-            .all(|d| self.used[d.index()] < self.lanes[d.index()])
-        {
+        if !route.iter().all(|&d| self.used[d] < self.lanes[d]) {
             return None;
         }
-        for d in route {
-            let i = d.index();
-            if self.used[i] == 0 {
-                self.touched.push(i);
+        for &d in route {
+            if self.used[d] == 0 {
+                self.touched.push(d);
             }
-            self.used[i] += 1;
-            if self.used[i] == self.lanes[i] {
+            self.used[d] += 1;
+            if self.used[d] == self.lanes[d] {
                 self.free -= 1;
             }
         }
         let room = route
             .iter()
-            .map(|d| self.batch[d.index()])
+            .map(|&d| self.batch[d])
             .min()
             .unwrap_or(1)
             .saturating_sub(1);
@@ -379,7 +362,7 @@ impl<'a> Booking<'a> {
 }
 
 /// Two lists sorted by `key` (unique keys) merged into one sorted list.
-fn merged<K: Ord>(a: &[usize], b: &[usize], key: impl Fn(usize) -> K) -> Vec<usize> {
+fn merged<T: Copy, K: Ord>(a: &[T], b: &[T], key: impl Fn(T) -> K) -> Vec<T> {
     let mut out = Vec::with_capacity(a.len() + b.len());
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
@@ -400,14 +383,14 @@ fn merged<K: Ord>(a: &[usize], b: &[usize], key: impl Fn(usize) -> K) -> Vec<usi
 /// could carry it.
 fn check_lanes(
     machine: &Machine,
-    routes: &[Vec<DirectionId>],
-    lanes: &[u32],
+    routes: &IdVec<TransferId, Vec<DirectionId>>,
+    lanes: &IdVec<DirectionId, u32>,
 ) -> Result<(), DagError> {
-    for (i, route) in routes.iter().enumerate() {
+    for (id, route) in routes.iter_enumerated() {
         for &d in route {
-            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d.index()]) {
+            if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d]) {
                 return Err(DagError::BadRoute {
-                    transfer: TransferId::new(i),
+                    transfer: id,
                     detail: format!(
                         "its route crosses link {} the same way more often than it has lanes",
                         machine.link(d.link()).name
@@ -419,21 +402,24 @@ fn check_lanes(
     Ok(())
 }
 
+/// A table of each transfer's successors, by transfer.
+type Successors = IdVec<TransferId, Vec<TransferId>>;
+
 /// Each transfer's successors and the number of transfers it waits for.
-fn dependencies(transfers: &[Transfer]) -> Result<(Vec<Vec<usize>>, Vec<usize>), DagError> {
+fn dependencies(transfers: &Transfers) -> Result<(Successors, IdVec<TransferId, usize>), DagError> {
     let n = transfers.len();
-    let mut successors: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut waiting: Vec<usize> = vec![0; n];
-    for (i, t) in transfers.iter().enumerate() {
+    let mut successors: Successors = IdVec::filled(Vec::new(), n);
+    let mut waiting: IdVec<TransferId, usize> = IdVec::filled(0, n);
+    for (id, t) in transfers.iter_enumerated() {
         for &p in &t.after {
-            if p.index() >= n {
+            let Some(next) = successors.get_mut(p) else {
                 return Err(DagError::UnknownDependency {
-                    transfer: TransferId::new(i),
+                    transfer: id,
                     missing: p,
                 });
-            }
-            successors[p.index()].push(i);
-            waiting[i] += 1;
+            };
+            next.push(id);
+            waiting[id] += 1;
         }
     }
     Ok((successors, waiting))
@@ -465,45 +451,48 @@ impl<'a> SendKey<'a> {
 }
 
 /// How many transfers each direction may merge into one send (see [`Batching`]).
-fn batch_sizes(machine: &Machine, batching: Batching, routes: &[Vec<DirectionId>]) -> Vec<u32> {
+fn batch_sizes(
+    machine: &Machine,
+    batching: Batching,
+    routes: &IdVec<TransferId, Vec<DirectionId>>,
+) -> IdVec<DirectionId, u32> {
     let directions = DirectionId::count(machine.link_count());
     // A link of `k` lanes shares its bandwidth among its `k` sends of a step, so each send
     // may carry a `k`-th of what the whole direction could.
     let bandwidth = |d: DirectionId| machine.link(d.link()).bandwidth_gbps;
     let lanes = |d: DirectionId| f64::from(machine.link(d.link()).lanes.max(1));
     match batching {
-        Batching::One => vec![1; directions],
+        Batching::One => IdVec::filled(1, directions),
         Batching::ByBandwidth => {
             let slowest = routes
                 .iter()
                 .flatten()
                 .map(|&d| bandwidth(d) / lanes(d))
                 .fold(f64::INFINITY, f64::min);
-            (0..directions)
-                .filter_map(DirectionId::from_index)
-                .map(|d| {
-                    let ratio = (bandwidth(d) / lanes(d) / slowest * (1.0 + 1e-9)).floor();
-                    if ratio.is_finite() && ratio >= 1.0 {
-                        ratio.min(f64::from(u16::MAX)) as u32
-                    } else {
-                        1
-                    }
-                })
-                .collect()
+            IdVec::from_fn(directions, |d| {
+                let ratio = (bandwidth(d) / lanes(d) / slowest * (1.0 + 1e-9)).floor();
+                if ratio.is_finite() && ratio >= 1.0 {
+                    ratio.min(f64::from(u16::MAX)) as u32
+                } else {
+                    1
+                }
+            })
         }
     }
 }
 
-/// The longest dependency chain starting at every transfer, counted in transfers; a cycle is
-/// an error.
+/// A number per transfer.
+type PerTransfer = IdVec<TransferId, u32>;
+
+/// The longest dependency chain leading to every transfer and the longest starting at it,
+/// counted in transfers; a cycle is an error.
 fn levels(
-    transfers: &[Transfer],
-    successors: &[Vec<usize>],
-    waiting: &[usize],
-) -> Result<(Vec<u32>, Vec<u32>), DagError> {
+    successors: &Successors,
+    waiting: &IdVec<TransferId, usize>,
+) -> Result<(PerTransfer, PerTransfer), DagError> {
     let n = successors.len();
-    let mut left = waiting.to_vec();
-    let mut order: Vec<usize> = (0..n).filter(|&t| left[t] == 0).collect();
+    let mut left = waiting.clone();
+    let mut order: Vec<TransferId> = left.ids().filter(|&t| left[t] == 0).collect();
     let mut i = 0;
     while let Some(&t) = order.get(i) {
         for &s in &successors[t] {
@@ -515,19 +504,18 @@ fn levels(
         i += 1;
     }
     if order.len() < n {
-        let transfer = (0..n).find(|&t| left[t] > 0).unwrap_or(0);
+        let transfer = left.ids().find(|&t| left[t] > 0);
         return Err(DagError::Cycle {
-            transfer: TransferId::new(transfer),
+            transfer: transfer.unwrap_or(TransferId(0)),
         });
     }
-    let mut level = vec![1u32; n];
+    let mut level: IdVec<TransferId, u32> = IdVec::filled(1, n);
     for &t in order.iter().rev() {
         let below = successors[t].iter().map(|&s| level[s]).max().unwrap_or(0);
         level[t] = below + 1;
     }
-    let mut top = vec![0u32; n];
+    let mut top: IdVec<TransferId, u32> = IdVec::filled(0, n);
     for &t in &order {
-        let _ = &transfers[t];
         for &s in &successors[t] {
             top[s] = top[s].max(top[t] + 1);
         }
@@ -539,9 +527,9 @@ fn levels(
 /// sends in the order of their first transfer, a merged send carrying its transfers' chunks in
 /// transfer order. So receives that combine into the same chunk in one step do so in a fixed
 /// order.
-pub fn steps(transfers: &[Transfer], timetable: &Timetable) -> Vec<Step> {
-    let mut by_step: Vec<Vec<(u32, Vec<usize>)>> = vec![Vec::new(); timetable.steps as usize];
-    for (t, (&s, &k)) in timetable.step.iter().zip(&timetable.send).enumerate() {
+pub fn steps(transfers: &Transfers, timetable: &Timetable) -> Vec<Step> {
+    let mut by_step: Vec<Vec<(u32, Vec<TransferId>)>> = vec![Vec::new(); timetable.steps as usize];
+    for ((t, &s), &k) in timetable.step.iter_enumerated().zip(&timetable.send) {
         let Some(list) = by_step.get_mut(s as usize) else {
             continue;
         };

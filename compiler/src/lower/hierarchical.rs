@@ -27,7 +27,7 @@
 //! are different links. The piece count `n` and slice count `m` are chosen per phase size: the
 //! method lowers a few candidates and keeps the one the cost model prices lowest.
 
-use super::dag::{self, Transfer, TransferId};
+use super::dag::{self, Transfer, TransferId, Transfers};
 use super::plan::{self, Move, Packing, Plan};
 use super::{vector_chunks, Embedding, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::groups::{self, Groups};
@@ -202,7 +202,7 @@ pub fn lower_shape(
         groups,
         layout,
         halving: shape.halving,
-        transfers: Vec::new(),
+        transfers: Transfers::new(),
     };
     // A piece's chain inside a group is log2 k or k - 1 steps per half.
     let half = if shape.halving {
@@ -215,7 +215,10 @@ pub fn lower_shape(
         let first = b.transfers.len();
         b.piece(p, spec.collective);
         let rank = u32::try_from(p).unwrap_or(u32::MAX).saturating_mul(stride);
-        b.transfers[first..].iter_mut().for_each(|t| t.rank = rank);
+        b.transfers
+            .iter_mut()
+            .skip(first)
+            .for_each(|t| t.rank = rank);
     }
     let timetable = dag::schedule(machine, &b.transfers, dag::Batching::One)
         .map_err(|e| EmbedError::NotApplicable(format!("`hierarchical`: {e}")))?;
@@ -264,18 +267,16 @@ struct Builder<'a> {
     layout: Layout,
     /// Halving and doubling inside groups, rather than rings.
     halving: bool,
-    transfers: Vec<Transfer>,
+    transfers: Transfers,
 }
 
 impl Builder<'_> {
     fn push(&mut self, what: Move, after: Vec<TransferId>) -> TransferId {
-        let id = TransferId::new(self.transfers.len());
         self.transfers.push(Transfer {
             what,
             after,
             rank: 0,
-        });
-        id
+        })
     }
 
     /// A transfer inside group `g` from member `i` to member `j`.

@@ -46,6 +46,7 @@
 use super::plan::{self, Move, Packing, Plan, Step};
 use super::{data_buffer, even_chunks, Embedding, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
+use crate::ids::IdVec;
 use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, NodeKind, Phase, RecvMode};
@@ -102,11 +103,11 @@ impl Lowering for Tree {
 /// The rooted tree of a `Tree` machine: parents, children, processors.
 struct Rooted {
     /// `parent[v]`: `v`'s parent and the link to it; `None` for the root.
-    parent: Vec<Option<(NodeId, LinkId)>>,
+    parent: IdVec<NodeId, Option<(NodeId, LinkId)>>,
     /// `children[v]`, in link order (the declaration's order).
-    children: Vec<Vec<NodeId>>,
+    children: IdVec<NodeId, Vec<NodeId>>,
     /// `depth[v]`: links from the root.
-    depth: Vec<usize>,
+    depth: IdVec<NodeId, usize>,
     /// The processors in id order; processor index `q` is `procs[q]`.
     procs: Vec<NodeId>,
 }
@@ -118,7 +119,7 @@ struct Pair {
     to: NodeId,
     chunks: Vec<ChunkId>,
     /// Sort key: (shift between the children, stage, sender, receiver).
-    key: (usize, usize, NodeId, NodeId),
+    key: (usize, NodeId, NodeId, NodeId),
 }
 
 /// Lowers `spec` on a `Tree` machine. Returns the phase and one line per stage describing it,
@@ -211,33 +212,33 @@ fn rooted(machine: &Machine) -> Result<Rooted, EmbedError> {
             machine.link_count()
         )));
     }
-    let mut parent: Vec<Option<(NodeId, LinkId)>> = vec![None; n];
-    let mut children: Vec<Vec<NodeId>> = vec![Vec::new(); n];
-    let mut depth = vec![0usize; n];
-    let mut seen = vec![false; n];
+    // Every table has a slot per node of the machine, and the walk meets its nodes only.
+    let mut parent: IdVec<NodeId, Option<(NodeId, LinkId)>> = IdVec::filled(None, n);
+    let mut children: IdVec<NodeId, Vec<NodeId>> = IdVec::filled(Vec::new(), n);
+    let mut depth: IdVec<NodeId, usize> = IdVec::filled(0, n);
+    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, n);
     let root = NodeId::new(0);
-    seen[0] = true;
+    seen[root] = true;
     let mut queue = VecDeque::from([root]);
     while let Some(v) = queue.pop_front() {
         for (link, w) in machine.links_at(v) {
-            if seen[w.index()] {
+            if seen[w] {
                 continue;
             }
-            seen[w.index()] = true;
-            parent[w.index()] = Some((v, link));
-            depth[w.index()] = depth[v.index()] + 1;
-            children[v.index()].push(w);
+            seen[w] = true;
+            parent[w] = Some((v, link));
+            depth[w] = depth[v] + 1;
+            children[v].push(w);
             queue.push_back(w);
         }
     }
-    if let Some(v) = seen.iter().position(|s| !s) {
+    if let Some((v, _)) = seen.iter_enumerated().find(|(_, s)| !**s) {
         return Err(not_tree(format!(
             "`{}` is not connected to the root",
-            machine.node(NodeId::new(v)).name
+            machine.node(v).name
         )));
     }
-    for (v, kids) in children.iter().enumerate() {
-        let id = NodeId::new(v);
+    for (id, kids) in children.iter_enumerated() {
         let kind = machine.node(id).kind;
         if kind == NodeKind::Compute && !kids.is_empty() {
             return Err(not_tree(format!(
@@ -256,18 +257,19 @@ fn rooted(machine: &Machine) -> Result<Rooted, EmbedError> {
 
 /// The holder maps `φ_v` (see the module doc), by node: `phi[v][q]` is the processor of `v`'s
 /// subtree holding segment `q`.
-fn holders(machine: &Machine, tree: &Rooted) -> Vec<Vec<NodeId>> {
+fn holders(machine: &Machine, tree: &Rooted) -> IdVec<NodeId, Vec<NodeId>> {
     let n = machine.node_count();
     let in_subtree = subtree_sets(tree, n);
-    let mut phi: Vec<Vec<NodeId>> = vec![Vec::new(); n];
-    phi[0] = tree.procs.clone();
+    let mut phi: IdVec<NodeId, Vec<NodeId>> = IdVec::filled(Vec::new(), n);
+    let root = NodeId::new(0);
+    phi[root] = tree.procs.clone();
     // Breadth-first from the root: a parent's map is made before its children's.
-    let mut queue = VecDeque::from([NodeId::new(0)]);
+    let mut queue = VecDeque::from([root]);
     while let Some(u) = queue.pop_front() {
-        for &c in &tree.children[u.index()] {
-            let members = &in_subtree[c.index()];
+        for &c in &tree.children[u] {
+            let members = &in_subtree[c];
             let mut load: BTreeMap<NodeId, usize> = members.iter().map(|&m| (m, 0)).collect();
-            let mut map: Vec<Option<NodeId>> = phi[u.index()]
+            let mut map: Vec<Option<NodeId>> = phi[u]
                 .iter()
                 .map(|h| members.binary_search(h).ok().map(|_| *h))
                 .collect();
@@ -282,7 +284,7 @@ fn holders(machine: &Machine, tree: &Rooted) -> Vec<Vec<NodeId>> {
                     *slot = Some(m);
                 }
             }
-            phi[c.index()] = map.into_iter().flatten().collect();
+            phi[c] = map.into_iter().flatten().collect();
             queue.push_back(c);
         }
     }
@@ -290,13 +292,13 @@ fn holders(machine: &Machine, tree: &Rooted) -> Vec<Vec<NodeId>> {
 }
 
 /// The processors of every node's subtree, sorted.
-fn subtree_sets(tree: &Rooted, n: usize) -> Vec<Vec<NodeId>> {
-    let mut sets: Vec<Vec<NodeId>> = vec![Vec::new(); n];
+fn subtree_sets(tree: &Rooted, n: usize) -> IdVec<NodeId, Vec<NodeId>> {
+    let mut sets: IdVec<NodeId, Vec<NodeId>> = IdVec::filled(Vec::new(), n);
     for &q in &tree.procs {
         let mut at = Some(q);
         while let Some(v) = at {
-            sets[v.index()].push(q);
-            at = tree.parent[v.index()].map(|(p, _)| p);
+            sets[v].push(q);
+            at = tree.parent[v].map(|(p, _)| p);
         }
     }
     for s in &mut sets {
@@ -307,36 +309,35 @@ fn subtree_sets(tree: &Rooted, n: usize) -> Vec<Vec<NodeId>> {
 
 /// The transfers of every stage, grouped by height (index 0 is height 1), and a line per
 /// stage for humans.
-fn stages(machine: &Machine, tree: &Rooted, phi: &[Vec<NodeId>]) -> (Vec<Vec<Pair>>, Vec<String>) {
-    let n = machine.node_count();
-    let mut height = vec![0usize; n];
+fn stages(
+    machine: &Machine,
+    tree: &Rooted,
+    phi: &IdVec<NodeId, Vec<NodeId>>,
+) -> (Vec<Vec<Pair>>, Vec<String>) {
+    let mut height: IdVec<NodeId, usize> = IdVec::filled(0, tree.depth.len());
     // Deepest nodes first, so children are done before their parents.
-    let mut order: Vec<usize> = (0..n).collect();
+    let mut order: Vec<NodeId> = tree.depth.ids().collect();
     order.sort_by_key(|&v| std::cmp::Reverse(tree.depth[v]));
     for &v in &order {
         if let Some((p, _)) = tree.parent[v] {
-            height[p.index()] = height[p.index()].max(height[v] + 1);
+            height[p] = height[p].max(height[v] + 1);
         }
     }
     let top = height.iter().copied().max().unwrap_or(0);
     let mut levels: Vec<Vec<Pair>> = vec![Vec::new(); top];
     let mut described = Vec::new();
-    for u in 0..n {
-        let kids = &tree.children[u];
+    for (u, kids) in tree.children.iter_enumerated() {
         if kids.len() < 2 || height[u] == 0 {
             continue;
         }
         let k = kids.len();
         let mut grouped: BTreeMap<(NodeId, NodeId), (usize, Vec<ChunkId>)> = BTreeMap::new();
         for (q, &owner) in phi[u].iter().enumerate() {
-            let Some(oi) = kids
-                .iter()
-                .position(|&c| phi[c.index()].get(q) == Some(&owner))
-            else {
+            let Some(oi) = kids.iter().position(|&c| phi[c].get(q) == Some(&owner)) else {
                 continue;
             };
             for (i, &c) in kids.iter().enumerate() {
-                let Some(&h) = phi[c.index()].get(q) else {
+                let Some(&h) = phi[c].get(q) else {
                     continue;
                 };
                 if h != owner {
@@ -357,7 +358,7 @@ fn stages(machine: &Machine, tree: &Rooted, phi: &[Vec<NodeId>]) -> (Vec<Vec<Pai
             format!(
                 "height {}: `{}` combines its children {} in {} transfer(s)",
                 height[u],
-                machine.node(NodeId::new(u)).name,
+                machine.node(u).name,
                 names(kids).join(", "),
                 grouped.len()
             ),
@@ -387,15 +388,15 @@ fn path(tree: &Rooted, from: NodeId, to: NodeId) -> Vec<LinkId> {
     let mut up = Vec::new();
     let mut down = Vec::new();
     while a != b {
-        let (da, db) = (tree.depth[a.index()], tree.depth[b.index()]);
+        let (da, db) = (tree.depth[a], tree.depth[b]);
         if da >= db {
-            let Some((p, l)) = tree.parent[a.index()] else {
+            let Some((p, l)) = tree.parent[a] else {
                 break;
             };
             up.push(l);
             a = p;
         } else {
-            let Some((p, l)) = tree.parent[b.index()] else {
+            let Some((p, l)) = tree.parent[b] else {
                 break;
             };
             down.push(l);
@@ -435,8 +436,8 @@ mod tests {
             |v: &[NodeId]| -> Vec<String> { v.iter().map(|&n| m.node(n).name.clone()).collect() };
         let s0 = m.node_by_name("s0").unwrap_or_else(|| panic!("s0"));
         let s1 = m.node_by_name("s1").unwrap_or_else(|| panic!("s1"));
-        assert_eq!(name(&phi[s0.index()]), ["a", "b", "a", "b"]);
-        assert_eq!(name(&phi[s1.index()]), ["c", "d", "c", "d"]);
+        assert_eq!(name(&phi[s0]), ["a", "b", "a", "b"]);
+        assert_eq!(name(&phi[s1]), ["c", "d", "c", "d"]);
         let (phase, stages) = match lower(&spec(), &m) {
             Ok(x) => x,
             _ => panic!("lowers"),

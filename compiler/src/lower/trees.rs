@@ -37,12 +37,13 @@
 //! it is only tuned for the size compiled, and `topoc simulate` lowers it again per size.
 
 use super::balance;
-use super::dag::{self, DagError, Transfer, TransferId};
+use super::dag::{self, DagError, Transfer, TransferId, Transfers};
 use super::plan::{self, Move, Plan};
 use super::{data_buffer, Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
 use crate::embed::trees::{traffic, Packing, Tree};
+use crate::ids::{IdVec, TreeId};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, Chunk, ChunkId, Collective, NodeId, Phase, RecvMode};
+use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId, Phase, RecvMode};
 
 /// `trees`: collectives over spanning trees packed by an LP, pipelined.
 pub struct Trees;
@@ -61,11 +62,11 @@ impl Lowering for Trees {
             ),
             parts: packing
                 .trees
-                .iter()
+                .iter_enumerated()
                 .zip(&packing.shares)
-                .enumerate()
-                .map(|(i, (t, x))| {
-                    format!("tree {}: {:.1}% {}", i + 1, 100.0 * x, t.describe(machine))
+                .map(|((i, t), x)| {
+                    let n = i.index() + 1;
+                    format!("tree {n}: {:.1}% {}", 100.0 * x, t.describe(machine))
                 })
                 .collect(),
         })
@@ -144,8 +145,8 @@ pub fn supports(_collective: Collective) -> bool {
 pub struct Lowered {
     /// The phase.
     pub phase: Phase,
-    /// Pipeline chunks per tree of the packing, in its order.
-    pub chunks_per_tree: Vec<usize>,
+    /// Pipeline chunks per tree of the packing.
+    pub chunks_per_tree: IdVec<TreeId, usize>,
 }
 
 /// Lowers `spec` onto the trees of `packing` on `machine`. `algorithm` names the method in the
@@ -218,7 +219,7 @@ fn lower_counts(
     algorithm: &str,
     machine: &Machine,
     packing: &Packing,
-    counts: Vec<usize>,
+    counts: IdVec<TreeId, usize>,
 ) -> Result<Lowered, DagError> {
     let compute = machine.compute_nodes();
     let pieces = pieces(machine, spec.collective);
@@ -240,14 +241,14 @@ fn lower_counts(
             owner: owned.then(|| compute[k % pieces]),
         })
         .collect();
-    let mut first_chunk: Vec<usize> = Vec::with_capacity(counts.len());
+    let mut first_chunk: IdVec<TreeId, usize> = IdVec::with_capacity(counts.len());
     let mut next = 0;
     for &c in &counts {
         first_chunk.push(next);
         next += c * pieces;
     }
     // Where chunks have owners, every tree hangs from each owner in turn.
-    let rooted: Vec<Vec<Tree>> = packing
+    let rooted: IdVec<TreeId, Vec<Tree>> = packing
         .trees
         .iter()
         .zip(&counts)
@@ -262,10 +263,11 @@ fn lower_counts(
     // chunk: the scheduler then prefers earlier chunks over later ones, but only loosely, so
     // that a late chunk can fill a link that an early one cannot use yet.
     let data = BufferId(0);
-    let mut transfers: Vec<Transfer> = Vec::new();
-    let weights: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
+    let mut transfers = Transfers::new();
+    let weights: IdVec<TreeId, f64> = counts.iter().map(|&c| c as f64).collect();
     let rate = busiest_count(machine, packing, spec.collective, &weights) / total.max(1) as f64;
     for (q, (i, j)) in interleave(&counts).into_iter().enumerate() {
+        // `counts` was apportioned over the packing's shares: one entry per tree.
         let tree = &packing.trees[i];
         let first = transfers.len();
         for k in 0..pieces {
@@ -289,7 +291,7 @@ fn lower_counts(
             }
         }
         let rank = (q as f64 * rate * RANK_RATE).floor() as u32;
-        transfers[first..].iter_mut().for_each(|t| t.rank = rank);
+        transfers.iter_mut().skip(first).for_each(|t| t.rank = rank);
     }
     let timetable = dag::schedule(machine, &transfers, dag::Batching::ByBandwidth)?;
     let phase = plan::assemble(
@@ -315,21 +317,18 @@ fn reduce_up(
     tree: &Tree,
     buffer: BufferId,
     chunk: ChunkId,
-    transfers: &mut Vec<Transfer>,
+    transfers: &mut Transfers,
 ) -> Vec<TransferId> {
+    // The tree was proved: its nodes, parents and children are in range of its tables.
     let children = tree.children();
-    let mut up: Vec<Option<TransferId>> = vec![None; tree.parent.len()];
+    let mut up: IdVec<NodeId, Option<TransferId>> = IdVec::filled(None, tree.parent.len());
     for v in tree.top_down().into_iter().rev() {
-        let Some((parent, _)) = tree.parent[v.index()] else {
+        let Some((parent, _)) = tree.parent[v] else {
             continue;
         };
         let route = tree.route_up(v);
-        let after = children[v.index()]
-            .iter()
-            .filter_map(|&(c, _)| up[c.index()])
-            .collect();
-        up[v.index()] = Some(TransferId::new(transfers.len()));
-        transfers.push(transfer(
+        let after = children[v].iter().filter_map(|&(c, _)| up[c]).collect();
+        up[v] = Some(transfers.push(transfer(
             v,
             parent,
             route,
@@ -337,11 +336,11 @@ fn reduce_up(
             chunk,
             RecvMode::Reduce,
             after,
-        ));
+        )));
     }
-    children[tree.root.index()]
+    children[tree.root]
         .iter()
-        .filter_map(|&(c, _)| up[c.index()])
+        .filter_map(|&(c, _)| up[c])
         .collect()
 }
 
@@ -352,20 +351,19 @@ fn broadcast_down(
     buffer: BufferId,
     chunk: ChunkId,
     at_root: &[TransferId],
-    transfers: &mut Vec<Transfer>,
+    transfers: &mut Transfers,
 ) {
-    let mut down: Vec<Option<TransferId>> = vec![None; tree.parent.len()];
+    let mut down: IdVec<NodeId, Option<TransferId>> = IdVec::filled(None, tree.parent.len());
     for v in tree.top_down() {
-        let Some((parent, _)) = tree.parent[v.index()] else {
+        let Some((parent, _)) = tree.parent[v] else {
             continue;
         };
         let route = tree.route_up(v).into_iter().rev().collect();
-        let after = match down[parent.index()] {
+        let after = match down[parent] {
             Some(t) => vec![t],
             None => at_root.to_vec(),
         };
-        down[v.index()] = Some(TransferId::new(transfers.len()));
-        transfers.push(transfer(
+        down[v] = Some(transfers.push(transfer(
             parent,
             v,
             route,
@@ -373,7 +371,7 @@ fn broadcast_down(
             chunk,
             RecvMode::Store,
             after,
-        ));
+        )));
     }
 }
 
@@ -405,10 +403,9 @@ fn transfer(
 
 /// `(tree, chunk)` pairs with the trees' pipelines interleaved: ordered by how far through its
 /// tree's share the chunk lies, then by tree.
-fn interleave(counts: &[usize]) -> Vec<(usize, usize)> {
-    let mut order: Vec<(usize, usize)> = counts
-        .iter()
-        .enumerate()
+fn interleave(counts: &IdVec<TreeId, usize>) -> Vec<(TreeId, usize)> {
+    let mut order: Vec<(TreeId, usize)> = counts
+        .iter_enumerated()
         .flat_map(|(i, &c)| (0..c).map(move |j| (i, j)))
         .collect();
     // (j + ½) / c_i against (l + ½) / c_k, exactly: (2j + 1)·c_k against (2l + 1)·c_i.
@@ -426,11 +423,11 @@ fn busiest_count(
     machine: &Machine,
     packing: &Packing,
     collective: Collective,
-    counts: &[f64],
+    counts: &IdVec<TreeId, f64>,
 ) -> f64 {
     let pieces = pieces(machine, collective);
     // Chunks of each tree crossing each direction, per pipeline chunk.
-    let crossings: Vec<Vec<(usize, f64)>> = packing
+    let crossings: IdVec<TreeId, Vec<(DirectionId, f64)>> = packing
         .trees
         .iter()
         .map(|t| {
@@ -438,14 +435,13 @@ fn busiest_count(
                 .seconds
                 .into_iter()
                 .map(|(d, s)| {
-                    let link = schedule_ir::DirectionId::from_index(d).map(|d| d.link());
-                    let bw = link.map_or(1.0, |l| machine.link(l).bandwidth_gbps);
+                    let bw = machine.link(d.link()).bandwidth_gbps;
                     (d, s * bw / 8.0 * pieces as f64)
                 })
                 .collect()
         })
         .collect();
-    let mut busy: std::collections::BTreeMap<usize, f64> = Default::default();
+    let mut busy: std::collections::BTreeMap<DirectionId, f64> = Default::default();
     for (c, list) in counts.iter().zip(&crossings) {
         for &(d, n) in list {
             *busy.entry(d).or_default() += *c * n;
@@ -470,8 +466,15 @@ mod tests {
 
     #[test]
     fn pipelines_interleave_by_progress() {
-        assert_eq!(interleave(&[2, 1]), [(0, 0), (1, 0), (0, 1)]);
-        assert_eq!(interleave(&[1, 0, 1]), [(0, 0), (2, 0)]);
+        let order = |counts: &[usize]| -> Vec<(u32, usize)> {
+            let counts: IdVec<TreeId, usize> = counts.iter().copied().collect();
+            interleave(&counts)
+                .into_iter()
+                .map(|(t, j)| (t.0, j))
+                .collect()
+        };
+        assert_eq!(order(&[2, 1]), [(0, 0), (1, 0), (0, 1)]);
+        assert_eq!(order(&[1, 0, 1]), [(0, 0), (2, 0)]);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! estimate is an upper bound: the true bisection may be lower.
 
 use super::Machine;
+use crate::ids::IdVec;
 use schedule_ir::{LinkId, NodeId, NodeKind};
 use std::collections::VecDeque;
 
@@ -66,14 +67,14 @@ fn exact(cuts: &Cuts, compute: &[NodeId], splits: u64) -> Bisection {
     let c = compute.len();
     let k = c / 2;
     let mut best = f64::INFINITY;
-    let mut side = vec![false; cuts.n];
+    let mut side: Side = IdVec::filled(false, cuts.adj.len());
     // Every k-subset as a bit mask (Gosper's hack); with an even count, node 0's half only.
     let mut mask: u32 = (1 << k) - 1;
     let limit: u32 = 1 << c;
     while mask < limit {
         if c % 2 == 1 || mask & 1 == 1 {
             for (i, &v) in compute.iter().enumerate() {
-                side[v.index()] = mask & (1 << i) != 0;
+                side[v] = mask & (1 << i) != 0;
             }
             best = best.min(cuts.cut(&side));
         }
@@ -98,9 +99,9 @@ fn estimate(machine: &Machine, cuts: &Cuts, compute: &[NodeId]) -> Bisection {
     let mut best = f64::INFINITY;
     let mut splits = 0;
     for half in candidates {
-        let mut side = vec![false; cuts.n];
-        for v in &half {
-            side[v.index()] = true;
+        let mut side: Side = IdVec::filled(false, cuts.adj.len());
+        for &v in &half {
+            side[v] = true;
         }
         if !cuts.switched {
             cuts.refine(&mut side, compute);
@@ -117,9 +118,9 @@ fn estimate(machine: &Machine, cuts: &Cuts, compute: &[NodeId]) -> Bisection {
 
 /// The first `k` compute nodes reached by breadth-first search from `seed`.
 fn bfs_half(machine: &Machine, seed: NodeId, k: usize) -> Vec<NodeId> {
-    let mut seen = vec![false; machine.node_count()];
+    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, machine.node_count());
     let mut queue = VecDeque::from([seed]);
-    seen[seed.index()] = true;
+    seen[seed] = true;
     let mut half = Vec::with_capacity(k);
     while let Some(v) = queue.pop_front() {
         if half.len() == k {
@@ -129,7 +130,7 @@ fn bfs_half(machine: &Machine, seed: NodeId, k: usize) -> Vec<NodeId> {
             half.push(v);
         }
         for (_, u) in machine.links_at(v) {
-            if !std::mem::replace(&mut seen[u.index()], true) {
+            if !std::mem::replace(&mut seen[u], true) {
                 queue.push_back(u);
             }
         }
@@ -141,39 +142,39 @@ fn binomial(n: u64, k: u64) -> u64 {
     (0..k).fold(1u64, |acc, i| acc.saturating_mul(n - i) / (i + 1))
 }
 
+/// Which half each node is in (`true`: the marked half; switches are never marked). Its nodes
+/// are the machine's, as are those of [`Cuts`], so either indexes the other.
+type Side = IdVec<NodeId, bool>;
+
 /// The machine as adjacency lists of (neighbour, bandwidth), for evaluating cuts.
 struct Cuts {
-    n: usize,
     switched: bool,
-    compute: Vec<bool>,
-    adj: Vec<Vec<(usize, f64)>>,
+    compute: IdVec<NodeId, bool>,
+    adj: IdVec<NodeId, Vec<(NodeId, f64)>>,
 }
 
 impl Cuts {
     fn new(machine: &Machine) -> Cuts {
         let n = machine.node_count();
-        let mut adj = vec![Vec::new(); n];
+        let mut adj: IdVec<NodeId, Vec<(NodeId, f64)>> = IdVec::filled(Vec::new(), n);
         for j in 0..machine.link_count() {
             let (a, b) = machine.endpoints(LinkId::new(j));
             let bw = machine.link(LinkId::new(j)).bandwidth_gbps;
-            adj[a.index()].push((b.index(), bw));
-            adj[b.index()].push((a.index(), bw));
+            adj[a].push((b, bw));
+            adj[b].push((a, bw));
         }
         Cuts {
-            n,
             switched: machine.has_switches(),
-            compute: (0..n)
-                .map(|i| machine.node(NodeId::new(i)).kind == NodeKind::Compute)
-                .collect(),
+            compute: IdVec::from_fn(n, |v| machine.node(v).kind == NodeKind::Compute),
             adj,
         }
     }
 
     /// The bandwidth separating the compute nodes marked `true` from the other compute nodes.
-    fn cut(&self, side: &[bool]) -> f64 {
+    fn cut(&self, side: &Side) -> f64 {
         if !self.switched {
             let mut sum = 0.0;
-            for (v, nbrs) in self.adj.iter().enumerate() {
+            for (v, nbrs) in self.adj.iter_enumerated() {
                 for &(u, bw) in nbrs {
                     if v < u && side[v] != side[u] {
                         sum += bw;
@@ -186,22 +187,24 @@ impl Cuts {
     }
 
     /// Maximum flow from the marked compute nodes to the unmarked ones (switches free).
-    fn min_cut(&self, side: &[bool]) -> f64 {
-        let mut flow = Flow::new(self.n + 2);
-        let (s, t) = (self.n, self.n + 1);
-        for (v, nbrs) in self.adj.iter().enumerate() {
+    fn min_cut(&self, side: &Side) -> f64 {
+        // The flow network's vertices are the nodes' indices, then a source and a sink.
+        let n = self.adj.len();
+        let mut flow = Flow::new(n + 2);
+        let (s, t) = (n, n + 1);
+        for (v, nbrs) in self.adj.iter_enumerated() {
             for &(u, bw) in nbrs {
                 if v < u {
-                    flow.edge(v, u, bw);
+                    flow.edge(v.index(), u.index(), bw);
                 }
             }
         }
         // Every compute node is a source or a sink; switches (never marked) are neither.
-        for (v, (&marked, &compute)) in side.iter().zip(&self.compute).enumerate() {
+        for ((v, &marked), &compute) in side.iter_enumerated().zip(&self.compute) {
             if marked {
-                flow.arc(s, v, f64::INFINITY);
+                flow.arc(s, v.index(), f64::INFINITY);
             } else if compute {
-                flow.arc(v, t, f64::INFINITY);
+                flow.arc(v.index(), t, f64::INFINITY);
             }
         }
         flow.max_flow(s, t)
@@ -209,14 +212,14 @@ impl Cuts {
 
     /// Kernighan–Lin-style improvement: repeatedly swap the compute node of each half whose
     /// move lowers the cut most, while the swap lowers it.
-    fn refine(&self, side: &mut [bool], compute: &[NodeId]) {
-        let gain = |side: &[bool], v: usize| -> f64 {
+    fn refine(&self, side: &mut Side, compute: &[NodeId]) {
+        let gain = |side: &Side, v: NodeId| -> f64 {
             self.adj[v]
                 .iter()
                 .map(|&(u, bw)| if side[u] != side[v] { bw } else { -bw })
                 .sum()
         };
-        let weight = |a: usize, b: usize| -> f64 {
+        let weight = |a: NodeId, b: NodeId| -> f64 {
             self.adj[a]
                 .iter()
                 .filter(|&&(u, _)| u == b)
@@ -224,10 +227,10 @@ impl Cuts {
                 .sum()
         };
         for _ in 0..compute.len().min(2000) {
-            let best = |want: bool, side: &[bool]| {
+            let best = |want: bool, side: &Side| {
                 compute
                     .iter()
-                    .map(|v| v.index())
+                    .copied()
                     .filter(|&v| side[v] == want)
                     .map(|v| (gain(side, v), v))
                     .max_by(|x, y| x.0.total_cmp(&y.0).then(y.1.cmp(&x.1)))

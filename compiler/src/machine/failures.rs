@@ -10,6 +10,7 @@
 
 use super::{Failed, LinkInfo, Machine, NodeInfo, Shape};
 use crate::diag::{closest, Problem};
+use crate::ids::IdVec;
 use crate::path;
 use crate::topology::spans::Path;
 use petgraph::graph::NodeIndex;
@@ -52,31 +53,24 @@ pub fn apply(
         .collect();
 
     // What is left, renumbered in declared order.
-    let mut new_id: Vec<Option<usize>> = vec![None; machine.node_count()];
-    let mut nodes: Vec<NodeInfo> = Vec::new();
-    for (i, slot) in new_id.iter_mut().enumerate() {
-        if !dead_nodes.contains(&NodeId::new(i)) {
-            *slot = Some(nodes.len());
-            nodes.push(machine.node(NodeId::new(i)).clone());
-        }
-    }
+    let mut nodes: IdVec<NodeId, NodeInfo> = IdVec::new();
+    let new_id: NewIds = IdVec::from_fn(machine.node_count(), |old| {
+        (!dead_nodes.contains(&old)).then(|| nodes.push(machine.node(old).clone()))
+    });
+    let renamed = |n: NodeId| new_id.get(n).copied().flatten();
     let mut links: Vec<(usize, usize, LinkInfo)> = Vec::new();
     for j in 0..machine.link_count() {
         let id = LinkId::new(j);
         let (a, b) = machine.endpoints(id);
-        if let (false, Some(a), Some(b)) = (
-            dead_links.contains(&id),
-            new_id[a.index()],
-            new_id[b.index()],
-        ) {
-            links.push((a, b, machine.link(id).clone()));
+        if let (false, Some(a), Some(b)) = (dead_links.contains(&id), renamed(a), renamed(b)) {
+            links.push((a.index(), b.index(), machine.link(id).clone()));
         }
     }
-    let mut left = Machine::from_parts(&machine.name, nodes, links, Shape::Graph);
+    let mut left = Machine::from_parts(&machine.name, nodes.into_raw(), links, Shape::Graph);
     left.devices = machine
         .devices
         .iter()
-        .filter_map(|(n, caps)| new_id[n.index()].map(|i| (NodeId::new(i), *caps)))
+        .filter_map(|(&n, caps)| renamed(n).map(|i| (i, *caps)))
         .collect();
     left.failed = Failed {
         links: failed_links.to_vec(),
@@ -197,27 +191,26 @@ fn examples(names: &[&str]) -> String {
     format!("{}{more}", shown.join(", "))
 }
 
+/// The id of every node of the whole machine in what is left of it, by old id; `None` for a
+/// failed node.
+type NewIds = IdVec<NodeId, Option<NodeId>>;
+
 /// The parts of `left` other than its largest, each explained by the failures around it.
-fn cut_off(
-    whole: &Machine,
-    left: &Machine,
-    new_id: &[Option<usize>],
-    causes: &[Cause],
-) -> Vec<Problem> {
+fn cut_off(whole: &Machine, left: &Machine, new_id: &NewIds, causes: &[Cause]) -> Vec<Problem> {
     let parts = components(left);
     if parts.len() <= 1 {
         return Vec::new();
     }
     // Old ids of each part, to compare with the failures in the whole machine.
-    let old_of: BTreeMap<usize, usize> = new_id
-        .iter()
-        .enumerate()
+    let old_of: BTreeMap<NodeId, NodeId> = new_id
+        .iter_enumerated()
         .filter_map(|(old, new)| new.map(|n| (n, old)))
         .collect();
     // Parts cut off by the same failures are reported together.
     let mut groups: BTreeMap<Vec<usize>, Vec<&Vec<NodeId>>> = BTreeMap::new();
     for part in &parts[1..] {
-        let members: BTreeSet<usize> = part.iter().map(|n| old_of[&n.index()]).collect();
+        let members: BTreeSet<NodeId> =
+            part.iter().filter_map(|n| old_of.get(n)).copied().collect();
         // A failure cuts this part off if it is a link with one end in the part, or a node
         // next to the part.
         let touching: Vec<usize> = causes
@@ -226,12 +219,9 @@ fn cut_off(
             .filter(|(_, c)| match c {
                 Cause::Link(l, _) => {
                     let (a, b) = whole.endpoints(*l);
-                    members.contains(&a.index()) != members.contains(&b.index())
+                    members.contains(&a) != members.contains(&b)
                 }
-                Cause::Node(n, _) => whole
-                    .links_at(*n)
-                    .iter()
-                    .any(|(_, m)| members.contains(&m.index())),
+                Cause::Node(n, _) => whole.links_at(*n).iter().any(|(_, m)| members.contains(m)),
             })
             .map(|(i, _)| i)
             .collect();

@@ -3,6 +3,7 @@
 
 use super::bisection::{self, Bisection};
 use super::{Machine, Shape};
+use crate::ids::IdVec;
 use schedule_ir::{LinkId, NodeId, NodeKind};
 use std::collections::VecDeque;
 use std::fmt;
@@ -62,19 +63,13 @@ pub fn summarize(machine: &Machine) -> Summary {
 /// distance seen from a sample of compute nodes (a lower bound).
 fn diameter(machine: &Machine, compute: &[NodeId]) -> (usize, bool) {
     let size = (machine.node_count() + machine.link_count()) as u64;
-    let adj: Vec<Vec<usize>> = (0..machine.node_count())
-        .map(|i| {
-            machine
-                .links_at(NodeId::new(i))
-                .iter()
-                .map(|(_, u)| u.index())
-                .collect()
-        })
-        .collect();
-    let is_compute: Vec<bool> = (0..machine.node_count())
-        .map(|i| machine.node(NodeId::new(i)).kind == NodeKind::Compute)
-        .collect();
-    let eccentricity = |s: &NodeId| eccentricity(&adj, &is_compute, s.index());
+    let adj: IdVec<NodeId, Vec<NodeId>> = IdVec::from_fn(machine.node_count(), |n| {
+        machine.links_at(n).iter().map(|&(_, u)| u).collect()
+    });
+    let is_compute: IdVec<NodeId, bool> = IdVec::from_fn(machine.node_count(), |n| {
+        machine.node(n).kind == NodeKind::Compute
+    });
+    let eccentricity = |&s: &NodeId| eccentricity(&adj, &is_compute, s);
     if (compute.len() as u64).saturating_mul(size) <= EXACT_DIAMETER_WORK {
         let d = compute.iter().map(eccentricity).max();
         return (d.unwrap_or(0), true);
@@ -92,9 +87,17 @@ fn diameter(machine: &Machine, compute: &[NodeId]) -> (usize, bool) {
 }
 
 /// The largest distance, in links, from `source` to a compute node.
-fn eccentricity(adj: &[Vec<usize>], is_compute: &[bool], source: usize) -> usize {
-    let mut dist = vec![usize::MAX; adj.len()];
-    dist[source] = 0;
+fn eccentricity(
+    adj: &IdVec<NodeId, Vec<NodeId>>,
+    is_compute: &IdVec<NodeId, bool>,
+    source: NodeId,
+) -> usize {
+    // `adj` and `is_compute` have a slot per node of the machine, `source` among them.
+    let mut dist: IdVec<NodeId, usize> = IdVec::filled(usize::MAX, adj.len());
+    let Some(d) = dist.get_mut(source) else {
+        return 0;
+    };
+    *d = 0;
     let mut queue = VecDeque::from([source]);
     let mut far = 0;
     while let Some(v) = queue.pop_front() {

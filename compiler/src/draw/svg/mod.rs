@@ -327,7 +327,7 @@ fn node_boxes(m: &Machine, layout: &Layout) -> Vec<NodeBox> {
         .map(|i| {
             let id = NodeId::new(i);
             let w = text_width(&m.node_name(id), 12.0);
-            let c = layout.pos.get(i).copied().unwrap_or((0.0, 0.0));
+            let c = layout.pos.get(id).copied().unwrap_or((0.0, 0.0));
             let shape = if is_switch(m, id) {
                 Shape::Box((w / 2.0 + 9.0).max(24.0), 14.0)
             } else {

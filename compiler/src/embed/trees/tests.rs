@@ -27,7 +27,7 @@ fn petersen() -> Machine {
 
 /// The share of the vector the busiest link direction carries (all links 100 Gbit/s here).
 fn busiest(m: &Machine, packing: &Packing, collective: Collective) -> f64 {
-    let mut busy = std::collections::BTreeMap::<usize, f64>::new();
+    let mut busy = std::collections::BTreeMap::<DirectionId, f64>::new();
     for (tree, x) in packing.trees.iter().zip(&packing.shares) {
         for (d, s) in traffic(m, tree, collective).seconds {
             *busy.entry(d).or_default() += x * s * 100.0 / 8.0;
@@ -111,22 +111,22 @@ fn trees_hang_from_their_centre_for_allreduce() {
 #[test]
 fn the_proof_rejects_what_is_not_a_spanning_tree() {
     let m = petersen();
-    let good = pack(&m, Collective::AllReduce).unwrap().trees.remove(0);
+    let good = pack(&m, Collective::AllReduce).unwrap().trees[TreeId(0)].clone();
     let root = good.root;
     let (child, (parent, link)) = good
         .parent
-        .iter()
-        .enumerate()
-        .find_map(|(c, p)| p.map(|p| (NodeId::new(c), p)))
+        .iter_enumerated()
+        .find_map(|(c, p)| p.map(|p| (c, p)))
         .unwrap();
-    let message = |tree: Tree| prove_trees(&m, &[tree]).unwrap_err().to_string();
+    let one = |tree: Tree| IdVec::from_raw(vec![tree]);
+    let message = |tree: Tree| prove_trees(&m, &one(tree)).unwrap_err().to_string();
 
     let mut t = good.clone();
-    t.parent[child.index()] = None;
+    t.parent[child] = None;
     assert!(message(t).contains("is not in the tree"));
 
     let mut t = good.clone();
-    t.parent[root.index()] = Some((child, link));
+    t.parent[root] = Some((child, link));
     assert!(message(t).contains("has a parent"));
 
     // A link that does not join the child and its parent.
@@ -138,21 +138,21 @@ fn the_proof_rejects_what_is_not_a_spanning_tree() {
         })
         .unwrap();
     let mut t = good.clone();
-    t.parent[child.index()] = Some((parent, wrong));
+    t.parent[child] = Some((parent, wrong));
     assert!(message(t).contains("does not lead to"));
 
     // A parent loop: a node two levels down becomes its parent's parent.
     let depths = good.depths();
     let deep = (0..m.node_count())
         .map(NodeId::new)
-        .find(|n| depths[n.index()] == Some(2))
+        .find(|&n| depths[n] == Some(2))
         .unwrap();
-    let (up, up_link) = good.parent[deep.index()].unwrap();
+    let (up, up_link) = good.parent[deep].unwrap();
     let mut t = good.clone();
-    t.parent[up.index()] = Some((deep, up_link));
+    t.parent[up] = Some((deep, up_link));
     assert!(message(t).contains("cycle of parents"));
 
-    assert!(prove_trees(&m, &[good]).is_ok());
+    assert!(prove_trees(&m, &one(good)).is_ok());
 }
 
 #[test]
@@ -178,9 +178,9 @@ fn tree_edges_route_through_switches() {
         Shape::Graph,
     );
     let packing = pack(&m, Collective::AllReduce).unwrap();
-    let tree = &packing.trees[0];
+    let tree = &packing.trees[TreeId(0)];
     let child = if tree.root == NodeId::new(0) { 1 } else { 0 };
     // The only edge is the route a – sw – b, both links.
     assert_eq!(tree.route_up(NodeId::new(child)).len(), 2);
-    assert_eq!(packing.shares, [1.0]);
+    assert_eq!(packing.shares.as_slice(), [1.0]);
 }

@@ -31,23 +31,28 @@ fn t(from: u32, to: u32, link: u32, chunk: u32, after: &[u32]) -> Transfer {
     }
 }
 
+/// The transfers `x`, transfer `i` being `x[i]`.
+fn dag(x: Vec<Transfer>) -> Transfers {
+    IdVec::from_raw(x)
+}
+
 /// Six chunks a → b → c: transfer `2k` is chunk `k` over L1, `2k + 1` the same chunk over L2.
-fn relay() -> Vec<Transfer> {
+fn relay() -> Transfers {
     (0..6)
         .flat_map(|k| [t(0, 1, 0, k, &[]), t(1, 2, 1, k, &[2 * k])])
         .collect()
 }
 
 /// Transfers per direction and step never exceed the lanes, and dependencies land first.
-fn check(machine: &Machine, transfers: &[Transfer], table: &Timetable) {
+fn check(machine: &Machine, transfers: &Transfers, table: &Timetable) {
     let mut sends = std::collections::BTreeSet::<(u32, DirectionId, u32)>::new();
-    for (i, x) in transfers.iter().enumerate() {
+    for (i, x) in transfers.iter_enumerated() {
         let s = table.step[i];
         assert!(s < table.steps);
-        for p in &x.after {
-            assert!(table.step[p.index()] < s, "transfer {i} runs after {p}");
+        for &p in &x.after {
+            assert!(table.step[p] < s, "{i} runs after {p}");
         }
-        for d in directions(machine, TransferId::new(i), x).unwrap() {
+        for d in directions(machine, i, x).unwrap() {
             sends.insert((s, d, table.send[i]));
         }
     }
@@ -69,7 +74,7 @@ fn a_relay_pipelines_one_chunk_per_step() {
     check(&m, &x, &table);
     // Six chunks over L1 take six steps; the last one crosses L2 one step later.
     assert_eq!(table.steps, 7);
-    assert_eq!(table.step[..4], [0, 1, 1, 2]);
+    assert_eq!(table.step.as_slice()[..4], [0, 1, 1, 2]);
 }
 
 #[test]
@@ -80,7 +85,7 @@ fn lanes_carry_several_transfers_per_step() {
     check(&m, &x, &table);
     // L1 takes two chunks a step (3 steps), L2 one: the six chunks leave b in steps 1..=6.
     assert_eq!(table.steps, 7);
-    assert_eq!(table.step[0], table.step[2]);
+    assert_eq!(table.step[TransferId(0)], table.step[TransferId(2)]);
 }
 
 #[test]
@@ -102,16 +107,23 @@ fn scheduling_is_deterministic() {
 fn the_critical_path_goes_first() {
     let m = line(100.0, 1);
     // Transfer 0 (a → b) has nothing after it; transfer 1 (a → b) feeds transfer 2 (b → c).
-    let x = vec![t(0, 1, 0, 0, &[]), t(0, 1, 0, 1, &[]), t(1, 2, 1, 1, &[1])];
+    let x = dag(vec![
+        t(0, 1, 0, 0, &[]),
+        t(0, 1, 0, 1, &[]),
+        t(1, 2, 1, 1, &[1]),
+    ]);
     let table = schedule(&m, &x, Batching::One).unwrap();
-    assert_eq!(table.step, [1, 0, 1]);
+    assert_eq!(table.step.as_slice(), [1, 0, 1]);
     assert_eq!(table.steps, 2);
     // A rank holds a chain back: ranked 2, transfer 1 now waits for transfer 0.
     let mut ranked = x.clone();
-    ranked[1].rank = 2;
-    ranked[2].rank = 2;
+    ranked[TransferId(1)].rank = 2;
+    ranked[TransferId(2)].rank = 2;
     assert_eq!(
-        schedule(&m, &ranked, Batching::One).unwrap().step,
+        schedule(&m, &ranked, Batching::One)
+            .unwrap()
+            .step
+            .as_slice(),
         [0, 1, 2]
     );
 }
@@ -119,12 +131,12 @@ fn the_critical_path_goes_first() {
 #[test]
 fn cycles_missing_dependencies_and_bad_routes_are_errors() {
     let m = line(100.0, 1);
-    let cycle = vec![t(0, 1, 0, 0, &[1]), t(1, 2, 1, 0, &[0])];
+    let cycle = dag(vec![t(0, 1, 0, 0, &[1]), t(1, 2, 1, 0, &[0])]);
     assert!(matches!(
         schedule(&m, &cycle, Batching::One),
         Err(DagError::Cycle { .. })
     ));
-    let missing = vec![t(0, 1, 0, 0, &[7])];
+    let missing = dag(vec![t(0, 1, 0, 0, &[7])]);
     assert_eq!(
         schedule(&m, &missing, Batching::One),
         Err(DagError::UnknownDependency {
@@ -133,16 +145,16 @@ fn cycles_missing_dependencies_and_bad_routes_are_errors() {
         })
     );
     // L2 does not touch a.
-    let e = schedule(&m, &[t(0, 2, 1, 0, &[])], Batching::One).unwrap_err();
+    let e = schedule(&m, &dag(vec![t(0, 2, 1, 0, &[])]), Batching::One).unwrap_err();
     assert_eq!(e.to_string(), "transfer 0: link L2 does not touch a");
     // L1 leads from a to b, not to c.
-    let e = schedule(&m, &[t(0, 2, 0, 0, &[])], Batching::One).unwrap_err();
+    let e = schedule(&m, &dag(vec![t(0, 2, 0, 0, &[])]), Batching::One).unwrap_err();
     assert!(e.to_string().contains("ends at b, not at c"), "{e}");
     assert_eq!(
-        schedule(&m, &[], Batching::One).unwrap(),
+        schedule(&m, &Transfers::new(), Batching::One).unwrap(),
         Timetable {
-            step: vec![],
-            send: vec![],
+            step: IdVec::new(),
+            send: IdVec::new(),
             steps: 0
         }
     );
@@ -155,8 +167,8 @@ fn a_link_twice_as_fast_carries_two_chunks_per_send() {
     let table = schedule(&m, &x, Batching::ByBandwidth).unwrap();
     check(&m, &x, &table);
     // L1 sends chunks in pairs (3 steps); L2, the slowest link, one at a time after them.
-    assert_eq!(table.step[0], table.step[2]);
-    assert_eq!(table.send[0], table.send[2]);
+    assert_eq!(table.step[TransferId(0)], table.step[TransferId(2)]);
+    assert_eq!(table.send[TransferId(0)], table.send[TransferId(2)]);
     assert_eq!(table.steps, 7);
     let first = &steps(&x, &table)[0].moves[0];
     assert_eq!((first.from, first.to), (NodeId(0), NodeId(1)));
@@ -171,10 +183,15 @@ fn a_link_of_two_lanes_at_twice_the_speed_carries_one_chunk_per_send() {
     let x = relay();
     let table = schedule(&m, &x, Batching::ByBandwidth).unwrap();
     check(&m, &x, &table);
-    assert_eq!(table.step[0], table.step[2]);
-    assert_ne!(table.send[0], table.send[2], "two sends, one per lane");
+    assert_eq!(table.step[TransferId(0)], table.step[TransferId(2)]);
     assert_ne!(
-        table.step[0], table.step[4],
+        table.send[TransferId(0)],
+        table.send[TransferId(2)],
+        "two sends, one per lane"
+    );
+    assert_ne!(
+        table.step[TransferId(0)],
+        table.step[TransferId(4)],
         "the third chunk waits for the next step"
     );
     for s in steps(&x, &table) {
@@ -186,7 +203,11 @@ fn a_link_of_two_lanes_at_twice_the_speed_carries_one_chunk_per_send() {
 fn plan_steps_keep_transfer_order() {
     let m = line(100.0, 1);
     // b sends to a and to c in the same step, and receives from c.
-    let x = vec![t(1, 0, 0, 0, &[]), t(1, 2, 1, 1, &[]), t(2, 1, 1, 2, &[])];
+    let x = dag(vec![
+        t(1, 0, 0, 0, &[]),
+        t(1, 2, 1, 1, &[]),
+        t(2, 1, 1, 2, &[]),
+    ]);
     let table = schedule(&m, &x, Batching::One).unwrap();
     assert_eq!(table.steps, 1);
     let plan = steps(&x, &table);
