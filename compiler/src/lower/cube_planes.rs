@@ -389,8 +389,8 @@ pub fn check(machine: &Machine, chunks: usize, steps: &[Vec<Move>]) -> Option<St
         let before = held.clone();
         for t in step {
             for c in &t.chunks {
-                let incoming = before.get(t.from).and_then(|h| h.get(*c)).copied();
-                let mine = held.get_mut(t.to).and_then(|h| h.get_mut(*c));
+                let incoming = before.get(t.from).and_then(|h| h.get(c)).copied();
+                let mine = held.get_mut(t.to).and_then(|h| h.get_mut(c));
                 let (Some(incoming), Some(mine)) = (incoming, mine) else {
                     return Some(format!(
                         "step {k}: {} → {} moves {c}, which is not on the machine",
