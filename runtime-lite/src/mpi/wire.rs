@@ -338,7 +338,7 @@ mod tests {
         phase.programs[2].steps[0].push(schedule_ir::Instr::Copy {
             src: schedule_ir::BufferId(0),
             dst: schedule_ir::BufferId(0),
-            chunks: vec![ChunkId(0)],
+            chunks: vec![ChunkId(0)].into(),
         });
         let s = build_schedule(machine, vec![phase]);
         let want = "phase `grads`: device NIC0 runs a program (it reduces in the network), but \
