@@ -163,13 +163,56 @@ impl Tree {
     }
 
     /// The node whose farthest node is nearest (the tree's centre; ties to the lower id), so
-    /// that reduce-then-broadcast crosses as few levels as possible.
+    /// that reduce-then-broadcast crosses as few levels as possible. `nodes` are the tree's
+    /// own nodes (every compute node, as [`pack`] builds them); `None` for a node outside it.
+    ///
+    /// Found in linear time, not by re-rooting at every node: in a tree the nodes of least
+    /// eccentricity are the middle one or two nodes of any longest path (Jordan's theorem), and
+    /// a longest path runs from a node farthest from any start to the node farthest from it.
     pub fn centre(&self, nodes: &[NodeId]) -> NodeId {
-        nodes
-            .iter()
-            .map(|&n| (self.rerooted(n).height(), n))
+        let n = self.parent.len();
+        let mut adjacent: IdVec<NodeId, Vec<NodeId>> = IdVec::filled(Vec::new(), n);
+        for (c, p, _) in self.edges() {
+            if c.index() < n && p.index() < n {
+                adjacent[c].push(p);
+                adjacent[p].push(c);
+            }
+        }
+        // Breadth first from `from`: the last node reached (a farthest one) and each node's
+        // predecessor on the way.
+        let farthest = |from: NodeId| -> (NodeId, IdVec<NodeId, Option<NodeId>>) {
+            let mut before: IdVec<NodeId, Option<NodeId>> = IdVec::filled(None, n);
+            let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, n);
+            let mut queue = std::collections::VecDeque::from([from]);
+            let mut last = from;
+            if let Some(s) = seen.get_mut(from) {
+                *s = true;
+            }
+            while let Some(u) = queue.pop_front() {
+                last = u;
+                for &v in adjacent.get(u).into_iter().flatten() {
+                    if !std::mem::replace(&mut seen[v], true) {
+                        before[v] = Some(u);
+                        queue.push_back(v);
+                    }
+                }
+            }
+            (last, before)
+        };
+        let (a, _) = farthest(self.root);
+        let (b, before) = farthest(a);
+        let mut path = vec![b];
+        while let Some(&Some(u)) = before.get(*path.last().unwrap_or(&b)) {
+            path.push(u);
+        }
+        // `path` runs b … a over `len - 1` links: one middle node if that is even, two if odd.
+        let len = path.len();
+        let middle = [path[(len - 1) / 2], path[len / 2]];
+        middle
+            .into_iter()
+            .filter(|m| nodes.contains(m))
             .min()
-            .map_or(self.root, |(_, n)| n)
+            .unwrap_or(self.root)
     }
 
     /// The tree with names: `root a; b -L1-> a, c -L2-> b`.

@@ -108,6 +108,36 @@ fn trees_hang_from_their_centre_for_allreduce() {
     }
 }
 
+/// The centre found along a longest path is the one re-rooting at every node finds: the least
+/// height, of equal heights the lowest id; checked on every tree of every candidate round of
+/// machines whose trees differ in shape (paths of both parities, a hypercube, the Petersen
+/// graph, a mesh with dead ends), and from every root each tree can hang from.
+#[test]
+fn the_centre_is_the_node_of_least_height() {
+    let machines = [
+        machine(r#"Topology(name: "r", machine: Ring(nodes: 7))"#),
+        machine(r#"Topology(name: "r", machine: Ring(nodes: 8))"#),
+        machine(r#"Topology(name: "h", machine: Hypercube(dims: 4))"#),
+        machine(r#"Topology(name: "m", machine: Mesh(dims: [3, 5]))"#),
+        petersen(),
+    ];
+    for m in &machines {
+        let compute = m.compute_nodes();
+        for tree in pack(m, Collective::AllReduce).unwrap().trees {
+            for &root in &compute {
+                let hung = tree.rerooted(root);
+                let slow = compute
+                    .iter()
+                    .map(|&n| (hung.rerooted(n).height(), n))
+                    .min()
+                    .unwrap()
+                    .1;
+                assert_eq!(hung.centre(&compute), slow, "{}", hung.describe(m));
+            }
+        }
+    }
+}
+
 #[test]
 fn the_proof_rejects_what_is_not_a_spanning_tree() {
     let m = petersen();
