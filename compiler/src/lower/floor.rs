@@ -78,9 +78,46 @@ impl Floor {
 
     /// The floor of a schedule of which at least `steps` steps send something.
     pub fn in_steps(&self, steps: u64) -> f64 {
-        let latency = self.latency.max(steps as f64 * self.step_latency);
-        (latency + self.bandwidth) * (1.0 - ROUNDING)
+        self.in_steps_carrying(steps, 0.0)
     }
+
+    /// The floor of a schedule of which at least `steps` steps send something and whose
+    /// steps' bandwidth terms sum to at least `busy` seconds, as a method may know from the
+    /// sizes of the transfers its structure forces into distinct steps. The latency and
+    /// bandwidth sums are bounded apart, each by the larger of the machine's bound and the
+    /// method's, since a step's cost is its latency plus its bandwidth term.
+    pub fn in_steps_carrying(&self, steps: u64, busy: f64) -> f64 {
+        let latency = self.latency.max(steps as f64 * self.step_latency);
+        let bandwidth = if busy.is_finite() {
+            self.bandwidth.max(busy)
+        } else {
+            self.bandwidth
+        };
+        (latency + bandwidth) * (1.0 - ROUNDING)
+    }
+}
+
+/// The bandwidth of the machine's fastest link, in bytes per second: a transfer of `b` bytes
+/// keeps the step it is sent in busy for at least `b` over it, whatever link it takes.
+pub fn fastest_link(machine: &crate::machine::Machine) -> f64 {
+    (0..machine.link_count())
+        .map(|l| machine.link(schedule_ir::LinkId::new(l)).bandwidth_gbps)
+        .filter(|b| b.is_finite())
+        .fold(0.0, f64::max)
+        * 1e9
+        / 8.0
+}
+
+/// The seconds `steps` steps are busy at least when each carries a transfer of `bytes` bytes
+/// and links are at most `fastest` bytes per second fast (0 when that is not known).
+pub fn carrying(steps: u64, bytes: f64, fastest: f64) -> f64 {
+    steps as f64 * ratio(bytes, fastest)
+}
+
+/// The least number of elements in any of the chunks [`super::even_chunks`] cuts `elements`
+/// into when it cuts them into at most `count` chunks.
+pub fn least_chunk(elements: u64, count: u64) -> u64 {
+    elements / count.max(1)
 }
 
 /// Whether some device of the machine combines (a `Fabric`'s NICs or switch).

@@ -44,6 +44,7 @@
 //! within a logical step no transfer reads what another one of that step writes.
 
 use super::plan::{self, Move, Packing, Plan, Step};
+use super::floor::Floor;
 use super::{even_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::routed::{adjacency, RouteSearch};
 use crate::embed::EmbedError;
@@ -73,6 +74,9 @@ impl Lowering for HalvingDoubling {
         let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
         super::check_planned(job.name, machine)?;
         Ok(estimate(machine, spec.collective, &knobs.slices))
+    }
+    fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
+        floor(job.machine, job.spec, &job.knobs.slices, base)
     }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
@@ -157,6 +161,77 @@ fn estimate(machine: &Machine, collective: Collective, slices: &[usize]) -> Esti
     estimate.chunk_refs = estimate.chunk_refs.saturating_add(locals);
     estimate.planning = planning;
     estimate
+}
+
+/// A lower bound on the estimate of [`lower`]'s schedule, counted from the rank layout
+/// without building it.
+///
+/// *Proof.* Every logical step — the fold, each slice of a distribution round, each collection
+/// round, the unfold — holds at least one transfer, so it becomes at least one BSP sub-step that
+/// sends: with `S` logical steps the latencies sum to at least `S · α_min`. In each logical step
+/// one transfer is known in full: virtual rank 0's (the slice it receives in a distribution
+/// round — it keeps the lower half, so the slices are those of blocks `0 … 2^k/2^(i+1)` — the
+/// run it sends in a doubling round, the blocks it gathers in a reduce's round, the whole
+/// vector in a fold or unfold). Its route crosses at least one link, so the sub-step that
+/// carries it is busy for at least its bytes over the fastest link's bandwidth; the logical
+/// steps' sub-steps are distinct, so these terms add up. Slices are counted at their smallest
+/// (their order within a round does not matter) and a reduce's gathered blocks at `2^j` times
+/// the smallest block.
+fn floor(machine: &Machine, spec: &PhaseSpec, slices: &[usize], base: &Floor) -> f64 {
+    let compute = machine.compute_nodes();
+    let root = match spec.collective {
+        Collective::Reduce { root } => Some(root),
+        _ => None,
+    };
+    let Some(ranks) = Ranks::new(&compute, root).filter(|_| compute.len() >= 2) else {
+        return base.seconds();
+    };
+    if !supports(spec.collective) {
+        return base.seconds();
+    }
+    let ks = round_slices(slices, ranks.rounds);
+    let per_block = ks.iter().copied().max().unwrap_or(1);
+    let chunks = (ranks.pow * per_block) as u128;
+    let elements = u128::from(spec.elements);
+    // Elements of the chunks `a .. b`, cut as `even_chunks` cuts them.
+    let at = |k: usize| k as u128 * elements / chunks.max(1);
+    let run = |a: usize, b: usize| (at(b) - at(a)) as f64;
+    let size = spec.dtype.size_bytes() as f64;
+    let fastest = super::floor::fastest_link(machine);
+    let (mut steps, mut carried) = (0u64, 0.0f64);
+    let mut add = |count: usize, elements: f64| {
+        steps += count as u64;
+        carried += count as f64 * elements * size;
+    };
+    let whole = run(0, ranks.pow * per_block);
+    let folds = usize::from(ranks.extra > 0);
+    add(folds, whole);
+    for (i, &k) in ks.iter().enumerate() {
+        let keep = (ranks.pow >> (i + 1)) * per_block;
+        let least = super::even_chunks(keep as u64, k)
+            .into_iter()
+            .map(|(a, b)| run(a as usize, b as usize))
+            .fold(f64::INFINITY, f64::min);
+        add(k, if least.is_finite() { least } else { 0.0 });
+    }
+    match spec.collective {
+        Collective::AllReduce => {
+            for i in 0..ranks.rounds {
+                add(1, run(0, (ranks.pow >> (i + 1)) * per_block));
+            }
+            add(folds, whole);
+        }
+        Collective::Reduce { .. } => {
+            let block = (0..ranks.pow)
+                .map(|b| run(b * per_block, (b + 1) * per_block))
+                .fold(f64::INFINITY, f64::min);
+            for j in 0..ranks.rounds {
+                add(1, (1usize << j) as f64 * block);
+            }
+        }
+        _ => {}
+    }
+    base.in_steps_carrying(steps, super::floor::carrying(1, carried, fastest))
 }
 
 /// The plan in words: ranks, rounds, ranks folded in first, slices per round.

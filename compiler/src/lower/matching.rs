@@ -33,6 +33,7 @@ pub mod overlap;
 pub mod synth;
 
 use super::plan::{self, Move, Packing, Plan};
+use super::floor::Floor;
 use super::{vector_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
@@ -134,6 +135,9 @@ impl Lowering for Matching {
         estimate.planning = SEARCH_RECEPTIONS.saturating_mul(64);
         Ok(estimate)
     }
+    fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
+        floor(job.machine, job.spec, base)
+    }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec) = (job.machine, job.spec);
         super::halves_only("matching", spec.collective)?;
@@ -191,6 +195,64 @@ impl Lowering for Matching {
     }
     fn sized(&self) -> bool {
         true
+    }
+}
+
+/// A lower bound on the estimate of the schedule [`Matching`] lowers, from the shapes its
+/// search may try, without synthesising any.
+///
+/// *Proof.* With `k` chunks per node, node `v` lacks `(p - 1) · k` chunks and receives each
+/// exactly once in the all-gather, at most `c_v` per step, `c_v` being the chunks per step the
+/// directions into `v` carry at the shape's reference bandwidth and grain ([`Links::at`]): so
+/// an all-gather takes at least `T = max_v ⌈(p - 1) · k / c_v⌉` steps, and its reversal, the
+/// reduce-scatter, as many. An allreduce is either both halves in turn (`2T` steps) or the
+/// overlapped placement ([`overlap`]), whose all-gather transfers alone, `pieces` times as many
+/// chunks at the same capacities (grain 1), take at least `T`. Every one of these steps sends at
+/// least one chunk over a link, so it is charged at least one link latency and at least the
+/// smallest chunk's bytes over the fastest link's bandwidth (with up to 8 pieces for an
+/// allreduce). The floor is the least, over every shape [`search`] may try, of the machine's
+/// bound in that many steps with that much carried ([`Floor::in_steps_carrying`]).
+fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
+    let usable = super::halves(spec.collective).is_some()
+        && super::check_planned("matching", machine).is_ok()
+        && check_size(machine).is_ok();
+    let Some(links) = usable.then(|| Links::of(machine).ok()).flatten() else {
+        return base.seconds();
+    };
+    let p = links.nodes.len();
+    let fastest = super::floor::fastest_link(machine);
+    let size = spec.dtype.size_bytes() as f64;
+    let most_pieces = if spec.collective == Collective::AllReduce {
+        PIECES.into_iter().max().unwrap_or(1)
+    } else {
+        1
+    };
+    let mut least = f64::INFINITY;
+    for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
+        let lacking = p.saturating_sub(1) as u64 * per_node as u64;
+        let chunks = (per_node * p * most_pieces) as u64;
+        let chunk = super::floor::least_chunk(spec.elements, chunks) as f64 * size;
+        for reference in links.references() {
+            for &grain in &grains {
+                let (dirs, _) = links.at(reference, grain);
+                let mut inbound = vec![0u64; p];
+                for d in &dirs {
+                    inbound[d.to] += u64::from(d.capacity);
+                }
+                let steps = inbound
+                    .iter()
+                    .map(|&c| lacking.div_ceil(c.max(1)))
+                    .max()
+                    .unwrap_or(0);
+                let carried = super::floor::carrying(steps, chunk, fastest);
+                least = least.min(base.in_steps_carrying(steps, carried));
+            }
+        }
+    }
+    if least.is_finite() {
+        least
+    } else {
+        base.seconds()
     }
 }
 

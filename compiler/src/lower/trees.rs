@@ -38,6 +38,7 @@
 
 use super::balance;
 use super::dag::{self, DagError, Transfer, TransferId, Transfers};
+use super::floor::Floor;
 use super::plan::{self, Move, Plan};
 use super::{data_buffer, Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
 use crate::embed::trees::{traffic, Packing, Tree};
@@ -96,6 +97,9 @@ impl Lowering for Trees {
         estimate.planning = 512 * p * p;
         Ok(estimate)
     }
+    fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
+        floor(job.machine, job.spec, base)
+    }
     fn lower(&self, job: &Job<'_>) -> Result<Planned, crate::embed::EmbedError> {
         let (machine, spec) = (job.machine, job.spec);
         super::check_planned(job.name, machine)?;
@@ -137,6 +141,140 @@ pub const MAX_TRANSFERS: usize = 20_000;
 /// Whether [`lower`] can produce `collective`: trees lower every collective.
 pub fn supports(_collective: Collective) -> bool {
     true
+}
+
+/// A lower bound on the estimate of the schedule [`Trees`] lowers, from the machine's shape
+/// alone, without packing trees.
+///
+/// *Proof.* A tree edge is a direct link between compute nodes or a route through switches
+/// only, so the tree distance of two compute nodes is at least their distance in hops
+/// ([`hops`]: switches cost nothing, compute nodes one). Every pipeline chunk's transfers
+/// follow dependency chains, and the scheduler puts a transfer in a step strictly after those it
+/// depends on ([`dag`]), so a chain of `n` transfers occupies `n` distinct steps that send:
+///
+/// - allreduce: some tree carries a chunk; from its root `r`, a node `e(r)` hops away sends the
+///   chunk up `e(r)` edges and gets the result back down as many, so at least twice the
+///   machine's radius;
+/// - reduce and broadcast: the trees hang from the root, so at least the root's eccentricity;
+/// - allgather (reduce-scatter, its mirror): each owner's piece reaches every node (every
+///   node's reaches its owner), so at least the diameter; and node `v` receives (sends) every
+///   other owner's piece of every pipeline chunk, `p - 1` at least, while each link direction
+///   at `v` takes at most `lanes × batch` of them per step (the scheduler's batching, bounded
+///   by the machine's slowest lane).
+///
+/// Each of those steps carries at least one piece, of at least the smallest size the pipeline
+/// may cut ([`most_chunks`] chunks at most), so it is busy for at least that over the fastest
+/// link's bandwidth ([`Floor::in_steps_carrying`]).
+fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
+    let compute = machine.compute_nodes();
+    if compute.len() < 2 || super::check_planned("trees", machine).is_err() {
+        return base.seconds();
+    }
+    let far = eccentricities(machine, &compute);
+    let steps = match spec.collective {
+        Collective::AllReduce => 2 * far.iter().copied().min().unwrap_or(0),
+        Collective::Broadcast { root } | Collective::Reduce { root } => compute
+            .iter()
+            .position(|&n| n == root)
+            .map_or(0, |i| far[i]),
+        Collective::AllGather | Collective::ReduceScatter => {
+            let diameter = far.iter().copied().max().unwrap_or(0);
+            diameter.max(by_count(machine, &compute))
+        }
+    };
+    let pieces = pieces(machine, spec.collective) as u64;
+    let most = most_chunks(machine, spec.collective, spec.elements) as u64;
+    let piece = super::floor::least_chunk(spec.elements, most.saturating_mul(pieces)) as f64
+        * spec.dtype.size_bytes() as f64;
+    let fastest = super::floor::fastest_link(machine);
+    base.in_steps_carrying(steps, super::floor::carrying(steps, piece, fastest))
+}
+
+/// Every compute node's eccentricity in hops ([`hops`]), in the order of `compute`; a node
+/// that does not reach another counts only the ones it reaches (the packing refuses such a
+/// machine anyway).
+fn eccentricities(machine: &Machine, compute: &[NodeId]) -> Vec<u64> {
+    let adjacent: Vec<Vec<NodeId>> = (0..machine.node_count())
+        .map(|n| {
+            machine
+                .links_at(NodeId::new(n))
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect()
+        })
+        .collect();
+    let mut distance = vec![u64::MAX; machine.node_count()];
+    compute
+        .iter()
+        .map(|&from| {
+            hops(machine, &adjacent, from, &mut distance);
+            compute
+                .iter()
+                .filter_map(|n| distance.get(n.index()).copied())
+                .filter(|&d| d != u64::MAX)
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// The hops from `from` to every node, into `distance`: entering a compute node costs one,
+/// entering a switch nothing (a tree edge may be a route through switches). A 0-1 breadth-first
+/// search.
+fn hops(machine: &Machine, adjacent: &[Vec<NodeId>], from: NodeId, distance: &mut [u64]) {
+    distance.fill(u64::MAX);
+    let Some(start) = distance.get_mut(from.index()) else {
+        return;
+    };
+    *start = 0;
+    let mut queue = std::collections::VecDeque::from([from]);
+    while let Some(u) = queue.pop_front() {
+        let at = distance[u.index()];
+        for &v in adjacent.get(u.index()).into_iter().flatten() {
+            let free = machine.node(v).kind != schedule_ir::NodeKind::Compute;
+            let d = at + u64::from(!free);
+            if d < distance[v.index()] {
+                distance[v.index()] = d;
+                if free {
+                    queue.push_front(v);
+                } else {
+                    queue.push_back(v);
+                }
+            }
+        }
+    }
+}
+
+/// The steps an allgather's (reduce-scatter's) pieces need at the busiest node: it receives
+/// (sends) `p - 1` pieces at least, and each link direction at it takes at most its lanes times
+/// its batch ([`dag::Batching::ByBandwidth`]: a lane as many times as fast as the slowest lane
+/// of the machine) per step.
+fn by_count(machine: &Machine, compute: &[NodeId]) -> u64 {
+    let lane = |l: schedule_ir::LinkId| {
+        let info = machine.link(l);
+        info.bandwidth_gbps / f64::from(info.lanes.max(1))
+    };
+    let slowest = (0..machine.link_count())
+        .map(|l| lane(schedule_ir::LinkId::new(l)))
+        .fold(f64::INFINITY, f64::min);
+    let per_step = |l: schedule_ir::LinkId| {
+        let ratio = (lane(l) / slowest * (1.0 + 1e-9)).floor();
+        let batch = if ratio.is_finite() && ratio >= 1.0 {
+            ratio.min(f64::from(u16::MAX)) as u64
+        } else {
+            1
+        };
+        u64::from(machine.link(l).lanes.max(1)) * batch
+    };
+    let others = compute.len().saturating_sub(1) as u64;
+    compute
+        .iter()
+        .map(|&n| {
+            let room: u64 = machine.links_at(n).into_iter().map(|(l, _)| per_step(l)).sum();
+            others.div_ceil(room.max(1))
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// A lowered phase and how many pipeline chunks each tree of the packing carries (a tree whose
