@@ -43,8 +43,8 @@
 //! before the node's own receive of that step can store over it. Splitting is safe because
 //! within a logical step no transfer reads what another one of that step writes.
 
-use super::plan::{self, Move, Packing, Plan, Step};
 use super::floor::Floor;
+use super::plan::{self, Move, Packing, Plan, Step};
 use super::{even_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::routed::{adjacency, RouteSearch};
 use crate::embed::EmbedError;

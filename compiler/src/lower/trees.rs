@@ -270,7 +270,11 @@ fn by_count(machine: &Machine, compute: &[NodeId]) -> u64 {
     compute
         .iter()
         .map(|&n| {
-            let room: u64 = machine.links_at(n).into_iter().map(|(l, _)| per_step(l)).sum();
+            let room: u64 = machine
+                .links_at(n)
+                .into_iter()
+                .map(|(l, _)| per_step(l))
+                .sum();
             others.div_ceil(room.max(1))
         })
         .max()

@@ -1,0 +1,128 @@
+//! Tests of the search's bounds: what lets it skip a shape, and `auto` a whole method.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use super::*;
+use crate::lower::testing::{machine, spec};
+use schedule_ir::DType;
+
+/// Machines whose links differ in count (corners, parallel links), speed and latency.
+fn machines() -> Vec<Machine> {
+    [
+        r#"Topology(name: "t", machine: Torus(dims: [4, 4]))"#,
+        r#"Topology(name: "m", machine: Mesh(dims: [3, 5], link: (bandwidth_gbps: 50.0, latency_us: 0.2)))"#,
+        r#"Topology(name: "l", machine: Ladder(pairs: 4))"#,
+        r#"Topology(name: "g", machine: Graph(nodes: ["a", "b", "c", "d"], links: [
+            (id: "ab", between: ("a", "b"), bandwidth_gbps: 400.0, latency_us: 0.3),
+            (id: "bc", between: ("b", "c"), bandwidth_gbps: 100.0),
+            (id: "cd", between: ("c", "d"), bandwidth_gbps: 100.0, latency_us: 2.0),
+            (id: "da", between: ("d", "a"), bandwidth_gbps: 200.0),
+            (id: "ac", between: ("a", "c"), bandwidth_gbps: 50.0)]))"#,
+    ]
+    .iter()
+    .map(|text| machine(text))
+    .collect()
+}
+
+/// Every shape the search may try prices its all-gather at no less than [`least_price`]: the
+/// bound that lets the search skip a shape without changing what it keeps.
+#[test]
+fn no_synthesis_is_priced_below_its_least_price() {
+    for m in machines() {
+        let links = Links::of(&m).unwrap();
+        let p = links.nodes.len();
+        for elements in [256, 1 << 16, 1 << 24] {
+            let spec = spec(Collective::AllGather, DType::F32, elements);
+            for (per_node, grains) in shapes(p, elements, spec.collective) {
+                for reference in links.references() {
+                    for &grain in &grains {
+                        let (dirs, index) = links.at(reference, grain);
+                        let least = least_price(&links, &dirs, &index, &spec, per_node);
+                        for pick in [Pick::Rarest, Pick::Any] {
+                            let chunks = per_node * p;
+                            let gather =
+                                synth::gather(p, chunks, |c| c / per_node, &dirs, pick, 5, 1 << 20)
+                                    .unwrap();
+                            let priced = price(&links, &index, &gather, &spec, chunks);
+                            assert!(
+                                least <= priced,
+                                "{}: {per_node} per node, grain {grain}, {reference} Gbit/s: \
+                                 least {least} above the price {priced}",
+                                m.name
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Skipping the shapes that cannot beat the best so far keeps the search's pick: the same
+/// shape and price as a search that synthesises every shape within the same budget.
+#[test]
+fn skipping_shapes_keeps_the_pick() {
+    for m in machines() {
+        let links = Links::of(&m).unwrap();
+        for collective in [Collective::AllGather, Collective::ReduceScatter] {
+            for elements in [1 << 10, 1 << 18, 1 << 26] {
+                let spec = spec(collective, DType::F32, elements);
+                let kept = search(&links, &spec).unwrap();
+                let every = search_every(&links, &spec);
+                let (a, b) = (&kept[0], &every);
+                assert_eq!(
+                    (a.per_node, a.grain, a.pick, a.seconds, &a.gather),
+                    (b.per_node, b.grain, b.pick, b.seconds, &b.gather),
+                    "{} {collective} at {elements}",
+                    m.name
+                );
+            }
+        }
+    }
+}
+
+/// The search without skipping: every shape within the budget synthesised, the cheapest kept
+/// (of equal prices, the first tried).
+fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
+    let p = links.nodes.len();
+    let mut spent = 0u64;
+    let mut best: Option<Best> = None;
+    for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
+        let chunks = per_node * p;
+        let receptions = chunks as u64 * p.saturating_sub(1) as u64;
+        for reference in links.references() {
+            for &grain in &grains {
+                let (dirs, index) = links.at(reference, grain);
+                for (pick, seed) in [
+                    (Pick::Rarest, SEEDS[0]),
+                    (Pick::Any, SEEDS[0]),
+                    (Pick::Rarest, SEEDS[1]),
+                ] {
+                    if best.is_some() && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
+                        continue;
+                    }
+                    spent = spent.saturating_add(receptions);
+                    let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX).max(1);
+                    let Some(gather) =
+                        synth::gather(p, chunks, |c| c / per_node, &dirs, pick, seed, max_steps)
+                    else {
+                        continue;
+                    };
+                    let seconds = price(links, &index, &gather, spec, chunks);
+                    if best.as_ref().is_none_or(|b| seconds < b.seconds) {
+                        best = Some(Best {
+                            gather,
+                            dirs: index.clone(),
+                            capacity: dirs.iter().map(|d| d.capacity).collect(),
+                            per_node,
+                            grain,
+                            reference,
+                            pick,
+                            seconds,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    best.unwrap()
+}
