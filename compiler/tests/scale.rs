@@ -140,6 +140,47 @@ fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
     assert!(note.reason.contains(", not lowered"), "{}", note.reason);
 }
 
+/// On a 32 × 32 torus (1 024 nodes) `auto` lowers `rotated-hd` only, for the allreduce and for
+/// the allgather of `examples/torus4x4.ron`'s phases: the floors of `trees` (its trees' depth,
+/// its pipeline's pieces), `halving-doubling` (the bytes each of its steps moves over one link)
+/// and `matching` (the steps its receptions take) show that none can beat it, so none of them
+/// is packed, routed or synthesised (BENCHMARKS.md, "`auto` compile time: small machines and
+/// 1,024-node meshes").
+#[test]
+fn auto_lowers_only_rotated_hd_on_a_1024_node_torus() {
+    let text = "Topology(name: \"t\", machine: Torus(dims: [32, 32], link: (bandwidth_gbps: \
+                200.0, latency_us: 0.5)), phases: [Exchange(name: \"grads\", collective: \
+                AllReduce, op: Sum, dtype: F32, elements: 1048576), Exchange(name: \
+                \"activations\", collective: AllGather, op: Sum, dtype: F32, elements: 65536)])";
+    let loaded = topoc::load(text).unwrap();
+    for request in loaded.phases().unwrap() {
+        let (_, note) = lower_phase(
+            &loaded.machine,
+            &request.at,
+            &request.spec,
+            Choice::Auto,
+            &Knobs::default(),
+        )
+        .unwrap();
+        assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
+        for w in &note.weighed {
+            match (&w.verdict, w.method) {
+                (Verdict::Estimate(_), Method::RotatedHd) => {}
+                (Verdict::Skipped(_) | Verdict::Refused(_) | Verdict::Unsupported, m)
+                    if m != Method::RotatedHd => {}
+                (verdict, m) => panic!("{m}: {verdict:?}; {}", note.reason),
+            }
+        }
+        for skipped in [Method::Trees, Method::Matching] {
+            assert!(
+                note.reason.contains(&format!("; {skipped} ≥ ")),
+                "{skipped} is skipped with its floor: {}",
+                note.reason
+            );
+        }
+    }
+}
+
 /// A 64 × 64 torus (4096 nodes): `auto` compiles and proves an allreduce whose instructions
 /// name more chunk ids (2^28) than the limit before lists were held as runs (2^25), and the
 /// lists hold a run or two each. Takes minutes in a debug build, so it runs with

@@ -207,7 +207,11 @@ impl Lowering for Matching {
 /// an all-gather takes at least `T = max_v ⌈(p - 1) · k / c_v⌉` steps, and its reversal, the
 /// reduce-scatter, as many. An allreduce is either both halves in turn (`2T` steps) or the
 /// overlapped placement ([`overlap`]), whose all-gather transfers alone, `pieces` times as many
-/// chunks at the same capacities (grain 1), take at least `T`. Every one of these steps sends at
+/// chunks at the same capacities (grain 1), take at least `T`. Counted over the whole machine
+/// too: each half moves every one of the `k · p` chunks (of every piece) over `p - 1` tree
+/// edges, and all directions together carry at most `Σ_v c_v` per step (a direction and its
+/// reverse carry as many), so there are at least `h · (p - 1) · k · p / Σ_v c_v` steps for
+/// `h` halves. Every one of these steps sends at
 /// least one chunk over a link, so it is charged at least one link latency and at least the
 /// smallest chunk's bytes over the fastest link's bandwidth (with up to 8 pieces for an
 /// allreduce). The floor is the least, over every shape [`search`] may try, of the machine's
@@ -227,6 +231,7 @@ fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
     } else {
         1
     };
+    let halves = super::halves(spec.collective).map_or(1, |(rs, ag)| u64::from(rs) + u64::from(ag));
     let mut least = f64::INFINITY;
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
         let lacking = p.saturating_sub(1) as u64 * per_node as u64;
@@ -239,11 +244,14 @@ fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
                 for d in &dirs {
                     inbound[d.to] += u64::from(d.capacity);
                 }
-                let steps = inbound
+                let per_node_steps = inbound
                     .iter()
                     .map(|&c| lacking.div_ceil(c.max(1)))
                     .max()
                     .unwrap_or(0);
+                let capacity: u64 = inbound.iter().sum();
+                let all = (halves * lacking).saturating_mul(p as u64);
+                let steps = per_node_steps.max(all.div_ceil(capacity.max(1)));
                 let carried = super::floor::carrying(steps, chunk, fastest);
                 least = least.min(base.in_steps_carrying(steps, carried));
             }
