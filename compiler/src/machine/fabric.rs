@@ -233,14 +233,22 @@ fn check_size(d: &FabricDecl) -> Option<Problem> {
     }
     let links = l.link_count();
     if links > MAX_LINKS {
-        return Some(Problem::at(
+        let problem = Problem::at(
             path!["machine", "hosts"],
             format!(
                 "{} hosts of {} ranks make {links} links, more than the compiler supports ({MAX_LINKS})",
                 d.hosts, d.ranks_per_host
             ),
             "too large",
-        ));
+        );
+        return Some(if l.mesh_links > 0 {
+            problem.hint(format!(
+                "a `FullMesh` host fabric has {} links in each host of {} ranks; a `Switch` has {}",
+                l.mesh_links, d.ranks_per_host, d.ranks_per_host
+            ))
+        } else {
+            problem
+        });
     }
     None
 }
@@ -476,6 +484,26 @@ mod tests {
     use super::*;
     use schedule_ir::LinkId;
 
+    fn build(d: &FabricDecl) -> Machine {
+        match fabric("f", d) {
+            Ok(m) => m,
+            Err(p) => unreachable!("{p:?}"),
+        }
+    }
+
+    fn link_names(m: &Machine) -> Vec<&str> {
+        (0..m.link_count())
+            .map(|j| m.link(LinkId::new(j)).name.as_str())
+            .collect()
+    }
+
+    fn params(bandwidth_gbps: f64) -> LinkParams {
+        LinkParams {
+            bandwidth_gbps,
+            ..LinkParams::default()
+        }
+    }
+
     #[test]
     fn two_level_fabric_names_and_blocks() {
         let (nic, switch) = (DeviceDecl::default(), DeviceDecl::default());
@@ -483,16 +511,10 @@ mod tests {
             leaf_switches: Some(2),
             ..FabricDecl::new(3, 2, &nic, &switch)
         };
-        let m = match fabric("f", &d) {
-            Ok(m) => m,
-            Err(p) => unreachable!("{p:?}"),
-        };
+        let m = build(&d);
         assert_eq!(m.node_count(), 6 + 3 + 2 + 1);
-        let names: Vec<&str> = (0..m.link_count())
-            .map(|j| m.link(LinkId::new(j)).name.as_str())
-            .collect();
         assert_eq!(
-            names,
+            link_names(&m),
             [
                 "NIC0-H0R0",
                 "NIC0-H0R1",
@@ -508,5 +530,171 @@ mod tests {
             ]
         );
         assert_eq!(m.devices.len(), 3 + 2 + 1);
+    }
+
+    #[test]
+    fn ranks_split_evenly_among_their_hosts_nics() {
+        let nic = DeviceDecl::default();
+        let d = FabricDecl {
+            nics_per_host: 2,
+            host_link: params(512.0),
+            network_link: params(400.0),
+            ..FabricDecl::new(2, 4, &nic, &nic)
+        };
+        let m = build(&d);
+        assert_eq!(m.node_count(), 8 + 4 + 1);
+        assert_eq!(
+            link_names(&m),
+            [
+                "NIC0.0-H0R0",
+                "NIC0.0-H0R1",
+                "NIC0.1-H0R2",
+                "NIC0.1-H0R3",
+                "NIC1.0-H1R0",
+                "NIC1.0-H1R1",
+                "NIC1.1-H1R2",
+                "NIC1.1-H1R3",
+                "SW-NIC0.0",
+                "SW-NIC0.1",
+                "SW-NIC1.0",
+                "SW-NIC1.1",
+            ]
+        );
+        let bandwidth = |name: &str| m.link_by_name(name).map(|l| m.link(l).bandwidth_gbps);
+        assert_eq!(bandwidth("NIC1.1-H1R3"), Some(512.0));
+        assert_eq!(bandwidth("SW-NIC1.1"), Some(400.0));
+        assert_eq!(m.devices.len(), 4 + 1, "four NICs and the switch");
+    }
+
+    #[test]
+    fn every_leaf_joins_every_spine() {
+        let nic = DeviceDecl::default();
+        let d = FabricDecl {
+            nics_per_host: 2,
+            leaf_switches: Some(2),
+            spines: 3,
+            spine_link: params(800.0),
+            ..FabricDecl::new(4, 2, &nic, &nic)
+        };
+        let m = build(&d);
+        assert_eq!(m.node_count(), 8 + 8 + 2 + 3);
+        let names = link_names(&m);
+        assert_eq!(names.len(), 8 + 8 + 2 * 3);
+        // NICs host by host in two blocks of four: hosts 0 and 1 on SW0, 2 and 3 on SW1.
+        assert_eq!(
+            names[8..16],
+            [
+                "SW0-NIC0.0",
+                "SW0-NIC0.1",
+                "SW0-NIC1.0",
+                "SW0-NIC1.1",
+                "SW1-NIC2.0",
+                "SW1-NIC2.1",
+                "SW1-NIC3.0",
+                "SW1-NIC3.1",
+            ]
+        );
+        assert_eq!(
+            names[16..],
+            ["SP0-SW0", "SP1-SW0", "SP2-SW0", "SP0-SW1", "SP1-SW1", "SP2-SW1"]
+        );
+        for name in &names[16..] {
+            let l = m.link_by_name(name).unwrap_or_else(|| unreachable!());
+            assert_eq!(m.link(l).bandwidth_gbps, 800.0, "{name}");
+        }
+        assert!(m.node_by_name("SW").is_none(), "several spines are SP0 …");
+        assert_eq!(m.devices.len(), 8 + 2 + 3);
+    }
+
+    #[test]
+    fn host_fabrics_join_each_hosts_ranks() {
+        let nic = DeviceDecl::default();
+        let switched = FabricDecl {
+            host_fabric: Some(HostFabric::Switch {
+                link: params(3600.0),
+            }),
+            ..FabricDecl::new(2, 3, &nic, &nic)
+        };
+        let m = build(&switched);
+        assert_eq!(m.node_count(), 6 + 2 + 2 + 1);
+        assert_eq!(
+            link_names(&m)[6..12],
+            [
+                "HS0-H0R0", "HS0-H0R1", "HS0-H0R2", "HS1-H1R0", "HS1-H1R1", "HS1-H1R2"
+            ]
+        );
+        assert_eq!(m.link(LinkId::new(6)).bandwidth_gbps, 3600.0);
+        assert_eq!(
+            m.devices.len(),
+            2 + 1,
+            "host switches only forward: no device entry"
+        );
+        let meshed = FabricDecl {
+            host_fabric: Some(HostFabric::FullMesh {
+                link: params(900.0),
+            }),
+            ..switched
+        };
+        let m = build(&meshed);
+        assert_eq!(m.node_count(), 6 + 2 + 1);
+        assert_eq!(
+            link_names(&m)[6..12],
+            [
+                "H0R0-H0R1",
+                "H0R0-H0R2",
+                "H0R1-H0R2",
+                "H1R0-H1R1",
+                "H1R0-H1R2",
+                "H1R1-H1R2"
+            ]
+        );
+        assert_eq!(m.link(LinkId::new(11)).bandwidth_gbps, 900.0);
+    }
+
+    #[test]
+    fn every_count_is_checked_before_building() {
+        let nic = DeviceDecl::default();
+        let fields = |d: FabricDecl| -> Vec<String> {
+            match fabric("f", &d) {
+                Ok(_) => Vec::new(),
+                Err(problems) => problems.iter().map(|p| p.message.clone()).collect(),
+            }
+        };
+        let base = FabricDecl::new(4, 6, &nic, &nic);
+        assert!(fields(base).is_empty());
+        let zero = fields(FabricDecl {
+            nics_per_host: 0,
+            spines: 0,
+            leaf_switches: Some(2),
+            ..base
+        });
+        assert_eq!(
+            zero,
+            [
+                "a host needs at least 1 NIC, not 0",
+                "a fabric needs at least 1 spine switch, not 0"
+            ]
+        );
+        let uneven = fields(FabricDecl {
+            nics_per_host: 4,
+            ..base
+        });
+        assert_eq!(
+            uneven,
+            ["4 NICs per host cannot share 6 ranks per host evenly"]
+        );
+        // 4 hosts × 3 NICs = 12 NICs: 12 leaves is the most.
+        let leaves = |k| {
+            fields(FabricDecl {
+                nics_per_host: 3,
+                leaf_switches: Some(k),
+                ..base
+            })
+        };
+        assert!(leaves(12).is_empty());
+        assert_eq!(
+            leaves(13),
+            ["13 leaf switches for 12 NICs would leave some leaves with no NIC"]
+        );
     }
 }
