@@ -1,0 +1,102 @@
+//! The `Fabric` kind with several NICs per host, several spines and a fabric inside each host:
+//! it says what a handwritten `Graph` says (the bundled `nvswitch-2x8.ron` is
+//! `fabric-nvswitch-2x8.ron`, node for node and link for link), and the hierarchical method
+//! finds each host as a group whose members leave through their own NICs.
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use topoc::embed::groups;
+use topoc::machine::Machine;
+
+fn load(example: &str) -> Machine {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
+    let source = std::fs::read_to_string(&path).expect("readable example");
+    match topoc::load(&source) {
+        Ok(loaded) => loaded.machine,
+        Err(e) => panic!("{example} does not load: {e:?}"),
+    }
+}
+
+/// The handwritten graph's names in the fabric's scheme: `n1g3` is `H1R3`, `nvsw1` is `HS1`,
+/// `nic1.3` is `NIC1.3`, `leaf` is `SW`.
+fn fabric_name(graph_name: &str) -> String {
+    if let Some(rest) = graph_name.strip_prefix("nvsw") {
+        format!("HS{rest}")
+    } else if let Some(rest) = graph_name.strip_prefix("nic") {
+        format!("NIC{rest}")
+    } else if graph_name == "leaf" {
+        "SW".to_string()
+    } else if let Some((host, rank)) = graph_name
+        .strip_prefix('n')
+        .and_then(|r| r.split_once('g'))
+    {
+        format!("H{host}R{rank}")
+    } else {
+        panic!("unexpected name {graph_name}")
+    }
+}
+
+/// Nodes as (name, kind) and links as (endpoints, bandwidth, latency, lanes), names mapped by
+/// `rename`: the graph up to ids and link names.
+type Shape = (BTreeSet<String>, Vec<(String, String, u64, u64, u32)>);
+
+fn shape(m: &Machine, rename: impl Fn(&str) -> String) -> Shape {
+    let ir = m.to_ir();
+    let nodes = ir
+        .nodes
+        .iter()
+        .map(|n| format!("{} {:?}", rename(&n.name), n.kind))
+        .collect();
+    let mut links: Vec<_> = ir
+        .links
+        .iter()
+        .map(|l| {
+            let mut ends = [
+                rename(&ir.nodes[l.a.index()].name),
+                rename(&ir.nodes[l.b.index()].name),
+            ];
+            ends.sort();
+            let [a, b] = ends;
+            (
+                a,
+                b,
+                l.bandwidth_gbps.to_bits(),
+                l.latency_us.to_bits(),
+                l.lanes,
+            )
+        })
+        .collect();
+    links.sort();
+    (nodes, links)
+}
+
+#[test]
+fn the_fabric_builds_the_handwritten_nvswitch_machine() {
+    let graph = load("nvswitch-2x8.ron");
+    let fabric = load("fabric-nvswitch-2x8.ron");
+    let (graph_nodes, graph_links) = shape(&graph, fabric_name);
+    let (fabric_nodes, fabric_links) = shape(&fabric, str::to_string);
+    assert_eq!(graph_nodes.len(), 16 + 2 + 16 + 1);
+    assert_eq!(graph_links.len(), 16 + 16 + 16);
+    assert_eq!(fabric_nodes, graph_nodes);
+    assert_eq!(fabric_links, graph_links);
+    assert_eq!(fabric.switch_latency_us, graph.switch_latency_us);
+    // The fabric also records what its NICs and switch can do; none of them reduces here.
+    assert!(fabric.devices.values().all(|d| !d.reduces));
+}
+
+#[test]
+fn each_host_is_a_group_whose_rails_leave_through_their_own_nics() {
+    let m = load("fabric-spines.ron");
+    let g = groups::find(&m).unwrap_or_else(|e| panic!("groups: {e:?}"));
+    assert_eq!((g.count(), g.size()), (8, 8));
+    for (h, routes) in g.rail.iter().enumerate() {
+        for (i, route) in routes.iter().enumerate() {
+            let first = &m.link(route[0]).name;
+            assert_eq!(first, &format!("NIC{h}.{i}-H{h}R{i}"), "rail {i} of host {h}");
+        }
+    }
+}
