@@ -100,3 +100,45 @@ fn each_host_is_a_group_whose_rails_leave_through_their_own_nics() {
         }
     }
 }
+
+/// Four hosts of four GPUs, a NIC per GPU, two leaves (two hosts each) under four spines
+/// joined by single 400 Gbit/s links: the rails that cross from one leaf to the other take
+/// one spine each, where the first shortest route would send them all over `SP0`.
+#[test]
+fn rails_that_cross_leaves_spread_over_the_spines() {
+    let source = r#"Topology(
+        name: "thin-spines",
+        machine: Fabric(
+            hosts: 4,
+            ranks_per_host: 4,
+            nics_per_host: 4,
+            host_fabric: Switch(link: (bandwidth_gbps: 3600.0)),
+            leaf_switches: 2,
+            spines: 4,
+            host_link: (bandwidth_gbps: 512.0),
+            network_link: (bandwidth_gbps: 400.0),
+        ),
+    )"#;
+    let m = topoc::load(source).unwrap().machine;
+    let g = groups::find(&m).unwrap_or_else(|e| panic!("groups: {e:?}"));
+    assert_eq!((g.count(), g.size()), (4, 4));
+    let spine_of = |route: &[schedule_ir::LinkId]| -> BTreeSet<String> {
+        route
+            .iter()
+            .filter_map(|&l| m.link(l).name.split_once("-SW").map(|(s, _)| s.to_string()))
+            .filter(|s| s.starts_with("SP"))
+            .collect()
+    };
+    // Hosts 0 and 1 hang off SW0, hosts 2 and 3 off SW1: rails from host 1 to host 2 and
+    // from host 3 to host 0 cross, the others stay on their leaf.
+    for (h, crosses) in [(0, false), (1, true), (2, false), (3, true)] {
+        let spines: Vec<BTreeSet<String>> = g.rail[h].iter().map(|r| spine_of(r)).collect();
+        if crosses {
+            let all: BTreeSet<&String> = spines.iter().flatten().collect();
+            assert_eq!(all.len(), 4, "host {h}'s rails take the four spines: {spines:?}");
+            assert!(spines.iter().all(|s| s.len() == 1));
+        } else {
+            assert!(spines.iter().all(BTreeSet::is_empty), "host {h}: {spines:?}");
+        }
+    }
+}

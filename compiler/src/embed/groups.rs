@@ -96,23 +96,28 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
         .collect::<Result<Vec<_>, _>>()?;
     let g_count = members.len();
     let mut rail = Vec::with_capacity(g_count);
+    // Rails routed so far over each link: where several shortest routes cross the network
+    // (leaves under several spines), each rail takes the least loaded, so that the rails
+    // spread over the spines instead of all crossing the first.
+    let mut load: Load = IdVec::filled(0, machine.link_count());
     for g in 0..g_count {
         let next = &members[(g + 1) % g_count];
-        let routes = members[g]
-            .iter()
-            .zip(next)
-            .map(|(&a, &b)| {
-                slow_route(machine, a, b, Some(&fast))
-                    .or_else(|| slow_route(machine, a, b, None))
-                    .ok_or_else(|| {
-                        EmbedError::NotApplicable(format!(
-                            "no route from {} to {} over the network between groups",
-                            name_of(machine, a),
-                            name_of(machine, b)
-                        ))
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut routes = Vec::with_capacity(next.len());
+        for (&a, &b) in members[g].iter().zip(next) {
+            let route = slow_route(machine, a, b, Some(&fast), &load)
+                .or_else(|| slow_route(machine, a, b, None, &load))
+                .ok_or_else(|| {
+                    EmbedError::NotApplicable(format!(
+                        "no route from {} to {} over the network between groups",
+                        name_of(machine, a),
+                        name_of(machine, b)
+                    ))
+                })?;
+            for &l in &route {
+                load[l] += 1;
+            }
+            routes.push(route);
+        }
         rail.push(routes);
     }
     Ok(Groups {
@@ -124,6 +129,9 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
 
 /// Whether each link is fast, by link.
 type Fast = IdVec<LinkId, bool>;
+
+/// How many rail routes cross each link, by link.
+type Load = IdVec<LinkId, u32>;
 
 fn name_of(machine: &Machine, n: NodeId) -> &str {
     machine.node(n).name.as_str()
@@ -230,35 +238,62 @@ fn fabric_routes(
 /// every run). Without `fast`, any link may be taken: where a member reaches the network only
 /// through its group's switch (a host's ranks behind its NIC), the route leaves and enters
 /// the groups over their fast links; it still crosses the slow network between them, since
-/// the groups are the components of the fast links.
-fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: Option<&Fast>) -> Option<Vec<LinkId>> {
+/// the groups are the components of the fast links. Among shortest routes, walking back from
+/// `b`, each hop takes the link with the fewest routes already on it per unit of bandwidth
+/// (`load`), the breadth-first search's own link on a tie.
+fn slow_route(
+    machine: &Machine,
+    a: NodeId,
+    b: NodeId,
+    fast: Option<&Fast>,
+    load: &Load,
+) -> Option<Vec<LinkId>> {
+    let allowed = |l: LinkId| fast.is_none_or(|fast| !fast[l]);
+    // A node is passed through when it is the start or not a compute node.
+    let through = |v: NodeId| v == a || machine.node(v).kind != NodeKind::Compute;
     let mut came: IdVec<NodeId, Option<(LinkId, NodeId)>> =
         IdVec::filled(None, machine.node_count());
-    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, machine.node_count());
-    *seen.get_mut(a)? = true;
+    let mut dist: IdVec<NodeId, Option<usize>> = IdVec::filled(None, machine.node_count());
+    *dist.get_mut(a)? = Some(0);
     let mut queue = VecDeque::from([a]);
     while let Some(v) = queue.pop_front() {
         if v == b {
-            let mut route = Vec::new();
-            let mut at = b;
-            while let Some((l, prev)) = came[at] {
-                route.push(l);
-                at = prev;
-            }
-            route.reverse();
-            return Some(route);
+            break;
         }
-        if v != a && machine.node(v).kind == NodeKind::Compute {
+        if !through(v) {
             continue;
         }
+        let d = dist[v].unwrap_or(0);
         for (l, w) in machine.links_at(v) {
-            let allowed = fast.is_none_or(|fast| !fast[l]);
-            if allowed && !seen[w] {
-                seen[w] = true;
+            if allowed(l) && dist[w].is_none() {
+                dist[w] = Some(d + 1);
                 came[w] = Some((l, v));
                 queue.push_back(w);
             }
         }
     }
-    None
+    dist[b]?;
+    let weight = |l: LinkId| f64::from(load[l] + 1) / machine.link(l).bandwidth_gbps;
+    let mut route = Vec::new();
+    let mut at = b;
+    while let Some((own, prev)) = came[at] {
+        let before = dist[at].map(|d| d.saturating_sub(1));
+        let lightest = machine
+            .links_at(at)
+            .into_iter()
+            .filter(|&(l, u)| allowed(l) && through(u) && dist[u] == before)
+            .fold(None, |best: Option<(LinkId, NodeId)>, (l, u)| match best {
+                Some((k, _)) if weight(k) <= weight(l) => best,
+                _ => Some((l, u)),
+            });
+        let hop = match lightest {
+            Some((l, _)) if weight(l) < weight(own) => lightest,
+            _ => Some((own, prev)),
+        };
+        let (l, u) = hop?;
+        route.push(l);
+        at = u;
+    }
+    route.reverse();
+    Some(route)
 }
