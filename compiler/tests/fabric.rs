@@ -29,9 +29,7 @@ fn fabric_name(graph_name: &str) -> String {
         format!("NIC{rest}")
     } else if graph_name == "leaf" {
         "SW".to_string()
-    } else if let Some((host, rank)) = graph_name
-        .strip_prefix('n')
-        .and_then(|r| r.split_once('g'))
+    } else if let Some((host, rank)) = graph_name.strip_prefix('n').and_then(|r| r.split_once('g'))
     {
         format!("H{host}R{rank}")
     } else {
@@ -96,7 +94,11 @@ fn each_host_is_a_group_whose_rails_leave_through_their_own_nics() {
     for (h, routes) in g.rail.iter().enumerate() {
         for (i, route) in routes.iter().enumerate() {
             let first = &m.link(route[0]).name;
-            assert_eq!(first, &format!("NIC{h}.{i}-H{h}R{i}"), "rail {i} of host {h}");
+            assert_eq!(
+                first,
+                &format!("NIC{h}.{i}-H{h}R{i}"),
+                "rail {i} of host {h}"
+            );
         }
     }
 }
@@ -135,10 +137,39 @@ fn rails_that_cross_leaves_spread_over_the_spines() {
         let spines: Vec<BTreeSet<String>> = g.rail[h].iter().map(|r| spine_of(r)).collect();
         if crosses {
             let all: BTreeSet<&String> = spines.iter().flatten().collect();
-            assert_eq!(all.len(), 4, "host {h}'s rails take the four spines: {spines:?}");
+            assert_eq!(
+                all.len(),
+                4,
+                "host {h}'s rails take the four spines: {spines:?}"
+            );
             assert!(spines.iter().all(|s| s.len() == 1));
         } else {
-            assert!(spines.iter().all(BTreeSet::is_empty), "host {h}: {spines:?}");
+            assert!(
+                spines.iter().all(BTreeSet::is_empty),
+                "host {h}: {spines:?}"
+            );
+        }
+    }
+}
+
+/// The largest counts the language accepts are refused by the size limits, at once and
+/// without building anything (every count is multiplied in `u64`, saturating).
+#[test]
+fn the_largest_counts_are_refused_by_the_size_limits() {
+    let max = u32::MAX;
+    for machine in [
+        format!("Fabric(hosts: 1, ranks_per_host: {max}, nics_per_host: {max}, leaf_switches: 1, spines: {max}, host_fabric: FullMesh())"),
+        format!("Fabric(hosts: {max}, ranks_per_host: 1, leaf_switches: {max}, spines: {max}, host_fabric: Switch())"),
+        "Fabric(hosts: 1, ranks_per_host: 2000, host_fabric: FullMesh())".to_string(),
+    ] {
+        let source = format!("Topology(name: \"huge\", machine: {machine})");
+        match topoc::load(&source) {
+            Err(topoc::Error::Topology(problems)) => {
+                let message = &problems[0].message;
+                assert!(message.contains("more than the compiler supports"), "{machine}: {message}");
+            }
+            Err(other) => panic!("{machine}: {other}"),
+            Ok(_) => panic!("{machine} was built"),
         }
     }
 }

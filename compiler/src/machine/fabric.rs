@@ -308,7 +308,9 @@ impl Layout {
         let (host_switches, mesh_links) = match d.host_fabric {
             None => (0, 0),
             Some(HostFabric::Switch { .. }) => (hosts, 0),
-            Some(HostFabric::FullMesh { .. }) => (0, ranks * ranks.saturating_sub(1) / 2),
+            Some(HostFabric::FullMesh { .. }) => {
+                (0, ranks.saturating_mul(ranks.saturating_sub(1)) / 2)
+            }
         };
         Layout {
             hosts,
@@ -467,14 +469,20 @@ pub fn fabric(name: &str, d: &FabricDecl) -> Result<Machine, Vec<Problem>> {
     let mut machine = Machine::from_parts(name, nodes, links, Shape::Fabric);
     for h in 0..l.hosts {
         for n in 0..l.nics {
-            machine.devices.insert(NodeId::new(l.nic(h, n)), caps(d.nic));
+            machine
+                .devices
+                .insert(NodeId::new(l.nic(h, n)), caps(d.nic));
         }
     }
     for j in 0..l.leaves {
-        machine.devices.insert(NodeId::new(l.leaf(j)), caps(d.switch));
+        machine
+            .devices
+            .insert(NodeId::new(l.leaf(j)), caps(d.switch));
     }
     for s in 0..l.spines {
-        machine.devices.insert(NodeId::new(l.spine(s)), caps(d.switch));
+        machine
+            .devices
+            .insert(NodeId::new(l.spine(s)), caps(d.switch));
     }
     Ok(machine)
 }
@@ -619,9 +627,7 @@ mod tests {
         assert_eq!(m.node_count(), 6 + 2 + 2 + 1);
         assert_eq!(
             link_names(&m)[6..12],
-            [
-                "HS0-H0R0", "HS0-H0R1", "HS0-H0R2", "HS1-H1R0", "HS1-H1R1", "HS1-H1R2"
-            ]
+            ["HS0-H0R0", "HS0-H0R1", "HS0-H0R2", "HS1-H1R0", "HS1-H1R1", "HS1-H1R2"]
         );
         assert_eq!(m.link(LinkId::new(6)).bandwidth_gbps, 3600.0);
         assert_eq!(
