@@ -64,14 +64,7 @@ impl Groups {
 pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
     let refuse = |why: String| Err(EmbedError::NotApplicable(why));
     let compute = machine.compute_nodes();
-    let fastest = compute
-        .iter()
-        .flat_map(|&n| machine.links_at(n))
-        .map(|(l, _)| machine.link(l).bandwidth_gbps)
-        .fold(0.0, f64::max);
-    let fast: Fast = IdVec::from_fn(machine.link_count(), |l| {
-        machine.link(l).bandwidth_gbps >= FAST_FRACTION * fastest
-    });
+    let fast = fast_links(machine);
     let members = components(machine, &compute, &fast);
     if members.len() < 2 {
         return refuse("the machine is one group: no slower network joins groups".to_string());
@@ -95,16 +88,61 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
         .map(|group| fabric_routes(machine, group, &fast))
         .collect::<Result<Vec<_>, _>>()?;
     let g_count = members.len();
-    let mut rail = Vec::with_capacity(g_count);
-    // Rails routed so far over each link: where several shortest routes cross the network
-    // (leaves under several spines), each rail takes the least loaded, so that the rails
-    // spread over the spines instead of all crossing the first.
+    let rail = rail_routes(machine, &members, &fast, |g| (g + 1) % g_count)?;
+    Ok(Groups {
+        members,
+        inner,
+        rail,
+    })
+}
+
+/// The most groups for which [`partner_routes`] routes the rails of a halving and doubling:
+/// `G·log2 G·k` routes, each a breadth-first search of the machine.
+pub const MAX_PARTNER_GROUPS: usize = 64;
+
+/// `routes[r][g][i]`: the route of rail `i` from group `g` to its partner in round `r` of a
+/// halving and doubling across groups, group `g XOR 2^r`; `None` unless the group count is a
+/// power of two from 4 to [`MAX_PARTNER_GROUPS`].
+pub fn partner_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<Vec<LinkId>>>>> {
+    let g_count = groups.count();
+    if !g_count.is_power_of_two() || !(4..=MAX_PARTNER_GROUPS).contains(&g_count) {
+        return None;
+    }
+    let fast = fast_links(machine);
+    (0..g_count.trailing_zeros())
+        .map(|r| rail_routes(machine, &groups.members, &fast, |g| g ^ (1 << r)).ok())
+        .collect()
+}
+
+/// Whether each link is fast: at least [`FAST_FRACTION`] of the fastest link at a compute node.
+fn fast_links(machine: &Machine) -> Fast {
+    let fastest = machine
+        .compute_nodes()
+        .iter()
+        .flat_map(|&n| machine.links_at(n))
+        .map(|(l, _)| machine.link(l).bandwidth_gbps)
+        .fold(0.0, f64::max);
+    IdVec::from_fn(machine.link_count(), |l| {
+        machine.link(l).bandwidth_gbps >= FAST_FRACTION * fastest
+    })
+}
+
+/// `routes[g][i]`: the route of rail `i` from group `g` to group `to(g)` over the network.
+/// Rails routed so far count on each link: where several shortest routes cross the network
+/// (leaves under several spines), each rail takes the least loaded, so that the rails spread
+/// over the spines instead of all crossing the first.
+fn rail_routes(
+    machine: &Machine,
+    members: &[Vec<NodeId>],
+    fast: &Fast,
+    to: impl Fn(usize) -> usize,
+) -> Result<Vec<Vec<Vec<LinkId>>>, EmbedError> {
     let mut load: Load = IdVec::filled(0, machine.link_count());
-    for g in 0..g_count {
-        let next = &members[(g + 1) % g_count];
-        let mut routes = Vec::with_capacity(next.len());
-        for (&a, &b) in members[g].iter().zip(next) {
-            let route = slow_route(machine, a, b, Some(&fast), &load)
+    let mut rail = Vec::with_capacity(members.len());
+    for (g, group) in members.iter().enumerate() {
+        let mut routes = Vec::with_capacity(group.len());
+        for (&a, &b) in group.iter().zip(&members[to(g)]) {
+            let route = slow_route(machine, a, b, Some(fast), &load)
                 .or_else(|| slow_route(machine, a, b, None, &load))
                 .ok_or_else(|| {
                     EmbedError::NotApplicable(format!(
@@ -120,11 +158,7 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
         }
         rail.push(routes);
     }
-    Ok(Groups {
-        members,
-        inner,
-        rail,
-    })
+    Ok(rail)
 }
 
 /// Whether each link is fast, by link.
