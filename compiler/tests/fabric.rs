@@ -173,3 +173,25 @@ fn the_largest_counts_are_refused_by_the_size_limits() {
         }
     }
 }
+
+/// A NIC count that does not divide a huge prime rank count is refused at once, naming the
+/// divisors it may take.
+#[test]
+fn uneven_nics_are_refused_quickly_whatever_the_rank_count() {
+    let source = "Topology(name: \"f\", machine: Fabric(hosts: 1, ranks_per_host: 4294967291, nics_per_host: 3))";
+    match topoc::load(source) {
+        Err(topoc::Error::Topology(problems)) => {
+            assert_eq!(
+                problems[0].message,
+                "3 NICs per host cannot share 4294967291 ranks per host evenly"
+            );
+            assert!(
+                problems[0].notes[0].ends_with(": 1, …, 4294967291"),
+                "{:?}",
+                problems[0].notes
+            );
+        }
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("built"),
+    }
+}

@@ -137,11 +137,15 @@ fn check_nics(d: &FabricDecl) -> Option<Problem> {
         );
     }
     if ranks > 0 && ranks % nics != 0 {
-        let divisors: Vec<String> = (1..=ranks)
+        // The small divisors and the count itself: a search bounded whatever the count.
+        let mut divisors: Vec<String> = (1..=ranks.min(1024))
             .filter(|k| ranks % k == 0)
             .take(16)
             .map(|k| k.to_string())
             .collect();
+        if ranks > 1024 {
+            divisors.push(format!("…, {ranks}"));
+        }
         return Some(
             Problem::at(
                 at,
