@@ -64,14 +64,7 @@ impl Groups {
 pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
     let refuse = |why: String| Err(EmbedError::NotApplicable(why));
     let compute = machine.compute_nodes();
-    let fastest = compute
-        .iter()
-        .flat_map(|&n| machine.links_at(n))
-        .map(|(l, _)| machine.link(l).bandwidth_gbps)
-        .fold(0.0, f64::max);
-    let fast: Fast = IdVec::from_fn(machine.link_count(), |l| {
-        machine.link(l).bandwidth_gbps >= FAST_FRACTION * fastest
-    });
+    let fast = fast_links(machine);
     let members = components(machine, &compute, &fast);
     if members.len() < 2 {
         return refuse("the machine is one group: no slower network joins groups".to_string());
@@ -95,26 +88,7 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
         .map(|group| fabric_routes(machine, group, &fast))
         .collect::<Result<Vec<_>, _>>()?;
     let g_count = members.len();
-    let mut rail = Vec::with_capacity(g_count);
-    for g in 0..g_count {
-        let next = &members[(g + 1) % g_count];
-        let routes = members[g]
-            .iter()
-            .zip(next)
-            .map(|(&a, &b)| {
-                slow_route(machine, a, b, Some(&fast))
-                    .or_else(|| slow_route(machine, a, b, None))
-                    .ok_or_else(|| {
-                        EmbedError::NotApplicable(format!(
-                            "no route from {} to {} over the network between groups",
-                            name_of(machine, a),
-                            name_of(machine, b)
-                        ))
-                    })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        rail.push(routes);
-    }
+    let rail = rail_routes(machine, &members, &fast, |g| (g + 1) % g_count)?;
     Ok(Groups {
         members,
         inner,
@@ -122,8 +96,76 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
     })
 }
 
+/// The most groups for which [`partner_routes`] routes the rails of a halving and doubling:
+/// `G·log2 G·k` routes, each a breadth-first search of the machine.
+pub const MAX_PARTNER_GROUPS: usize = 64;
+
+/// `routes[r][g][i]`: the route of rail `i` from group `g` to its partner in round `r` of a
+/// halving and doubling across groups, group `g XOR 2^r`; `None` unless the group count is a
+/// power of two from 4 to [`MAX_PARTNER_GROUPS`].
+pub fn partner_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<Vec<LinkId>>>>> {
+    let g_count = groups.count();
+    if !g_count.is_power_of_two() || !(4..=MAX_PARTNER_GROUPS).contains(&g_count) {
+        return None;
+    }
+    let fast = fast_links(machine);
+    (0..g_count.trailing_zeros())
+        .map(|r| rail_routes(machine, &groups.members, &fast, |g| g ^ (1 << r)).ok())
+        .collect()
+}
+
+/// Whether each link is fast: at least [`FAST_FRACTION`] of the fastest link at a compute node.
+fn fast_links(machine: &Machine) -> Fast {
+    let fastest = machine
+        .compute_nodes()
+        .iter()
+        .flat_map(|&n| machine.links_at(n))
+        .map(|(l, _)| machine.link(l).bandwidth_gbps)
+        .fold(0.0, f64::max);
+    IdVec::from_fn(machine.link_count(), |l| {
+        machine.link(l).bandwidth_gbps >= FAST_FRACTION * fastest
+    })
+}
+
+/// `routes[g][i]`: the route of rail `i` from group `g` to group `to(g)` over the network.
+/// Rails routed so far count on each link: where several shortest routes cross the network
+/// (leaves under several spines), each rail takes the least loaded, so that the rails spread
+/// over the spines instead of all crossing the first.
+fn rail_routes(
+    machine: &Machine,
+    members: &[Vec<NodeId>],
+    fast: &Fast,
+    to: impl Fn(usize) -> usize,
+) -> Result<Vec<Vec<Vec<LinkId>>>, EmbedError> {
+    let mut load: Load = IdVec::filled(0, machine.link_count());
+    let mut rail = Vec::with_capacity(members.len());
+    for (g, group) in members.iter().enumerate() {
+        let mut routes = Vec::with_capacity(group.len());
+        for (&a, &b) in group.iter().zip(&members[to(g)]) {
+            let route = slow_route(machine, a, b, Some(fast), &load)
+                .or_else(|| slow_route(machine, a, b, None, &load))
+                .ok_or_else(|| {
+                    EmbedError::NotApplicable(format!(
+                        "no route from {} to {} over the network between groups",
+                        name_of(machine, a),
+                        name_of(machine, b)
+                    ))
+                })?;
+            for &l in &route {
+                load[l] += 1;
+            }
+            routes.push(route);
+        }
+        rail.push(routes);
+    }
+    Ok(rail)
+}
+
 /// Whether each link is fast, by link.
 type Fast = IdVec<LinkId, bool>;
+
+/// How many rail routes cross each link, by link.
+type Load = IdVec<LinkId, u32>;
 
 fn name_of(machine: &Machine, n: NodeId) -> &str {
     machine.node(n).name.as_str()
@@ -230,35 +272,62 @@ fn fabric_routes(
 /// every run). Without `fast`, any link may be taken: where a member reaches the network only
 /// through its group's switch (a host's ranks behind its NIC), the route leaves and enters
 /// the groups over their fast links; it still crosses the slow network between them, since
-/// the groups are the components of the fast links.
-fn slow_route(machine: &Machine, a: NodeId, b: NodeId, fast: Option<&Fast>) -> Option<Vec<LinkId>> {
+/// the groups are the components of the fast links. Among shortest routes, walking back from
+/// `b`, each hop takes the link with the fewest routes already on it per unit of bandwidth
+/// (`load`), the breadth-first search's own link on a tie.
+fn slow_route(
+    machine: &Machine,
+    a: NodeId,
+    b: NodeId,
+    fast: Option<&Fast>,
+    load: &Load,
+) -> Option<Vec<LinkId>> {
+    let allowed = |l: LinkId| fast.is_none_or(|fast| !fast[l]);
+    // A node is passed through when it is the start or not a compute node.
+    let through = |v: NodeId| v == a || machine.node(v).kind != NodeKind::Compute;
     let mut came: IdVec<NodeId, Option<(LinkId, NodeId)>> =
         IdVec::filled(None, machine.node_count());
-    let mut seen: IdVec<NodeId, bool> = IdVec::filled(false, machine.node_count());
-    *seen.get_mut(a)? = true;
+    let mut dist: IdVec<NodeId, Option<usize>> = IdVec::filled(None, machine.node_count());
+    *dist.get_mut(a)? = Some(0);
     let mut queue = VecDeque::from([a]);
     while let Some(v) = queue.pop_front() {
         if v == b {
-            let mut route = Vec::new();
-            let mut at = b;
-            while let Some((l, prev)) = came[at] {
-                route.push(l);
-                at = prev;
-            }
-            route.reverse();
-            return Some(route);
+            break;
         }
-        if v != a && machine.node(v).kind == NodeKind::Compute {
+        if !through(v) {
             continue;
         }
+        let d = dist[v].unwrap_or(0);
         for (l, w) in machine.links_at(v) {
-            let allowed = fast.is_none_or(|fast| !fast[l]);
-            if allowed && !seen[w] {
-                seen[w] = true;
+            if allowed(l) && dist[w].is_none() {
+                dist[w] = Some(d + 1);
                 came[w] = Some((l, v));
                 queue.push_back(w);
             }
         }
     }
-    None
+    dist[b]?;
+    let weight = |l: LinkId| f64::from(load[l] + 1) / machine.link(l).bandwidth_gbps;
+    let mut route = Vec::new();
+    let mut at = b;
+    while let Some((own, prev)) = came[at] {
+        let before = dist[at].map(|d| d.saturating_sub(1));
+        let lightest = machine
+            .links_at(at)
+            .into_iter()
+            .filter(|&(l, u)| allowed(l) && through(u) && dist[u] == before)
+            .fold(None, |best: Option<(LinkId, NodeId)>, (l, u)| match best {
+                Some((k, _)) if weight(k) <= weight(l) => best,
+                _ => Some((l, u)),
+            });
+        let hop = match lightest {
+            Some((l, _)) if weight(l) < weight(own) => lightest,
+            _ => Some((own, prev)),
+        };
+        let (l, u) = hop?;
+        route.push(l);
+        at = u;
+    }
+    route.reverse();
+    Some(route)
 }

@@ -13,9 +13,12 @@
 //! 1. inside every group, a reduce-scatter of the `k` shards: recursive halving when `k` is a
 //!    power of two (`log2 k` steps), a ring otherwise (`k - 1` steps); every transfer carries
 //!    whole shards, so it is one send on the group fabric;
-//! 2. along every rail, a ring reduce-scatter then allgather of the shard's `G` blocks, slice
-//!    by slice: the slices are small, so a NIC transfer lasts about as long as a fabric
-//!    transfer and the two share BSP steps;
+//! 2. along every rail, a reduce-scatter then allgather of the shard's `G` blocks, slice by
+//!    slice: by a ring (`G - 1` steps each way, one block per transfer: the slices are small,
+//!    so a NIC transfer lasts about as long as a fabric transfer and the two share BSP steps),
+//!    or, when `G` is a power of two, by recursive halving and doubling between partner groups
+//!    (`log2 G` steps each way of 1/2, 1/4, … of the shard: the same fractions as the groups'
+//!    own halving, so that each rail step pairs with a fabric step of about its length);
 //! 3. inside every group, the allgather mirroring step 1.
 //!
 //! Reduce-scatter stops after the rail reduce-scatter (member `i` of group `b` owns block `b`
@@ -69,10 +72,11 @@ impl Lowering for Hierarchical {
         let (machine, spec) = (job.machine, job.spec);
         super::halves_only("hierarchical", spec.collective)?;
         let groups = groups::find(machine)?;
+        let partners = groups::partner_routes(machine, &groups);
         let ir = machine.to_ir();
         let mut best: Option<(f64, Phase, Shape)> = None;
-        for shape in candidates(machine, &groups, spec.elements) {
-            let phase = lower_shape(machine, &groups, spec, job.name, shape)?;
+        for shape in candidates(machine, &groups, partners.is_some(), spec.elements) {
+            let phase = lower_shape(machine, &groups, partners.as_ref(), spec, job.name, shape)?;
             let seconds = schedule_ir::cost::estimate(&ir, &phase).seconds;
             if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
                 best = Some((seconds, phase, shape));
@@ -86,9 +90,14 @@ impl Lowering for Hierarchical {
         let mut lowered = Lowered::phase(phase);
         lowered.rings = groups.describe(machine);
         lowered.detail = Some(format!(
-            "{} pieces, {} inside groups, {} slice(s) per block on the rails",
+            "{} pieces, {} inside groups, {} along the rails, {} slice(s) per block",
             shape.pieces,
             if shape.halving { "halving" } else { "rings" },
+            if shape.rail_halving {
+                "halving"
+            } else {
+                "rings"
+            },
             shape.slices
         ));
         Ok(lowered)
@@ -115,14 +124,21 @@ pub struct Shape {
     /// of two) rather than run a ring (`k - 1` equal steps, which pair better with the rails'
     /// slices).
     pub halving: bool,
+    /// Whether the rails halve and double between partner groups (`log2 G` steps each way, for
+    /// `G` a power of two) rather than run a ring (`G - 1` steps each way).
+    pub rail_halving: bool,
 }
+
+/// Routes between partner groups, by round, group and rail ([`groups::partner_routes`]).
+type Partners = Vec<Vec<Vec<Vec<schedule_ir::LinkId>>>>;
 
 /// The shapes tried for a vector of `elements`: every piece count of [`PIECES`], with one slice
 /// and with the slice count that makes a rail transfer about as long as a fabric transfer (a
 /// block is `1/G` of a shard; the rail is slower than the fabric by the ratio of their
 /// bottleneck bandwidths, the rail's divided among the rails that share a link), halving or
-/// ring inside groups. Shapes with more chunks than elements are left out, except the first.
-pub fn candidates(machine: &Machine, groups: &Groups, elements: u64) -> Vec<Shape> {
+/// ring inside groups, ring or (with `partners`) halving along the rails. Shapes with more
+/// chunks than elements are left out, except the first.
+pub fn candidates(machine: &Machine, groups: &Groups, partners: bool, elements: u64) -> Vec<Shape> {
     let slowest = |route: &[schedule_ir::LinkId]| {
         route
             .iter()
@@ -160,18 +176,22 @@ pub fn candidates(machine: &Machine, groups: &Groups, elements: u64) -> Vec<Shap
     } else {
         &[false]
     };
+    let rails: &[bool] = if partners { &[false, true] } else { &[false] };
     let mut shapes: Vec<Shape> = Vec::new();
-    for &halving in halving {
-        for pieces in PIECES {
-            for &slices in &slices {
-                let shape = Shape {
-                    pieces,
-                    slices,
-                    halving,
-                };
-                let fits = (pieces * slices) as u64 * per_piece <= elements;
-                if (shapes.is_empty() || fits) && !shapes.contains(&shape) {
-                    shapes.push(shape);
+    for &rail_halving in rails {
+        for &halving in halving {
+            for pieces in PIECES {
+                for &slices in &slices {
+                    let shape = Shape {
+                        pieces,
+                        slices,
+                        halving,
+                        rail_halving,
+                    };
+                    let fits = (pieces * slices) as u64 * per_piece <= elements;
+                    if (shapes.is_empty() || fits) && !shapes.contains(&shape) {
+                        shapes.push(shape);
+                    }
                 }
             }
         }
@@ -179,10 +199,12 @@ pub fn candidates(machine: &Machine, groups: &Groups, elements: u64) -> Vec<Shap
     shapes
 }
 
-/// Lowers `spec` with one pipeline shape.
-pub fn lower_shape(
+/// Lowers `spec` with one pipeline shape; a shape that halves along the rails needs
+/// `partners`.
+fn lower_shape(
     machine: &Machine,
     groups: &Groups,
+    partners: Option<&Partners>,
     spec: &PhaseSpec,
     algorithm: &str,
     shape: Shape,
@@ -198,8 +220,19 @@ pub fn lower_shape(
         let shard = (c / (layout.m * layout.g)) % layout.k;
         Some(groups.members[block][shard])
     });
+    let partners = match (shape.rail_halving, partners) {
+        (false, _) => None,
+        (true, Some(p)) => Some(p),
+        (true, None) => {
+            return Err(EmbedError::NotApplicable(
+                "`hierarchical`: no routes between partner groups to halve along the rails"
+                    .to_string(),
+            ))
+        }
+    };
     let mut b = Builder {
         groups,
+        partners,
         layout,
         halving: shape.halving,
         transfers: Transfers::new(),
@@ -264,6 +297,8 @@ impl Layout {
 /// Collects the transfers of the DAG.
 struct Builder<'a> {
     groups: &'a Groups,
+    /// Routes between partner groups, when the rails halve and double.
+    partners: Option<&'a Partners>,
     layout: Layout,
     /// Halving and doubling inside groups, rather than rings.
     halving: bool,
@@ -309,10 +344,10 @@ impl Builder<'_> {
             for (g, r) in ready.iter_mut().enumerate() {
                 *r = self.group_reduce_scatter(p, g);
             }
-            ready = self.rail_ring(p, &ready, RecvMode::Reduce);
+            ready = self.rails(p, &ready, RecvMode::Reduce);
         }
         if collective != Collective::ReduceScatter {
-            let gathered = self.rail_ring(p, &ready, RecvMode::Store);
+            let gathered = self.rails(p, &ready, RecvMode::Store);
             for (g, r) in gathered.iter().enumerate() {
                 // The allgather inside starts once every rail transfer into the member landed.
                 let start: Vec<Vec<TransferId>> = r
@@ -404,6 +439,89 @@ impl Builder<'_> {
         }
     }
 
+    /// The transfers along every rail for piece `p`: by halving and doubling between partner
+    /// groups when the builder has their routes, else by a ring.
+    fn rails(
+        &mut self,
+        p: usize,
+        start: &[Vec<Vec<TransferId>>],
+        mode: RecvMode,
+    ) -> Vec<Vec<Vec<TransferId>>> {
+        match self.partners {
+            Some(partners) => self.rail_halving(p, start, mode, partners),
+            None => self.rail_ring(p, start, mode),
+        }
+    }
+
+    /// Recursive halving (`Reduce`: group `g` ends with block `g`, high bit first) or doubling
+    /// (`Store`: group `g` starts with block `g`, low bit first) between partner groups along
+    /// every rail over piece `p`'s shards, slice by slice. Member `i` of group `g` starts once
+    /// `start[g][i]` landed. Returns, per group and member, every transfer into it: a block is
+    /// complete only when every round's part of it has landed.
+    fn rail_halving(
+        &mut self,
+        p: usize,
+        start: &[Vec<Vec<TransferId>>],
+        mode: RecvMode,
+        partners: &Partners,
+    ) -> Vec<Vec<Vec<TransferId>>> {
+        let (k, gc, m) = (self.layout.k, self.layout.g, self.layout.m);
+        let rounds = gc.trailing_zeros() as usize;
+        let mut into_all: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
+        let reduce = mode == RecvMode::Reduce;
+        for i in 0..k {
+            for s in 0..m {
+                let mut held: Vec<Vec<usize>> = if reduce {
+                    vec![(0..gc).collect(); gc]
+                } else {
+                    (0..gc).map(|g| vec![g]).collect()
+                };
+                // Every transfer into each group so far: a round sends what all earlier
+                // rounds brought, not only the last.
+                let mut got: Vec<Vec<TransferId>> = vec![Vec::new(); gc];
+                let layout = self.layout;
+                for u in 0..rounds {
+                    let bit = if reduce { rounds - 1 - u } else { u };
+                    let mut into = Vec::with_capacity(gc);
+                    for g in 0..gc {
+                        let to = g ^ (1 << bit);
+                        // Halving gives away the blocks that agree with the partner on the
+                        // bit; doubling sends everything held.
+                        let blocks = held[g]
+                            .iter()
+                            .filter(|&&b| !reduce || (b >> bit) & 1 == (to >> bit) & 1);
+                        let chunks: Vec<ChunkId> =
+                            blocks.map(|&b| layout.chunk(p, i, b, s)).collect();
+                        let what = Move::data(
+                            self.groups.members[g][i],
+                            self.groups.members[to][i],
+                            partners[bit][g][i].clone(),
+                            chunks,
+                            mode,
+                        );
+                        let after = start[g][i].iter().chain(&got[g]).copied().collect();
+                        let id = self.push(what, after);
+                        into.push((to, id));
+                        into_all[to][i].push(id);
+                    }
+                    for (to, id) in into {
+                        got[to].push(id);
+                    }
+                    let before = held.clone();
+                    for (g, h) in held.iter_mut().enumerate() {
+                        if reduce {
+                            h.retain(|b| (b >> bit) & 1 == (g >> bit) & 1);
+                        } else {
+                            h.extend(&before[g ^ (1 << bit)]);
+                            h.sort_unstable();
+                        }
+                    }
+                }
+            }
+        }
+        into_all
+    }
+
     /// A ring along every rail over piece `p`'s shards, slice by slice: reduce-scatter of the
     /// blocks (`Reduce`: group `g` ends with block `g`) or allgather (`Store`: group `g`
     /// starts with block `g`). Member `i` of group `g` starts once `start[g][i]` landed.
@@ -448,5 +566,107 @@ impl Builder<'_> {
             }
         }
         into_all
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::panic)]
+mod tests {
+    use super::*;
+    use schedule_ir::DType;
+
+    /// `hosts` hosts of 4 ranks behind an NVSwitch-like host switch, a NIC per rank, under two
+    /// leaves and two spines; each leaf–spine link has as many lanes as half the leaf's NICs,
+    /// so that every NIC of a leaf can cross to the other leaf in the same step.
+    fn fabric(hosts: u32) -> Machine {
+        let lanes = hosts;
+        crate::lower::testing::machine(&format!(
+            r#"Topology(name: "f", machine: Fabric(hosts: {hosts}, ranks_per_host: 4,
+            nics_per_host: 4, leaf_switches: 2, spines: 2,
+            host_fabric: Switch(link: (bandwidth_gbps: 3600.0)),
+            host_link: (bandwidth_gbps: 512.0), network_link: (bandwidth_gbps: 400.0),
+            spine_link: (bandwidth_gbps: 3200.0, lanes: {lanes})))"#
+        ))
+    }
+
+    /// Every shape that halves along the rails, for every collective the method lowers and a
+    /// vector with fewer elements than chunks as well as one with several per chunk, verifies
+    /// and runs against the reference.
+    #[test]
+    fn halving_along_the_rails_verifies_and_runs() {
+        for hosts in [4, 8] {
+            let machine = fabric(hosts);
+            let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+            let partners = groups::partner_routes(&machine, &groups);
+            assert!(partners.is_some(), "{hosts} groups have partners");
+            for collective in [
+                Collective::AllReduce,
+                Collective::ReduceScatter,
+                Collective::AllGather,
+            ] {
+                for elements in [7, 3001] {
+                    let spec = crate::lower::testing::spec(collective, DType::I64, elements);
+                    let shapes: Vec<Shape> = candidates(&machine, &groups, true, 1 << 20)
+                        .into_iter()
+                        .filter(|s| s.rail_halving && s.pieces <= 2)
+                        .collect();
+                    assert!(!shapes.is_empty());
+                    for shape in shapes {
+                        let case = format!("{hosts} hosts, {collective:?} × {elements}, {shape:?}");
+                        let phase = lower_shape(
+                            &machine,
+                            &groups,
+                            partners.as_ref(),
+                            &spec,
+                            "hierarchical",
+                            shape,
+                        )
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                        let schedule = schedule_ir::Schedule {
+                            format_version: schedule_ir::FORMAT_VERSION,
+                            machine: machine.to_ir(),
+                            program: Vec::new(),
+                            phases: vec![phase.clone()],
+                        };
+                        let verified =
+                            schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{case}: {e}"));
+                        let run = crate::trial::run_phase(&verified, &phase, 5)
+                            .unwrap_or_else(|e| panic!("{case}: {e}"));
+                        assert_eq!(run.mismatch, None, "{case}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Halving along the rails takes `log2 G` rounds each way where the ring takes `G - 1`:
+    /// with one piece, halving inside groups and one slice, 3 + 3 + 3 + 3 steps on 8 hosts of
+    /// 4 against 2 + 7 + 7 + 2.
+    #[test]
+    fn halving_along_the_rails_takes_log_g_rounds() {
+        let machine = fabric(8);
+        let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+        let partners = groups::partner_routes(&machine, &groups);
+        let spec = crate::lower::testing::spec(Collective::AllReduce, DType::F32, 1 << 12);
+        let steps = |rail_halving| {
+            let shape = Shape {
+                pieces: 1,
+                slices: 1,
+                halving: true,
+                rail_halving,
+            };
+            lower_shape(
+                &machine,
+                &groups,
+                partners.as_ref(),
+                &spec,
+                "hierarchical",
+                shape,
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+            .steps
+        };
+        assert_eq!(steps(true), 2 + 3 + 3 + 2);
+        assert_eq!(steps(false), 2 + 7 + 7 + 2);
     }
 }

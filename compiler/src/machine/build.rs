@@ -266,7 +266,10 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
         MachineDecl::Fabric {
             hosts,
             ranks_per_host,
+            nics_per_host,
             leaf_switches,
+            spines,
+            host_fabric,
             nic,
             switch,
             host_link,
@@ -278,7 +281,10 @@ fn generate(file: &TopologyFile) -> Result<Machine, Vec<Problem>> {
             &fabric::FabricDecl {
                 hosts: *hosts,
                 ranks_per_host: *ranks_per_host,
+                nics_per_host: *nics_per_host,
                 leaf_switches: *leaf_switches,
+                spines: *spines,
+                host_fabric: *host_fabric,
                 nic,
                 switch,
                 host_link: *host_link,

@@ -285,16 +285,7 @@ mod tests {
         assert!(!b.exact);
         assert_eq!(b.gbps, 3200.0, "32 links: the natural cut");
         let nic = DeviceDecl::default();
-        let d = fabric::FabricDecl {
-            hosts: 8,
-            ranks_per_host: 4,
-            leaf_switches: None,
-            nic: &nic,
-            switch: &nic,
-            host_link: LinkParams::default(),
-            network_link: LinkParams::default(),
-            spine_link: LinkParams::default(),
-        };
+        let d = fabric::FabricDecl::new(8, 4, &nic, &nic);
         let f = fabric::fabric("f", &d).unwrap_or_else(|_| unreachable!());
         assert_eq!(bisection::bisection(&f).gbps, 400.0, "four NIC uplinks");
     }

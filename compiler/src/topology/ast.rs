@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-pub use super::kinds::{DeviceDecl, LinkDecl, LinkOverride, LinkSetting, TreeNode};
+pub use super::kinds::{DeviceDecl, HostFabric, LinkDecl, LinkOverride, LinkSetting, TreeNode};
 
 /// A whole topology file: `Topology(name: …, machine: …, phases: […])`.
 #[derive(Clone, Debug, Deserialize)]
@@ -66,6 +66,11 @@ impl Default for LinkParams {
             lanes: Self::default_lanes(),
         }
     }
+}
+
+/// The default of counts that are 1 unless given.
+fn one() -> u32 {
+    1
 }
 
 /// The kinds of machine the language can declare.
@@ -214,17 +219,29 @@ pub enum MachineDecl {
         #[serde(default)]
         link_overrides: Vec<LinkSetting>,
     },
-    /// Seed 003's fabric: hosts of several ranks, a NIC per host, and one switch or a
-    /// two-level tree of switches; NICs and switches may reduce.
+    /// Seed 003's fabric: hosts of several ranks, one or several NICs per host, and one
+    /// switch or a two-level leaf/spine network of switches; NICs and switches may reduce.
     Fabric {
         /// Number of hosts (at least 1).
         hosts: u32,
         /// Ranks (compute nodes) per host (at least 1).
         ranks_per_host: u32,
+        /// NICs per host (at least 1, dividing `ranks_per_host`): the host's ranks are split
+        /// into that many contiguous blocks, one per NIC (a GPU with its own NIC is a block of
+        /// one).
+        #[serde(default = "one")]
+        nics_per_host: u32,
         /// `None`: one switch `SW` joins the NICs. `Some(k)`: `k` leaf switches `SW0…` each join
-        /// a block of hosts' NICs, and a spine switch `SW` joins the leaves.
+        /// a block of the NICs, and the spines join the leaves.
         #[serde(default)]
         leaf_switches: Option<u32>,
+        /// Spine switches over the leaves (at least 1; several only with `leaf_switches`):
+        /// every leaf is linked to every spine. One spine is named `SW`, several `SP0…`.
+        #[serde(default = "one")]
+        spines: u32,
+        /// A fast fabric joining the ranks of each host besides their NICs; none when absent.
+        #[serde(default)]
+        host_fabric: Option<HostFabric>,
         /// What every NIC can do.
         #[serde(default)]
         nic: DeviceDecl,
@@ -237,7 +254,7 @@ pub enum MachineDecl {
         /// The links between NICs and switches.
         #[serde(default)]
         network_link: LinkParams,
-        /// The links between leaf switches and the spine, when they differ from `network_link`.
+        /// The links between leaf switches and spines, when they differ from `network_link`.
         #[serde(default)]
         spine_link: Option<LinkParams>,
         /// Links out of service.

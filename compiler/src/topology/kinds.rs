@@ -1,5 +1,5 @@
-//! The parts of machine declarations that nest: tree nodes, link overrides, fabric devices and
-//! explicit links. Re-exported from [`super::ast`], where [`super::ast::MachineDecl`] uses them.
+//! The parts of machine declarations that nest: tree nodes, link overrides, fabric devices,
+//! host fabrics and explicit links. Re-exported from [`super::ast`], where [`super::ast::MachineDecl`] uses them.
 
 use super::ast::LinkParams;
 use serde::Deserialize;
@@ -126,6 +126,36 @@ impl Default for DeviceDecl {
             reduce: false,
             segment_buffers: Self::default_segment_buffers(),
             mtu_bytes: Self::default_mtu(),
+        }
+    }
+}
+
+/// How the ranks of a [`super::ast::MachineDecl::Fabric`]'s host are joined to each other,
+/// besides through their NICs: the fast fabric inside a host (NVSwitch, Infinity Fabric) that
+/// makes its ranks a group for the hierarchical method.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename = "HostFabric")]
+pub enum HostFabric {
+    /// One switch per host (`HSh`) with a link to every rank of the host (an NVSwitch
+    /// fabric). It forwards and computes nothing.
+    Switch {
+        /// The links between the ranks and the host's switch.
+        #[serde(default)]
+        link: LinkParams,
+    },
+    /// A link between every two ranks of the host.
+    FullMesh {
+        /// The links between the ranks.
+        #[serde(default)]
+        link: LinkParams,
+    },
+}
+
+impl HostFabric {
+    /// The parameters of the fabric's links.
+    pub fn link(&self) -> LinkParams {
+        match self {
+            HostFabric::Switch { link } | HostFabric::FullMesh { link } => *link,
         }
     }
 }
