@@ -305,3 +305,67 @@ fn a_pattern_on_a_large_torus_is_proved_without_expanding() {
         report.efficiency
     );
 }
+
+/// `topoc` on `args`, from a temporary directory: its exit code, standard output and error.
+fn topoc(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_topoc"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("topoc runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn compile_writes_a_pattern_that_verify_proves_and_run_runs() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let topology = "Topology(name: \"t\", machine: Torus(dims: [4, 4]), phases: [Exchange(name: \"grads\", collective: AllReduce, op: Sum, dtype: I32, elements: 4096, algorithm: \"rotated-hd\")])";
+    std::fs::write(dir.path().join("t.ron"), topology).expect("writes");
+    let (code, _, err) = topoc(
+        dir.path(),
+        &["compile", "t.ron", "--compact", "-o", "t.pat.ron"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("in the pattern form"), "{err}");
+    let text = std::fs::read_to_string(dir.path().join("t.pat.ron")).expect("written");
+    assert!(text.starts_with("Pattern("), "{}", &text[..40]);
+
+    let (code, out, err) = topoc(dir.path(), &["verify", "t.pat.ron"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("16 compute nodes on a 4 × 4 grid"), "{out}");
+    assert!(out.contains("t.pat.ron: verified"), "{out}");
+
+    let (code, out, err) = topoc(dir.path(), &["run", "t.pat.ron"]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // Two grid nodes swapped: the origin's links no longer move to every node.
+    let mut pattern = serial::pattern_from_str(&text).expect("reads");
+    pattern.grid.nodes.swap(1, 2);
+    let bad = serial::pattern_to_string(&pattern, serial::Format::Json, serial::Form::Compact);
+    std::fs::write(dir.path().join("bad.json"), bad).expect("writes");
+    let (code, _, err) = topoc(dir.path(), &["verify", "bad.json"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not a pattern: moved to grid index"), "{err}");
+    assert!(err.contains("failed verification"), "{err}");
+    let (code, out, _) = topoc(dir.path(), &["verify", "bad.json", "--format", "json"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("\"kind\": \"NotAPattern\""), "{out}");
+}
+
+#[test]
+fn a_pattern_too_large_to_expand_is_refused_when_read_as_a_schedule() {
+    let m = machine("Torus(dims: [128, 128])");
+    let pattern = pattern_of(&m, &spec(Collective::AllReduce, 1 << 20));
+    let text = serial::pattern_to_string(&pattern, serial::Format::Ron, serial::Form::Compact);
+    let error = serial::from_str(&text).expect_err("too large to expand");
+    assert!(
+        error
+            .to_string()
+            .starts_with("the explicit form of phase `grads` would have 66584576 instructions"),
+        "{error}"
+    );
+}

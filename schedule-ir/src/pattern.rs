@@ -15,7 +15,7 @@
 //! The program of the node at index `t` is the origin's with every peer, chunk and link
 //! translated by `t`; a link is translated to the one link that joins the translated ends.
 
-use crate::limits::MAX_COUNT;
+use crate::limits::{MAX_COUNT, MAX_EXPANDED_INSTRUCTIONS, MAX_PATTERN_STEP_SLOTS};
 use crate::{
     ChunkId, ChunkIds, Instr, LinkId, Machine, NodeId, Phase, Program, ProgramItem, Schedule,
 };
@@ -108,7 +108,7 @@ pub enum ExpandError {
     #[error("the pattern is malformed: {0}; `topoc verify` the file for every problem")]
     Malformed(String),
     /// The explicit form would be larger than this build expands.
-    #[error("the explicit form of phase `{phase}` would have {instructions} instructions, more than are expanded ({limit}); use the pattern form as it is")]
+    #[error("the explicit form of phase `{phase}` would have {instructions} instructions, more than are expanded ({limit}), or more steps × nodes than {MAX_PATTERN_STEP_SLOTS}; use the pattern form as it is (`topoc verify` proves it)")]
     TooLarge {
         /// The phase.
         phase: String,
@@ -118,9 +118,6 @@ pub enum ExpandError {
         limit: u64,
     },
 }
-
-/// The most instructions a phase expands to (the compiler's own limit for explicit schedules).
-pub const MAX_EXPANDED_INSTRUCTIONS: u64 = 1 << 24;
 
 /// The links of a machine by their two ends, for translating links.
 pub struct Links {
@@ -292,9 +289,14 @@ impl Pattern {
                 phase.programs.len()
             )));
         };
+        let nodes = self.grid.nodes.len() as u64;
         let per_node: u64 = origin.steps.iter().map(|s| s.len() as u64).sum();
-        let instructions = per_node.saturating_mul(self.grid.nodes.len() as u64);
-        if instructions > MAX_EXPANDED_INSTRUCTIONS || self.grid.positions() > MAX_COUNT {
+        let instructions = per_node.saturating_mul(nodes);
+        let slots = (origin.steps.len() as u64).saturating_mul(nodes);
+        if instructions > MAX_EXPANDED_INSTRUCTIONS
+            || slots > MAX_PATTERN_STEP_SLOTS
+            || self.grid.positions() > MAX_COUNT
+        {
             return Err(ExpandError::TooLarge {
                 phase: phase.name.clone(),
                 instructions,

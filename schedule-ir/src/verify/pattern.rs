@@ -352,6 +352,20 @@ fn layout<'p>(
         );
         return None;
     };
+    let slots = u64::from(phase.steps).saturating_mul(grid.nodes.len() as u64);
+    if slots > crate::limits::MAX_PATTERN_STEP_SLOTS {
+        errors.push(here.error(ErrorKind::TooLarge {
+            what: format!(
+                "phase `{}`: grid nodes × steps of the pattern ({} × {})",
+                phase.name,
+                grid.nodes.len(),
+                phase.steps
+            ),
+            count: slots,
+            limit: crate::limits::MAX_PATTERN_STEP_SLOTS,
+        }));
+        return None;
+    }
     if origin.steps.len() != phase.steps as usize {
         wrong(
             here,
