@@ -499,15 +499,14 @@ fn neighbourhood(
         };
         for (k, step) in origin.steps.iter().enumerate() {
             for instr in step {
-                let Some(moved) = translator.instr(instr, t) else {
-                    continue;
-                };
-                let names_origin = match &moved {
-                    Instr::Send { to, .. } => *to == at,
-                    Instr::Recv { from, .. } => *from == at,
+                // Only the instructions whose peer moves onto the origin, translated whole.
+                let names_origin = match instr {
+                    Instr::Send { to: p, .. } | Instr::Recv { from: p, .. } => {
+                        translator.node(*p, t) == Some(at)
+                    }
                     _ => false,
                 };
-                if names_origin {
+                if let Some(moved) = names_origin.then(|| translator.instr(instr, t)).flatten() {
                     program.steps[k].push(moved);
                 }
             }
