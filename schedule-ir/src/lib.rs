@@ -86,14 +86,18 @@ mod bands;
 mod chunk_ids;
 pub mod cost;
 pub mod limits;
+pub mod pattern;
 pub mod ranks;
 pub mod serial;
 pub mod verify;
 
 pub use bands::{Band, PhaseLookup};
 pub use chunk_ids::{ChunkBytes, ChunkIds, ChunkIdsIter, ChunkRun};
+pub use pattern::{Grid, Pattern};
 pub use ranks::Ranks;
-pub use verify::{verify, Report, VerifiedSchedule, VerifyError, VerifyErrors};
+pub use verify::{
+    verify, verify_pattern, Report, VerifiedPattern, VerifiedSchedule, VerifyError, VerifyErrors,
+};
 
 /// The IR format version written into every schedule. Readers refuse other versions.
 pub const FORMAT_VERSION: u32 = 1;

@@ -26,6 +26,15 @@ pub const MAX_SYMBOLIC_WORDS: u64 = 1 << 27;
 /// the text itself and does not count.
 pub const MAX_EXPANDED_CHUNK_IDS: u64 = 1 << 32;
 
+/// The most (grid node, step) pairs a pattern's phase may span (2^26): proving it holds an
+/// empty step per node and step (24 bytes each, 1.5 GiB at the limit), and expanding it a
+/// step list per node. A 200 × 200 torus's allreduce spans 31.8 million.
+pub const MAX_PATTERN_STEP_SLOTS: u64 = 1 << 26;
+
+/// The most instructions a pattern's phase is expanded to (2^24, the compiler's own limit on
+/// an explicit phase): beyond it the pattern is kept as it is.
+pub const MAX_EXPANDED_INSTRUCTIONS: u64 = 1 << 24;
+
 /// [`MAX_VECTOR_BYTES`] in words: `2^48 bytes (256 TiB)`.
 pub fn vector_bytes_phrase() -> String {
     let power = MAX_VECTOR_BYTES.trailing_zeros();

@@ -6,7 +6,7 @@ use schedule_ir::ProgramItem;
 use serde::Serialize;
 use std::path::Path;
 use std::process::ExitCode;
-use topoc::compile::{Compiled, Sizes, Verdict};
+use topoc::compile::{Compiled, PhaseNote, Sizes, Verdict};
 use topoc::emit::{chakra, msccl, mscclpp};
 
 /// One phase of the compile report (`--report json`).
@@ -41,7 +41,17 @@ struct WeighedReport {
 /// schedule).
 fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
     let schedule = compiled.schedule.schedule();
-    let phases = compiled.notes.iter().zip(&schedule.phases);
+    report_phases(&compiled.notes, &schedule.phases, &schedule.machine, format)
+}
+
+/// [`report`] of any compiled form: a note per phase, beside the phase.
+fn report_phases(
+    notes: &[PhaseNote],
+    phases: &[schedule_ir::Phase],
+    machine: &schedule_ir::Machine,
+    format: ReportFormat,
+) -> Result<(), String> {
+    let phases = notes.iter().zip(phases);
     match format {
         ReportFormat::Text => {
             for (note, phase) in phases {
@@ -49,7 +59,7 @@ fn report(compiled: &Compiled, format: ReportFormat) -> Result<(), String> {
                     "phase `{}`: {} ({}), {} steps, {} chunks — {}",
                     note.phase,
                     note.method,
-                    phase.collective.describe(&schedule.machine),
+                    phase.collective.describe(machine),
                     phase.steps,
                     phase.chunks.len(),
                     note.reason
@@ -204,6 +214,26 @@ pub fn compile(
     };
     let text = read(path)?;
     let loaded = topoc::load(&text).map_err(|e| report_error(path, &text, &e))?;
+    if form == Form::Compact && matches!(emit, Emit::Ron | Emit::Json) && *at == Sizes::Declared {
+        let pattern = topoc::compile::pattern::compile_pattern(&loaded, options);
+        topoc::progress::finish();
+        if let Some(compiled) = pattern.map_err(|e| report_error(path, &text, &e))? {
+            let format = if emit == Emit::Json {
+                Format::Json
+            } else {
+                Format::Ron
+            };
+            let pattern = compiled.pattern.pattern();
+            let out = serial::pattern_to_string(pattern, format, Form::Compact);
+            report_phases(
+                &compiled.notes,
+                &pattern.phases,
+                &pattern.machine,
+                report_format,
+            )?;
+            return write_out(output, &out, "verified schedule, in the pattern form,");
+        }
+    }
     let compiled = topoc::compile::compile_sized(&loaded, options, at);
     topoc::progress::finish();
     let compiled = compiled.map_err(|e| report_error(path, &text, &e))?;
@@ -259,14 +289,19 @@ pub fn compile(
         }
     };
     report(&compiled, report_format)?;
+    let what = match emit {
+        Emit::MscclXml => "MSCCL algorithm of the verified schedule",
+        Emit::Mscclpp => "MSCCL++ execution plan of the verified schedule",
+        Emit::Ron | Emit::Json | Emit::Chakra => "verified schedule",
+    };
+    write_out(output, &out, what)
+}
+
+/// Writes `out` to the output file (whole or not at all) and says so, or to standard output.
+fn write_out(output: Option<&Path>, out: &str, what: &str) -> Result<ExitCode, String> {
     match output {
         Some(o) => {
-            write_atomic(o, &out)?;
-            let what = match emit {
-                Emit::MscclXml => "MSCCL algorithm of the verified schedule",
-                Emit::Mscclpp => "MSCCL++ execution plan of the verified schedule",
-                Emit::Ron | Emit::Json | Emit::Chakra => "verified schedule",
-            };
+            write_atomic(o, out)?;
             let to = o.display().to_string();
             eprintln!("{what} written to {}", topoc::visible::line(&to));
         }

@@ -6,6 +6,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn verify(path: &Path, format: ReportFormat) -> Result<ExitCode, String> {
+    let text = read(path)?;
+    if !is_topology(&text) && schedule_ir::serial::is_pattern(&text) {
+        return verify_pattern(path, &text, format);
+    }
     if format == ReportFormat::Json {
         return verify_json(path);
     }
@@ -75,6 +79,57 @@ fn verify_json(path: &Path) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A schedule in the pattern form, proved without expanding it: its report, or every
+/// problem (as text, or in the JSON of [`verify_json`]).
+fn verify_pattern(path: &Path, text: &str, format: ReportFormat) -> Result<ExitCode, String> {
+    let pattern = schedule_ir::serial::pattern_from_str(text)
+        .map_err(|e| format!("error: {} is not a readable schedule: {e}", path.display()))?;
+    let verdict = schedule_ir::verify_pattern(pattern);
+    if format == ReportFormat::Json {
+        #[derive(Serialize)]
+        struct Entry<'a> {
+            message: String,
+            error: &'a schedule_ir::VerifyError,
+        }
+        let json = match &verdict {
+            Ok(verified) => serde_json::json!({"ok": true, "report": verified.report()}),
+            Err(errors) => serde_json::json!({
+                "ok": false,
+                "errors": errors
+                    .errors
+                    .iter()
+                    .map(|e| Entry { message: e.to_string(), error: e })
+                    .collect::<Vec<_>>(),
+            }),
+        };
+        let json = serde_json::to_string_pretty(&json)
+            .map_err(|e| format!("error: cannot write the report: {e}"))?;
+        println!("{json}");
+        return Ok(if verdict.is_ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    let shown = path.display().to_string();
+    let name = topoc::visible::line(&shown);
+    match verdict {
+        Ok(verified) => {
+            print!(
+                "{}",
+                topoc::visible::message(&verified.report().to_string())
+            );
+            println!("{name}: verified");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => Err(format!(
+            "{}\nerror: {name} failed verification with {} problem(s); it will not run",
+            render_errors(&errors),
+            errors.errors.len()
+        )),
+    }
 }
 
 /// Every verifier error, one per line.

@@ -6,6 +6,7 @@
 //! never emitted.
 
 mod choose;
+pub mod pattern;
 mod phases;
 mod sized;
 

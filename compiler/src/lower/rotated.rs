@@ -38,7 +38,9 @@ use super::{link_between, vector_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
-use schedule_ir::{ChunkId, ChunkIds, ChunkRun, Collective, NodeId, Phase, RecvMode};
+use schedule_ir::{
+    ChunkId, ChunkIds, ChunkRun, Collective, Instr, NodeId, Phase, Program, RecvMode,
+};
 
 /// `rotated-hd`: halving-doubling along the dimensions of a hypercube, the cube or an
 /// equal-sided torus, the dimension order rotated per part so every link carries data in
@@ -285,6 +287,119 @@ pub fn coordinates(machine: &Machine) -> Result<Coordinates, EmbedError> {
 
 /// Lowers `spec` (allreduce, reduce-scatter or allgather) on `machine`.
 pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Phase, EmbedError> {
+    let grid = coordinates(machine)?;
+    let senders: Vec<usize> = (0..grid.nodes.len()).collect();
+    let mut steps: Vec<Vec<Move>> = Vec::new();
+    walk(spec, machine, &grid, &senders, |step, m| {
+        if steps.len() <= step {
+            steps.resize_with(step + 1, Vec::new);
+        }
+        steps[step].push(m);
+    })?;
+    let plan = Plan::data(chunks(spec, &grid), steps, Packing::AsGiven);
+    Ok(plan::assemble(spec, algorithm, machine, plan))
+}
+
+/// The same schedule in the pattern form ([`schedule_ir::Pattern`]): the grid, and a phase
+/// holding the origin's program alone — its sends, then its receives, each in the order
+/// [`lower`] gives them, so it is node 0's program of [`lower`]'s schedule exactly. Every
+/// node's program is the origin's translated, since a node's transfers depend on its
+/// coordinates only through their differences.
+pub fn pattern(
+    spec: &PhaseSpec,
+    algorithm: &str,
+    machine: &Machine,
+) -> Result<(schedule_ir::Grid, Phase), EmbedError> {
+    let grid = coordinates(machine)?;
+    let (d, k) = (grid.dims as usize, grid.size);
+    // The origin and its neighbours, in index order: the senders of what the origin receives.
+    let mut senders = vec![0];
+    for dim in 0..d {
+        for forward in [true, false] {
+            senders.push(grid.moved(0, dim, forward));
+        }
+    }
+    senders.sort_unstable();
+    senders.dedup();
+    let origin = grid.nodes.first().copied();
+    let mut sends: Vec<Vec<Instr>> = Vec::new();
+    let mut recvs: Vec<Vec<Instr>> = Vec::new();
+    walk(spec, machine, &grid, &senders, |step, m| {
+        if sends.len() <= step {
+            sends.resize_with(step + 1, Vec::new);
+            recvs.resize_with(step + 1, Vec::new);
+        }
+        let link = m.route[0];
+        if Some(m.from) == origin {
+            sends[step].push(Instr::Send {
+                link,
+                via: Vec::new(),
+                to: m.to,
+                buffer: m.src,
+                chunks: m.chunks.clone(),
+            });
+        }
+        if Some(m.to) == origin {
+            recvs[step].push(Instr::Recv {
+                link,
+                from: m.from,
+                buffer: m.dst,
+                chunks: m.chunks,
+                mode: m.mode,
+            });
+        }
+    })?;
+    let steps: Vec<Vec<Instr>> = sends
+        .into_iter()
+        .zip(recvs)
+        .map(|(mut s, r)| {
+            s.extend(r);
+            s
+        })
+        .collect();
+    let phase = Phase {
+        name: spec.name.clone(),
+        collective: spec.collective,
+        op: spec.op,
+        dtype: spec.dtype,
+        elements: spec.elements,
+        algorithm: algorithm.to_string(),
+        chunks: chunks(spec, &grid),
+        buffers: super::data_buffer(),
+        steps: u32::try_from(steps.len()).unwrap_or(u32::MAX),
+        programs: vec![Program { steps }],
+    };
+    let sizes = vec![u32::try_from(k).unwrap_or(u32::MAX); d];
+    Ok((
+        schedule_ir::Grid {
+            sizes,
+            nodes: grid.nodes,
+        },
+        phase,
+    ))
+}
+
+/// The chunks of [`lower`]: `d·h` parts of `n`, chunk `j·n + c` owned by the node at index
+/// `c` where the collective has owners.
+fn chunks(spec: &PhaseSpec, grid: &Coordinates) -> Vec<schedule_ir::Chunk> {
+    let (d, k, n) = (grid.dims as usize, grid.size, grid.nodes.len());
+    let h_count = if k == 2 { 1 } else { 2 };
+    let owners = !matches!(spec.collective, Collective::AllReduce);
+    vector_chunks(spec.elements, d * h_count * n, |i| {
+        owners.then(|| grid.nodes[i % n])
+    })
+}
+
+/// Every transfer of the schedule sent by the nodes at the indices `senders`, with its step,
+/// in the order the schedule lists them: step by step, then by sender in the order given, then
+/// by part and ring direction.
+fn walk(
+    spec: &PhaseSpec,
+    machine: &Machine,
+    grid: &Coordinates,
+    senders: &[usize],
+    mut emit: impl FnMut(usize, Move),
+) -> Result<(), EmbedError> {
     let (reduce_scatter, allgather) = match spec.collective {
         Collective::AllReduce => (true, true),
         Collective::ReduceScatter => (true, false),
@@ -295,7 +410,6 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
             )))
         }
     };
-    let grid = coordinates(machine)?;
     let (d, k, n) = (grid.dims as usize, grid.size, grid.nodes.len());
     // Sub-parts: one per ring direction; a size-2 dimension has one link per pair.
     let h_count = if k == 2 { 1 } else { 2 };
@@ -310,12 +424,11 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
         })?;
         Ok::<_, EmbedError>(Move::data(from, to, vec![link], chunks, mode))
     };
-    let mut steps: Vec<Vec<Move>> = Vec::new();
+    let mut step = 0;
     if reduce_scatter {
         for s in 0..d {
             for r in 0..k - 1 {
-                let mut step = Vec::new();
-                for x in 0..n {
+                for &x in senders {
                     for j in 0..d {
                         let dim = (j + s) % d;
                         let a = grid.digit(x, dim);
@@ -328,19 +441,18 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
                                 (a + r + 1) % k
                             };
                             let send = grid.selected_ids(j, s, x, group, part(j, h));
-                            step.push(transfer(x, dim, h == 0, send, RecvMode::Reduce)?);
+                            emit(step, transfer(x, dim, h == 0, send, RecvMode::Reduce)?);
                         }
                     }
                 }
-                steps.push(step);
+                step += 1;
             }
         }
     }
     if allgather {
         for t in 0..d {
             for r in 0..k - 1 {
-                let mut step = Vec::new();
-                for x in 0..n {
+                for &x in senders {
                     for j in 0..d {
                         let dim = (j + d - 1 - t) % d;
                         let a = grid.digit(x, dim);
@@ -351,20 +463,15 @@ pub fn lower(spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Result<Pha
                                 (a + r) % k
                             };
                             let send = grid.selected_ids(j, d - 1 - t, x, group, part(j, h));
-                            step.push(transfer(x, dim, h == 0, send, RecvMode::Store)?);
+                            emit(step, transfer(x, dim, h == 0, send, RecvMode::Store)?);
                         }
                     }
                 }
-                steps.push(step);
+                step += 1;
             }
         }
     }
-    let owners = !matches!(spec.collective, Collective::AllReduce);
-    let chunks = vector_chunks(spec.elements, d * h_count * n, |i| {
-        owners.then(|| grid.nodes[i % n])
-    });
-    let plan = Plan::data(chunks, steps, Packing::AsGiven);
-    Ok(plan::assemble(spec, algorithm, machine, plan))
+    Ok(())
 }
 
 #[cfg(test)]

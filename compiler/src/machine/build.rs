@@ -12,13 +12,13 @@ use crate::topology::spans::Path;
 
 /// The largest machine the compiler accepts, in nodes. Schedules grow with the square of the
 /// node count; this keeps a typo (`nodes: 80000000`) from exhausting memory.
-pub const MAX_NODES: u64 = 1 << 14;
+pub const MAX_NODES: u64 = 1 << 16;
 
 /// The most links a machine may have (a full mesh grows with the square of its nodes).
 pub const MAX_LINKS: u64 = 1 << 20;
 
-/// The most dimensions of a hypercube: 2^14 nodes is [`MAX_NODES`].
-pub const MAX_HYPERCUBE_DIMS: u32 = 14;
+/// The most dimensions of a hypercube: 2^16 nodes is [`MAX_NODES`].
+pub const MAX_HYPERCUBE_DIMS: u32 = 16;
 
 /// A number of the topology language with a unit and the range of values the compiler
 /// accepts. The range keeps the cost model's arithmetic meaningful: a bandwidth of `1e-320`

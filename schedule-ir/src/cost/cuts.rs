@@ -5,8 +5,9 @@
 //! other compute node (max-flow, Dinic's algorithm, link bandwidths as capacities in both
 //! directions): every cut separating compute nodes separates the source from some compute node,
 //! so the narrowest of them is among these. On machines with more than [`MAX_TARGETS`] compute
-//! nodes only that many targets, spread evenly over the node order, are measured; the bound is
-//! then still a valid lower bound, possibly a weaker one.
+//! nodes only that many targets, spread evenly over the node order, are measured — fewer on
+//! machines of very many links ([`MAX_CUT_WORK`]); the bound is then still a valid lower bound,
+//! possibly a weaker one.
 
 use super::bytes_per_second;
 use crate::{Machine, NodeId, NodeKind};
@@ -14,6 +15,15 @@ use std::collections::VecDeque;
 
 /// The most max-flow computations one bound makes.
 pub const MAX_TARGETS: usize = 512;
+
+/// The work, in arcs and nodes visited, the targets' max-flows may take together, roughly: on
+/// a machine of many links fewer targets are measured (never fewer than [`MIN_TARGETS`]), so
+/// that a 40 000-node torus's bound takes seconds. Every machine of up to 32 768 links and nodes
+/// together keeps all [`MAX_TARGETS`].
+pub const MAX_CUT_WORK: usize = 1 << 24;
+
+/// The fewest targets measured when [`MAX_CUT_WORK`] limits them.
+pub const MIN_TARGETS: usize = 16;
 
 /// A cut of the machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,7 +48,9 @@ pub fn min_cuts(machine: &Machine, source: NodeId) -> Vec<Cut> {
         .filter(|&(i, node)| node.kind == NodeKind::Compute && i != source.index())
         .map(|(i, _)| i)
         .collect();
-    let step = targets.len().div_ceil(MAX_TARGETS).max(1);
+    let size = machine.links.len() + n;
+    let most = (MAX_CUT_WORK / size.max(1)).clamp(MIN_TARGETS, MAX_TARGETS);
+    let step = targets.len().div_ceil(most).max(1);
     let mut network = Network::new(machine);
     let mut cuts: Vec<Cut> = Vec::new();
     for &t in targets.iter().step_by(step) {

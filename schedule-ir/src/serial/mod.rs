@@ -9,7 +9,9 @@
 
 pub mod runs;
 
+use crate::pattern::{ExpandError, Pattern};
 use crate::{Schedule, FORMAT_VERSION};
+use serde::Serialize;
 use thiserror::Error;
 
 /// The two text formats a schedule can be written in.
@@ -47,6 +49,9 @@ pub enum ReadError {
         /// What the parser said.
         message: String,
     },
+    /// The file is a pattern ([`Pattern`]) that does not expand into an explicit schedule.
+    #[error("{0}")]
+    Pattern(#[from] ExpandError),
     /// The file was written by another version of the IR.
     #[error("schedule format version {found} is not supported (this build reads version {FORMAT_VERSION}); recompile the topology with this topoc")]
     Version {
@@ -63,6 +68,17 @@ pub fn to_string(schedule: &Schedule, format: Format) -> String {
 
 /// Writes `schedule` in `format` and `form`. Deterministic: equal schedules give equal text.
 pub fn to_string_with(schedule: &Schedule, format: Format, form: Form) -> String {
+    write(schedule, format, form)
+}
+
+/// Writes a schedule in the pattern form ([`Pattern`]) in `format` and `form`.
+/// Deterministic, like [`to_string_with`].
+pub fn pattern_to_string(pattern: &Pattern, format: Format, form: Form) -> String {
+    write(pattern, format, form)
+}
+
+/// Writes a schedule of either form.
+fn write<T: Serialize>(schedule: &T, format: Format, form: Form) -> String {
     let _runs = runs::Compact::on(form == Form::Compact);
     let text = match (format, form) {
         (Format::Ron, Form::Compact) => {
@@ -123,12 +139,68 @@ pub fn detect(text: &str) -> Format {
     }
 }
 
-/// Reads a schedule written in either format (detected from the text). A leading UTF-8 byte
-/// order mark is skipped; line and column numbers of errors do not count it.
+/// Whether `text` holds a schedule in the pattern form: its RON starts with the struct name
+/// `Pattern`, or its JSON's first key is `grid` (a pattern's first field; an explicit
+/// schedule's is `format_version`).
+pub fn is_pattern(text: &str) -> bool {
+    let mut rest = without_bom(text).trim_start();
+    // Skip RON comments before the first item.
+    loop {
+        if let Some(line) = rest.strip_prefix("//") {
+            rest = line.split_once('\n').map_or("", |(_, r)| r).trim_start();
+        } else if let Some(block) = rest.strip_prefix("/*") {
+            rest = block.split_once("*/").map_or("", |(_, r)| r).trim_start();
+        } else {
+            break;
+        }
+    }
+    match rest.strip_prefix('{') {
+        Some(json) => json.trim_start().starts_with("\"grid\""),
+        None => {
+            rest.starts_with("Pattern")
+                && !rest["Pattern".len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+        }
+    }
+}
+
+/// Reads a schedule written in either format (detected from the text), in any form. A
+/// pattern ([`is_pattern`]) is expanded into the explicit schedule it stands for
+/// ([`Pattern::expand`]), within that function's limit. A leading UTF-8 byte order mark is
+/// skipped; line and column numbers of errors do not count it.
 pub fn from_str(text: &str) -> Result<Schedule, ReadError> {
+    if is_pattern(text) {
+        return Ok(pattern_from_str(text)?.expand()?);
+    }
+    parse(text)
+}
+
+/// Reads a schedule in the pattern form, without expanding it.
+pub fn pattern_from_str(text: &str) -> Result<Pattern, ReadError> {
+    let pattern: Pattern = parse_any(text)?;
+    if pattern.format_version != FORMAT_VERSION {
+        return Err(ReadError::Version {
+            found: pattern.format_version,
+        });
+    }
+    Ok(pattern)
+}
+
+/// Reads an explicit schedule and checks its version.
+fn parse(text: &str) -> Result<Schedule, ReadError> {
+    let schedule: Schedule = parse_any(text)?;
+    if schedule.format_version != FORMAT_VERSION {
+        return Err(ReadError::Version {
+            found: schedule.format_version,
+        });
+    }
+    Ok(schedule)
+}
+
+/// Reads a value of either format.
+fn parse_any<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ReadError> {
     let text = without_bom(text);
     runs::new_file();
-    let schedule: Schedule = match detect(text) {
+    Ok(match detect(text) {
         Format::Json => serde_json::from_str(text).map_err(|e| ReadError::Syntax {
             format: "JSON",
             line: e.line(),
@@ -141,11 +213,5 @@ pub fn from_str(text: &str) -> Result<Schedule, ReadError> {
             column: e.span.start.col,
             message: e.code.to_string(),
         })?,
-    };
-    if schedule.format_version != FORMAT_VERSION {
-        return Err(ReadError::Version {
-            found: schedule.format_version,
-        });
-    }
-    Ok(schedule)
+    })
 }

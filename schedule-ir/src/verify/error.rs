@@ -321,6 +321,15 @@ pub enum ErrorKind {
         action: Action,
     },
 
+    // ---- the pattern form ----
+    /// A pattern ([`crate::pattern::Pattern`]) is not one: its grid is not the machine's
+    /// compute nodes, a phase is not laid out by the grid, or an instruction of the origin
+    /// cannot be moved to every grid node. Location: the phase, step, node and link concerned.
+    NotAPattern {
+        /// What is wrong, in words.
+        problem: String,
+    },
+
     // ---- conflict-free ----
     /// A link direction carries more transfers in one step than it has lanes. Location: the
     /// step and the link.

@@ -14,6 +14,16 @@ use std::collections::BTreeMap;
 
 /// Runs the pass, appending every problem to `errors`.
 pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
+    check_with(schedule, true, errors);
+}
+
+/// The pass without the phases' programs: the schedule, the machine, the phase headers and
+/// the BSP program. For a pattern, whose one program per phase is checked apart.
+pub(super) fn check_headers(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
+    check_with(schedule, false, errors);
+}
+
+fn check_with(schedule: &Schedule, programs: bool, errors: &mut Vec<VerifyError>) {
     let Schedule {
         format_version,
         machine,
@@ -38,7 +48,10 @@ pub(super) fn check(schedule: &Schedule, errors: &mut Vec<VerifyError>) {
         if names.insert(phase.name.as_str(), ()).is_some() {
             errors.push(Location::phase(&phase.name).error(ErrorKind::DuplicatePhaseName));
         }
-        check_phase(machine, phase, errors);
+        check_header(machine, phase, errors);
+        if programs {
+            check_programs(machine, phase, &Location::phase(&phase.name), errors);
+        }
     }
     check_program(program, phases, errors);
     super::bands::check(schedule, errors);
@@ -287,8 +300,8 @@ pub(super) fn kind(machine: &Machine, id: NodeId) -> Option<NodeKind> {
     machine.nodes.get(id.index()).map(|n| n.kind)
 }
 
-/// One phase's invariants.
-fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) {
+/// One phase's invariants but its programs: buffers, chunks, owners, size, root.
+fn check_header(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) {
     let Phase {
         name,
         collective,
@@ -404,8 +417,6 @@ fn check_phase(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) 
             Some(NodeKind::Compute) => {}
         }
     }
-
-    check_programs(machine, phase, &here, errors);
 }
 
 /// One phase's programs: one per node, of the right length, none on a plain switch; then every

@@ -25,6 +25,25 @@ impl<T: fmt::Display> fmt::Display for Or<'_, T> {
     }
 }
 
+/// The head of a pattern's message: as much of the phase, step, node and link as is known.
+fn pattern_head(at: &Location) -> String {
+    let mut head = String::new();
+    if let Some(phase) = &at.phase {
+        head.push_str(&format!("phase `{phase}`"));
+        if let Some(step) = at.step {
+            head.push_str(&format!(", {step}"));
+        }
+        head.push_str(": ");
+    }
+    if let Some(node) = &at.node {
+        head.push_str(&format!("{node}: "));
+    }
+    if let Some(link) = &at.link {
+        head.push_str(&format!("link {link}: "));
+    }
+    head
+}
+
 /// The head of a message for a phase: `phase `grads`: `.
 struct InPhase<'a>(&'a Location);
 
@@ -106,7 +125,7 @@ fn well_formed(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>) -> Option<fm
         | K::ChunkListMismatch { .. } | K::ReadUndefined { .. } | K::ReduceIntoUndefined { .. }
         | K::InputCombinedTwice { .. } | K::CombineScaled { .. } | K::ScalePartial { .. } | K::ScaledTwice
         | K::ReduceInGather { .. } | K::WrongResult { .. } | K::NotScaled { .. }
-        | K::CapacityExceeded { .. } => return None,
+        | K::CapacityExceeded { .. } | K::NotAPattern { .. } => return None,
     })
 }
 
@@ -126,6 +145,7 @@ fn instructions_and_results(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>)
         K::ScaleNotMean { op } => write!(f, "{step}{node} scales buffer `{buffer}`, but the phase's op is {op}; only a mean is divided"),
         K::WrongDivisor { divisor, expected } => write!(f, "{step}{node} scales buffer `{buffer}` by 1/{divisor}, but the mean is over {expected} compute nodes; the divisor must be {expected}"),
         K::SameBuffer { action } => write!(f, "{step}{node}'s {action} reads and writes buffer `{buffer}`; source and destination must differ"),
+        K::NotAPattern { problem } => write!(f, "{}not a pattern: {problem}", pattern_head(at)),
         K::LinkOverbooked { from, to, lanes, transfers } => write!(f, "{step}link {link} direction {from}→{to} carries {} transfers (lanes: {lanes}): {}", transfers.len(), join(transfers)),
         K::UnmatchedSend { transfer } => write!(f, "{step}{transfer} arriving over {link}, but {} posts no matching receive", transfer.to),
         K::UnmatchedRecv { from, chunks } => write!(f, "{step}{node} receives chunks {chunks} from {from} over {link}, but {from} sends nothing matching"),

@@ -239,7 +239,7 @@ fn directions(machine: &Machine) -> Vec<DirectionInfo> {
 }
 
 /// A duration with a unit that keeps it readable: `6.49 µs`.
-fn seconds(s: f64) -> String {
+pub(super) fn seconds(s: f64) -> String {
     let (value, unit) = if s == 0.0 {
         (0.0, "s")
     } else if s < 1e-6 {

@@ -1,0 +1,198 @@
+//! Compiling to the pattern form: on a torus or a hypercube, `rotated-hd`'s schedule is every
+//! node running the origin's program translated, and is written and proved as that one
+//! program ([`schedule_ir::Pattern`], `docs/ir.md` "The pattern form"). Its size is one
+//! node's program, so machines whose explicit schedule no build could hold (a 200 × 200 torus:
+//! 254 million instructions) compile and verify in seconds.
+//!
+//! The pattern form is a way of writing the schedule `auto` (or the phase) chose, never a
+//! different choice: under `auto` a phase becomes a pattern only when every other method is
+//! refused, has a floor above the pattern's estimate, or is lowered (as `auto` lowers it) and
+//! priced above it: `auto` picks `rotated-hd` too. Otherwise [`compile_pattern`] says so and the
+//! caller compiles the explicit form as usual.
+
+use super::{Loaded, Options, PhaseNote, Verdict, Weighed};
+use crate::lower::floor::Floor;
+use crate::lower::{rotated, Choice, Method};
+use crate::machine::Machine;
+use crate::Error;
+use schedule_ir::{Collective, Pattern, ReduceOp, VerifiedPattern, FORMAT_VERSION};
+
+/// A topology compiled to the pattern form.
+#[derive(Debug)]
+pub struct CompiledPattern {
+    /// The machine graph.
+    pub machine: Machine,
+    /// The pattern, proved by the verifier.
+    pub pattern: VerifiedPattern,
+    /// One note per exchange phase.
+    pub notes: Vec<PhaseNote>,
+}
+
+/// Compiles `loaded` to the pattern form, when every exchange phase is one: the machine is an
+/// intact torus of equal sides, hypercube or cube; the phase is an allreduce, reduce-scatter
+/// or allgather, not a mean (its divisions are placed on the explicit schedule), compiled at
+/// the file's size; and its method is `rotated-hd`, requested or the one `auto` would take.
+/// `Ok(None)` otherwise.
+pub fn compile_pattern(
+    loaded: &Loaded,
+    options: &Options,
+) -> Result<Option<CompiledPattern>, Error> {
+    let loaded = loaded.failing(&options.fail_links, &options.fail_nodes)?;
+    let requests = loaded.phases()?;
+    let machine = &loaded.machine;
+    if rotated::coordinates(machine).is_err() {
+        return Ok(None);
+    }
+    let mut grid = None;
+    let mut phases = Vec::new();
+    let mut chosen = Vec::new();
+    for request in &requests {
+        let knobs = request
+            .knobs(options)
+            .map_err(|p| Error::Topology(vec![p]))?;
+        let wanted = match options.algorithm {
+            Some(choice) => choice,
+            None => request.choice().map_err(|p| Error::Topology(vec![p]))?,
+        };
+        let spec = &request.spec;
+        let eligible = matches!(wanted, Choice::Auto | Choice::Method(Method::RotatedHd))
+            && knobs.variant.is_none()
+            && spec.op != ReduceOp::Mean
+            && matches!(
+                spec.collective,
+                Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+            );
+        if !eligible {
+            return Ok(None);
+        }
+        crate::progress::doing(|| {
+            format!(
+                "phase `{}`: lowering with rotated-hd, as a pattern",
+                spec.name
+            )
+        });
+        let Ok((g, phase)) = rotated::pattern(spec, Method::RotatedHd.name(), machine) else {
+            return Ok(None);
+        };
+        grid = Some(g);
+        phases.push(phase);
+        chosen.push((request, knobs, wanted));
+    }
+    let Some(grid) = grid else {
+        return Ok(None);
+    };
+    let pattern = Pattern {
+        grid,
+        format_version: FORMAT_VERSION,
+        machine: machine.to_ir(),
+        program: super::phases::program(&loaded.file, &requests),
+        phases,
+    };
+    crate::progress::doing(|| "verifying the pattern".to_string());
+    let verified = schedule_ir::verify_pattern(pattern).map_err(Error::Unverified)?;
+    let ir = machine.to_ir();
+    let mut notes = Vec::new();
+    for ((request, knobs, wanted), report) in chosen.iter().zip(&verified.report().phases) {
+        let seconds = report.estimate.seconds;
+        let weighed = match wanted {
+            Choice::Auto => match weigh(machine, &ir, &request.spec, knobs, seconds) {
+                Some(weighed) => weighed,
+                None => return Ok(None),
+            },
+            Choice::Method(_) => Vec::new(),
+        };
+        let reason = match wanted {
+            Choice::Auto => format!(
+                "auto: rotated-hd {} as a pattern; every other method is refused or cannot beat it by its floor",
+                crate::simulate::format_seconds(seconds)
+            ),
+            Choice::Method(_) => "rotated-hd requested; written as a pattern".to_string(),
+        };
+        notes.push(PhaseNote {
+            phase: request.spec.name.clone(),
+            method: Method::RotatedHd,
+            reason,
+            rings: Vec::new(),
+            embedding: Vec::new(),
+            trees: Vec::new(),
+            weighed,
+        });
+    }
+    Ok(Some(CompiledPattern {
+        machine: loaded.machine,
+        pattern: verified,
+        notes,
+    }))
+}
+
+/// `auto`'s verdicts when the pattern's estimate is `seconds`: every other method is refused
+/// before lowering, or has a floor above it, or is lowered (as `auto` lowers it) and priced
+/// above it (a tie goes to the method listed first). `None` when some method wins.
+fn weigh(
+    machine: &Machine,
+    ir: &schedule_ir::Machine,
+    spec: &crate::lower::PhaseSpec,
+    knobs: &crate::lower::Knobs,
+    seconds: f64,
+) -> Option<Vec<Weighed>> {
+    let base = Floor::of(ir, spec);
+    let rank = |m: Method| {
+        Method::ALL
+            .iter()
+            .position(|&x| x == m)
+            .unwrap_or(usize::MAX)
+    };
+    let mut weighed = vec![Weighed {
+        method: Method::RotatedHd,
+        verdict: Verdict::Estimate(seconds),
+    }];
+    let mut refused = Vec::new();
+    for method in Method::ALL {
+        if method == Method::RotatedHd {
+            continue;
+        }
+        if !method.supports(spec.collective) {
+            weighed.push(Weighed {
+                method,
+                verdict: Verdict::Unsupported,
+            });
+            continue;
+        }
+        if let Err(e) = method.admit(machine, spec, knobs) {
+            refused.push(Weighed {
+                method,
+                verdict: Verdict::Refused(e),
+            });
+            continue;
+        }
+        let floor = method.floor(machine, spec, knobs, &base);
+        let earlier = rank(method) < rank(Method::RotatedHd);
+        if floor > seconds || (floor == seconds && !earlier) {
+            weighed.push(Weighed {
+                method,
+                verdict: Verdict::Skipped(floor),
+            });
+            continue;
+        }
+        // It could win by its floor: lowered, as `auto` would.
+        crate::progress::doing(|| format!("phase `{}`: lowering with {method}", spec.name));
+        match method.lower(machine, spec, knobs) {
+            Ok(lowered) => {
+                let s = schedule_ir::cost::estimate(ir, &lowered.phase).seconds;
+                if s < seconds || (s == seconds && earlier) {
+                    return None;
+                }
+                weighed.push(Weighed {
+                    method,
+                    verdict: Verdict::Estimate(s),
+                });
+            }
+            Err(e) => refused.push(Weighed {
+                method,
+                verdict: Verdict::Refused(e),
+            }),
+        }
+    }
+    weighed.extend(refused);
+    Some(weighed)
+}
