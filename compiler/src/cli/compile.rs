@@ -214,28 +214,20 @@ pub fn compile(
     };
     let text = read(path)?;
     let loaded = topoc::load(&text).map_err(|e| report_error(path, &text, &e))?;
-    if form == Form::Compact && matches!(emit, Emit::Ron | Emit::Json) && *at == Sizes::Declared {
-        let pattern = topoc::compile::pattern::compile_pattern(&loaded, options);
-        topoc::progress::finish();
-        if let Some(compiled) = pattern.map_err(|e| report_error(path, &text, &e))? {
-            let format = if emit == Emit::Json {
-                Format::Json
-            } else {
-                Format::Ron
-            };
-            let pattern = compiled.pattern.pattern();
-            let out = serial::pattern_to_string(pattern, format, Form::Compact);
-            report_phases(
-                &compiled.notes,
-                &pattern.phases,
-                &pattern.machine,
-                report_format,
-            )?;
-            return write_out(output, &out, "verified schedule, in the pattern form,");
+    let patterned = matches!(emit, Emit::Ron | Emit::Json) && *at == Sizes::Declared;
+    if form == Form::Compact && patterned {
+        if let Some(done) = pattern(path, &text, &loaded, request, output)? {
+            return Ok(done);
         }
     }
     let compiled = topoc::compile::compile_sized(&loaded, options, at);
     topoc::progress::finish();
+    // A machine whose explicit schedule is over the limits may still compile as a pattern.
+    if compiled.is_err() && patterned {
+        if let Some(done) = pattern(path, &text, &loaded, request, output)? {
+            return Ok(done);
+        }
+    }
     let compiled = compiled.map_err(|e| report_error(path, &text, &e))?;
     let out = match emit {
         Emit::Ron => serial::to_string_with(compiled.schedule.schedule(), Format::Ron, form),
@@ -308,6 +300,36 @@ fn write_out(output: Option<&Path>, out: &str, what: &str) -> Result<ExitCode, S
         None => print!("{out}"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Compiles `loaded` to the pattern form and writes it, when every phase is one
+/// ([`topoc::compile::pattern::compile_pattern`]); `None` when it is not.
+fn pattern(
+    path: &Path,
+    text: &str,
+    loaded: &topoc::Loaded,
+    request: &Request<'_>,
+    output: Option<&Path>,
+) -> Result<Option<ExitCode>, String> {
+    let compiled = topoc::compile::pattern::compile_pattern(loaded, &request.options);
+    topoc::progress::finish();
+    let Some(compiled) = compiled.map_err(|e| report_error(path, text, &e))? else {
+        return Ok(None);
+    };
+    let format = if request.emit == Emit::Json {
+        Format::Json
+    } else {
+        Format::Ron
+    };
+    let pattern = compiled.pattern.pattern();
+    let out = serial::pattern_to_string(pattern, format, Form::Compact);
+    report_phases(
+        &compiled.notes,
+        &pattern.phases,
+        &pattern.machine,
+        request.report,
+    )?;
+    write_out(output, &out, "verified schedule, in the pattern form,").map(Some)
 }
 
 /// The MSCCL files of the banded exchange `--phase` names (or the only one): a file name and
