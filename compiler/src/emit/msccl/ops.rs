@@ -26,10 +26,26 @@ struct Access {
 struct Op {
     tb: usize,
     anchor: Time,
+    /// For a send or receive, the message's place among its connection's messages in its
+    /// step (the chunk's position in the transfer, since a connection carries at most one
+    /// transfer per step); 0 for local operations.
+    round: usize,
     kind: StepKind,
     src: Loc,
     dst: Loc,
     access: Vec<Access>,
+}
+
+impl Op {
+    /// Its place in its thread block: by BSP step, then round, then reads before writes. A
+    /// connection's `r`-th message of a step is received before its `r + 1`-th is sent, so
+    /// no thread block sends twice on a connection before its peer could take the first
+    /// message, and both ends meet the messages in the same order (`docs/msccl.md`, "Steps,
+    /// fusion and order").
+    fn order(&self) -> (u32, usize, u8, usize, usize, u8) {
+        let (step, part, j, i, sub) = self.anchor;
+        (step, self.round, part, j, i, sub)
+    }
 }
 
 /// A thread block before its steps are laid out.
@@ -154,7 +170,7 @@ impl Planner<'_> {
         }
         let mut pos = vec![0usize; ops.len()];
         for list in &mut order {
-            list.sort_by_key(|&i| (ops[i].anchor, i));
+            list.sort_by_key(|&i| (ops[i].order(), i));
             for (p, &i) in list.iter().enumerate() {
                 pos[i] = p;
             }
@@ -460,6 +476,7 @@ impl<'p, 'a> Walk<'p, 'a> {
             self.ops.push(Op {
                 tb,
                 anchor: time,
+                round: i,
                 kind: StepKind::Send,
                 src,
                 dst: src,
@@ -540,6 +557,7 @@ impl<'p, 'a> Walk<'p, 'a> {
             self.ops.push(Op {
                 tb,
                 anchor: time,
+                round: i,
                 kind,
                 src,
                 dst,
@@ -566,6 +584,7 @@ impl<'p, 'a> Walk<'p, 'a> {
             self.ops.push(Op {
                 tb,
                 anchor: time,
+                round: 0,
                 kind: StepKind::Copy,
                 src,
                 dst: store,
@@ -599,6 +618,7 @@ impl<'p, 'a> Walk<'p, 'a> {
                 self.ops.push(Op {
                     tb,
                     anchor: time,
+                    round: 0,
                     kind: StepKind::Copy,
                     src: here,
                     dst: store,
@@ -612,6 +632,7 @@ impl<'p, 'a> Walk<'p, 'a> {
             self.ops.push(Op {
                 tb,
                 anchor: time,
+                round: 0,
                 kind: StepKind::Reduce,
                 src,
                 dst: store,
@@ -643,6 +664,7 @@ impl<'p, 'a> Walk<'p, 'a> {
                 self.ops.push(Op {
                     tb,
                     anchor: time,
+                    round: 0,
                     kind: StepKind::Copy,
                     src: here,
                     dst: out,

@@ -445,6 +445,13 @@ impl Planner<'_> {
             if self.on_conn.get(&(t.conn, t.step)).map_or(0, Vec::len) != 1 {
                 continue;
             }
+            // One message, and none after it on the forward connection in this step: a fused
+            // step sends its chunk of step `k + 1` right after its receive of step `k`, so that
+            // send must be the forward connection's next message, and the thread block must not
+            // send a second message of step `k + 1` before its peer could take the first.
+            if t.chunks.len() != 1 || self.messages(y, t.step) > 1 {
+                continue;
+            }
             let Some([u]) = self.on_conn.get(&(y, t.step + 1)).map(Vec::as_slice) else {
                 continue;
             };
@@ -464,6 +471,16 @@ impl Planner<'_> {
             }
         }
         fused
+    }
+
+    /// Messages (chunks, one MSCCL step each) that connection `conn` carries in BSP step `k`.
+    fn messages(&self, conn: usize, k: u32) -> usize {
+        self.on_conn
+            .get(&(conn, k))
+            .into_iter()
+            .flatten()
+            .map(|&t| self.transfers[t].chunks.len())
+            .sum()
     }
 
     /// Whether the value transfer `t` leaves in chunk `c` is never read again once fused
