@@ -24,12 +24,17 @@
 //!   channel), so rings that share no peer share a channel. A phase whose thread blocks would
 //!   run more than [`MAX_STEPS`] steps is cut into windows of BSP steps, each window with
 //!   thread blocks and channels of its own.
-//! - **Steps.** BSP step `k` → steps in BSP order. A receive in step `k` of a chunk that the same
-//!   thread block sends on in step `k + 1` is fused: `rcs` (store and forward), `rrcs` (reduce,
-//!   store, forward), or `rrs` (reduce and forward) when the stored value would never be read.
+//! - **Steps.** One step moves one chunk (`cnt="1"`), so a transfer of several chunks is several
+//!   messages on its connection. Each thread block runs BSP step by BSP step and, within a step,
+//!   message by message: its `r`-th send, then its `r`-th receive, then round `r + 1` — so no
+//!   thread block sends a second message on a connection before its peer could take the first,
+//!   and one global order of all sends and receives agrees with every thread block's order and
+//!   never needs a FIFO of more than one message (`docs/msccl.md` gives the argument). A
+//!   one-chunk receive in step `k` that the same thread block sends on in step `k + 1`, as its
+//!   connection's next message, is fused: `rcs` (store and forward), `rrcs` (reduce, store,
+//!   forward), or `rrs` (reduce and forward) when the stored value would never be read.
 //!   Otherwise `s`, `r`, `rrc`; our local `Copy`/`Reduce` become `cpy`/`re` in a local thread
 //!   block. A chunk that must end in the output but was never stored there gets a final `cpy`.
-//!   One step moves one chunk (`cnt="1"`).
 //! - **Dependencies.** Where two operations of one GPU touch the same memory (an input chunk and
 //!   its in-place output alias) in different thread blocks, the later one waits for the earlier
 //!   (`depid`/`deps`, `hasdep` on the awaited step); several waits become `nop` steps.

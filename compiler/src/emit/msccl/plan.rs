@@ -431,8 +431,9 @@ impl Planner<'_> {
         chan
     }
 
-    /// For each transfer, the transfer it is fused with: its receiver sends the same chunks on
-    /// in the next step, from the same thread block, and nothing else writes them in between.
+    /// For each transfer, the transfer it is fused with: its receiver sends the same chunk on
+    /// in the next step, from the same thread block, as the forward connection's next message,
+    /// and nothing else writes it in between.
     fn fuse(&self, forward: &BTreeMap<usize, usize>) -> Vec<Option<usize>> {
         let mut fused = vec![None; self.transfers.len()];
         for (i, t) in self.transfers.iter().enumerate() {
