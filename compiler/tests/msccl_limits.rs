@@ -1,12 +1,13 @@
 //! MSCCL export at the runtimes' limits: a phase too long for one thread block per connection
 //! is cut into windows, each with thread blocks and channels of its own, and still passes the
-//! strict checker (`msccl_sim`); so does a phase with several chunks per connection and step.
+//! strict checker (`msccl_sim`); so does a phase with several chunks per connection and step;
+//! a phase that reduces in the network is refused with the reason.
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 mod msccl_sim;
 
 use std::path::{Path, PathBuf};
-use topoc::emit::msccl::{self, Options};
+use topoc::emit::msccl::{self, MscclError, Options};
 
 const RING4: &str = r#"Topology(
     name: "ring-4",
@@ -125,4 +126,30 @@ fn a_dragonfly_fits_in_few_channels() {
     let algo = round_trip("dragonfly 5×4", &xml);
     assert_eq!(algo.ngpus, 20);
     assert!(algo.nchannels <= 2, "{} channels", algo.nchannels);
+}
+
+/// In-network reduction has the NICs and the switch combine chunks: MSCCL runs programs on
+/// GPUs only, so the export refuses the phase and names a switch, instead of writing thread
+/// blocks whose sends to the switch nobody receives.
+#[test]
+fn a_phase_that_reduces_in_the_network_is_refused() {
+    let text = std::fs::read_to_string(repo().join("examples/fabric.ron")).unwrap();
+    let text = text.replace(
+        "elements: 1048576)",
+        "elements: 1048576, algorithm: \"in-network\")",
+    );
+    let schedule = compile(&text);
+    assert_eq!(schedule.schedule().phases[0].algorithm, "in-network");
+    match msccl::to_xml(&schedule, &Options::default()) {
+        Err(e @ MscclError::DeviceProgram { .. }) => assert_eq!(
+            e.to_string(),
+            "phase `grads`: switch NIC0 sends, receives or combines chunks itself (in-network \
+             reduction), but an MSCCL algorithm runs only on the GPUs; compile the phase with a \
+             method whose switches only forward, e.g. --algorithm ring"
+        ),
+        other => panic!("expected the in-network refusal, got {other:?}"),
+    }
+    // The same machine with a ring routed through the switches exports and runs.
+    let ring = text.replace("\"in-network\"", "\"ring\"");
+    round_trip("fabric ring", &export(&compile(&ring)));
 }
