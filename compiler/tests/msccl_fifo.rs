@@ -1,11 +1,12 @@
 //! Several messages on one MSCCL connection within one BSP step: the shape link-matching
 //! schedules have (every link carries a few chunks per step, and what a node receives it
-//! forwards in the next step). An export must interleave each thread block's sends and
-//! receives message by message, so that no thread block sends a second message on a
-//! connection before its peer could take the first, and must not fuse a receive with the next
-//! step's send unless that send is the connection's next message. Laid out step by step instead
-//! (all of a step's sends, then its receives, several of them fused), such a ring was refused as
-//! a deadlock of one-message connections; now it exports and the strict checker runs it.
+//! forwards in the next step). Laid out step by step (all of a step's sends, then its
+//! receives, several of them fused), such a ring deadlocks on one-message connections, and the
+//! export refused it. Now the export falls back to interleaving each thread block's sends and
+//! receives message by message, so that no thread block sends a second message on a connection
+//! before its peer could take the first, and fuses a receive with the next step's send only when
+//! that send is the connection's next message; the strict checker runs the result. Where the
+//! step-by-step order runs (one chunk per transfer), it is kept, fused.
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 mod msccl_sim;
