@@ -1,6 +1,7 @@
 //! MSCCL export at the runtimes' limits: a phase too long for one thread block per connection
 //! is cut into windows, each with thread blocks and channels of its own, and still passes the
-//! strict checker (`msccl_sim`); a phase that would deadlock as thread blocks is refused.
+//! strict checker (`msccl_sim`); so does a phase with several chunks per connection and step;
+//! a phase that reduces in the network is refused with the reason.
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 mod msccl_sim;
@@ -65,24 +66,23 @@ fn long_rings_are_cut_into_shorter_thread_blocks() {
     );
 }
 
-/// The dimension-rotated halving-doubling on the cube is a valid schedule for our BSP runtime,
-/// but as MSCCL thread blocks (one per connection, steps in a fixed order) its exchanges wait
-/// for each other; the export refuses it instead of writing a file that would hang, and the
-/// independent simulator agrees that forcing the plan through would deadlock.
+/// The dimension-rotated halving-doubling on the cube sends several chunks over every
+/// connection in every step and forwards them from the thread block that received them. Laid
+/// out with all of a step's sends before its receives, its thread blocks waited for each other
+/// and the export refused it as a deadlock; interleaved message by message, every phase exports,
+/// passes the strict checker with one-message FIFOs, and computes its collective.
 #[test]
-fn a_schedule_that_would_deadlock_is_refused() {
+fn several_chunks_per_connection_and_step_export_without_deadlock() {
     let text = std::fs::read_to_string(repo().join("examples/cube-rotated-hd.ron")).unwrap();
     let schedule = compile(&text);
-    assert_eq!(schedule.schedule().phases[0].algorithm, "rotated-hd");
-    let options = Options {
-        phase: Some("grads".to_string()),
-    };
-    match msccl::to_xml(&schedule, &options) {
-        Err(MscclError::Deadlock { phase, stuck }) => {
-            assert_eq!(phase, "grads");
-            assert!(stuck.starts_with("gpu 0 tb 0 at step 1"), "{stuck}");
-        }
-        other => panic!("expected a deadlock refusal, got {other:?}"),
+    for phase in &schedule.schedule().phases {
+        assert_eq!(phase.algorithm, "rotated-hd");
+        let options = Options {
+            phase: Some(phase.name.clone()),
+        };
+        let xml = msccl::to_xml(&schedule, &options)
+            .unwrap_or_else(|e| panic!("phase `{}` exports: {e}", phase.name));
+        round_trip(&format!("cube-rotated-hd `{}`", phase.name), &xml);
     }
 }
 
@@ -126,4 +126,30 @@ fn a_dragonfly_fits_in_few_channels() {
     let algo = round_trip("dragonfly 5×4", &xml);
     assert_eq!(algo.ngpus, 20);
     assert!(algo.nchannels <= 2, "{} channels", algo.nchannels);
+}
+
+/// In-network reduction has the NICs and the switch combine chunks: MSCCL runs programs on
+/// GPUs only, so the export refuses the phase and names a switch, instead of writing thread
+/// blocks whose sends to the switch nobody receives.
+#[test]
+fn a_phase_that_reduces_in_the_network_is_refused() {
+    let text = std::fs::read_to_string(repo().join("examples/fabric.ron")).unwrap();
+    let text = text.replace(
+        "elements: 1048576)",
+        "elements: 1048576, algorithm: \"in-network\")",
+    );
+    let schedule = compile(&text);
+    assert_eq!(schedule.schedule().phases[0].algorithm, "in-network");
+    match msccl::to_xml(&schedule, &Options::default()) {
+        Err(e @ MscclError::DeviceProgram { .. }) => assert_eq!(
+            e.to_string(),
+            "phase `grads`: switch NIC0 sends, receives or combines chunks itself (in-network \
+             reduction), but an MSCCL algorithm runs only on the GPUs; compile the phase with a \
+             method whose switches only forward, e.g. --algorithm ring"
+        ),
+        other => panic!("expected the in-network refusal, got {other:?}"),
+    }
+    // The same machine with a ring routed through the switches exports and runs.
+    let ring = text.replace("\"in-network\"", "\"ring\"");
+    round_trip("fabric ring", &export(&compile(&ring)));
 }

@@ -24,17 +24,24 @@
 //!   channel), so rings that share no peer share a channel. A phase whose thread blocks would
 //!   run more than [`MAX_STEPS`] steps is cut into windows of BSP steps, each window with
 //!   thread blocks and channels of its own.
-//! - **Steps.** BSP step `k` → steps in BSP order. A receive in step `k` of a chunk that the same
-//!   thread block sends on in step `k + 1` is fused: `rcs` (store and forward), `rrcs` (reduce,
-//!   store, forward), or `rrs` (reduce and forward) when the stored value would never be read.
-//!   Otherwise `s`, `r`, `rrc`; our local `Copy`/`Reduce` become `cpy`/`re` in a local thread
-//!   block. A chunk that must end in the output but was never stored there gets a final `cpy`.
-//!   One step moves one chunk (`cnt="1"`).
+//! - **Steps.** One step moves one chunk (`cnt="1"`), so a transfer of several chunks is several
+//!   messages on its connection. Each thread block runs BSP step by BSP step: first *step by
+//!   step* (a step's sends, then its receives), which needs the fewest steps; if that could
+//!   deadlock on one-message FIFOs, *message by message* (the `r`-th send, then the `r`-th
+//!   receive, then round `r + 1`), for which one global order of all sends and receives agrees
+//!   with every thread block and never needs a FIFO of more than one message (`docs/msccl.md`
+//!   gives the argument). A receive in step `k` of what the same thread block sends on in step
+//!   `k + 1` is fused (message by message: only a one-chunk transfer that is its connection's
+//!   next message): `rcs` (store and forward), `rrcs` (reduce, store, forward), or `rrs`
+//!   (reduce and forward) when the stored value would never be read. Otherwise `s`, `r`, `rrc`;
+//!   our local `Copy`/`Reduce` become `cpy`/`re` in a local thread block. A chunk that must end
+//!   in the output but was never stored there gets a final `cpy`.
 //! - **Dependencies.** Where two operations of one GPU touch the same memory (an input chunk and
 //!   its in-place output alias) in different thread blocks, the later one waits for the earlier
 //!   (`depid`/`deps`, `hasdep` on the awaited step); several waits become `nop` steps.
 //!
-//! Refused: collectives other than allreduce, reduce-scatter and allgather; reduce-scatter and
+//! Refused: collectives other than allreduce, reduce-scatter and allgather; phases in which a
+//! switch runs a program of its own (in-network reduction); reduce-scatter and
 //! allgather whose ranks do not own equal shares; allreduce and reduce-scatter with op mean
 //! (MSCCL takes the op from the call: export the phase compiled with op Sum and call it with
 //! `ncclAvg`); more than one phase without a choice; and
@@ -49,7 +56,8 @@ mod plan;
 use super::layout::LayoutError;
 pub use super::layout::{Buf, Loc};
 use super::{choose_phase, PhaseChoiceError};
-use schedule_ir::{Collective, ReduceOp, VerifiedSchedule};
+use plan::Order;
+use schedule_ir::{Collective, NodeKind, ReduceOp, VerifiedSchedule};
 use thiserror::Error;
 
 /// Steps one thread block may hold, `nop`s included: `MSCCL_MAX_NUM_STEPS` of
@@ -121,6 +129,19 @@ pub enum MscclError {
     BandTooSmall {
         /// The band's phase.
         phase: String,
+    },
+    /// A switch that holds and combines chunks itself (in-network reduction): MSCCL runs
+    /// programs on GPUs only.
+    #[error(
+        "phase `{phase}`: switch {node} sends, receives or combines chunks itself (in-network \
+         reduction), but an MSCCL algorithm runs only on the GPUs; compile the phase with a \
+         method whose switches only forward, e.g. --algorithm ring"
+    )]
+    DeviceProgram {
+        /// The phase.
+        phase: String,
+        /// The first such switch.
+        node: String,
     },
     /// A phase without chunks has nothing to transfer.
     #[error("phase `{phase}` has no chunks; MSCCL needs at least one chunk per loop")]
@@ -474,10 +495,40 @@ pub fn build(schedule: &VerifiedSchedule, options: &Options) -> Result<Algo, Msc
             phase: phase.name.clone(),
         });
     }
+    if let Some(device) = schedule
+        .machine
+        .nodes
+        .iter()
+        .zip(&phase.programs)
+        .find(|(n, p)| n.kind != NodeKind::Compute && p.steps.iter().any(|s| !s.is_empty()))
+    {
+        return Err(MscclError::DeviceProgram {
+            phase: phase.name.clone(),
+            node: device.0.name.clone(),
+        });
+    }
     let name = format!(
         "topoc {} {} {}",
         schedule.machine.name, phase.name, phase.algorithm
     );
+    // Step by step where that runs on one-message FIFOs (the fewest steps); message by message,
+    // which always does, where it would not.
+    match lay_out(schedule, phase, (name.clone(), coll), Order::StepByStep) {
+        Err(MscclError::Deadlock { .. }) => {
+            lay_out(schedule, phase, (name, coll), Order::MessageByMessage)
+        }
+        other => other,
+    }
+}
+
+/// The algorithm for `phase` with its messages in `order`, checked against the runtimes' limits
+/// and for progress on one-message FIFOs.
+fn lay_out(
+    schedule: &schedule_ir::Schedule,
+    phase: &schedule_ir::Phase,
+    (name, coll): (String, &'static str),
+    order: Order,
+) -> Result<Algo, MscclError> {
     // First one thread block per connection for the whole phase; while one is longer than
     // the runtimes run, cut the BSP steps into more windows, each with thread blocks (and
     // channels) of its own.
@@ -486,7 +537,7 @@ pub fn build(schedule: &VerifiedSchedule, options: &Options) -> Result<Algo, Msc
         let bounds: Vec<u32> = (1..windows)
             .map(|i| (u64::from(i) * u64::from(phase.steps) / u64::from(windows)) as u32)
             .collect();
-        let planned = plan::plan(&schedule.machine, phase, &bounds)?;
+        let planned = plan::plan(&schedule.machine, phase, order, &bounds)?;
         let nchannels = planned
             .iter()
             .flat_map(|g| g.tbs.iter().map(|t| t.chan + 1))

@@ -192,3 +192,73 @@ pub(super) fn check_limits(algo: &Algo, phase: &str) -> Result<(), MscclError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::msccl::{Buf, Gpu, Loc, Step, ThreadBlock};
+
+    /// Two GPUs, each with one thread block that sends to and receives from the other, running
+    /// `kinds` in order (chunk offsets do not matter to progress).
+    fn pair(kinds: &[StepKind]) -> Algo {
+        let at = Loc {
+            buf: Buf::Output,
+            off: 0,
+        };
+        let gpu = |rank: u32| Gpu {
+            rank,
+            node: format!("N{rank}"),
+            i_chunks: 2,
+            o_chunks: 2,
+            s_chunks: 0,
+            tbs: vec![ThreadBlock {
+                send: Some(1 - rank),
+                recv: Some(1 - rank),
+                chan: 0,
+                steps: kinds
+                    .iter()
+                    .map(|&kind| Step {
+                        kind,
+                        src: at,
+                        dst: at,
+                        cnt: 1,
+                        dep: None,
+                        has_dep: false,
+                    })
+                    .collect(),
+            }],
+        };
+        Algo {
+            name: "pair".to_string(),
+            coll: "allgather",
+            nchunksperloop: 2,
+            nchannels: 1,
+            gpus: vec![gpu(0), gpu(1)],
+            min_bytes: 0,
+            max_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn two_sends_before_a_receive_deadlock_on_one_message_connections() {
+        use StepKind::{Recv, Send};
+        assert_eq!(
+            check_progress(&pair(&[Send, Send, Recv, Recv]), "x"),
+            Err(MscclError::Deadlock {
+                phase: "x".to_string(),
+                stuck: "gpu 0 tb 0 at step 1, gpu 1 tb 0 at step 1".to_string(),
+            })
+        );
+        assert_eq!(
+            check_progress(&pair(&[Recv, Send]), "x"),
+            Err(MscclError::Deadlock {
+                phase: "x".to_string(),
+                stuck: "gpu 0 tb 0 at step 0, gpu 1 tb 0 at step 0".to_string(),
+            })
+        );
+        assert_eq!(
+            check_progress(&pair(&[Send, Recv, Send, Recv]), "x"),
+            Ok(())
+        );
+    }
+}

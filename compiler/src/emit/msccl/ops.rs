@@ -7,10 +7,12 @@ use crate::emit::layout::DATA;
 use schedule_ir::{BufferId, ChunkId, Instr, NodeId, RecvMode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// An operation's place in time: the BSP step, 0 = reads / 1 = writes, the program index, then
-/// the chunk's position in its instruction's list, then the order of operations made from one
-/// chunk.
-type Time = (u32, u8, usize, usize, u8);
+/// An operation's place in time: the BSP step, 0 = reads / 1 = writes, the round (for a send or
+/// receive, the message's place among its connection's messages in the step: the chunk's
+/// position in the transfer, since a connection carries at most one transfer per step; 0 for
+/// local operations), the program index, the chunk's position in its instruction's list, then
+/// the order of operations made from one chunk.
+type Time = (u32, u8, usize, usize, usize, u8);
 /// One use of a memory cell: when, by which operation, whether it reads, whether it writes.
 type CellUse = (Time, usize, bool, bool);
 
@@ -30,6 +32,18 @@ struct Op {
     src: Loc,
     dst: Loc,
     access: Vec<Access>,
+}
+
+impl Op {
+    /// Its place in its thread block: by BSP step, then round, then reads before writes. A
+    /// connection's `r`-th message of a step is received before its `r + 1`-th is sent, so
+    /// no thread block sends twice on a connection before its peer could take the first
+    /// message, and both ends meet the messages in the same order (`docs/msccl.md`, "Steps,
+    /// fusion and order").
+    fn order(&self) -> (u32, usize, u8, usize, usize, u8) {
+        let (step, part, round, j, i, sub) = self.anchor;
+        (step, round, part, j, i, sub)
+    }
 }
 
 /// A thread block before its steps are laid out.
@@ -110,19 +124,25 @@ impl Planner<'_> {
                     Instr::Recv { .. } | Instr::Scale { .. } => {}
                 }
             }
+            // Then the writes, round by round: the `r`-th chunk of every receive (local
+            // operations in round 0), so that receives of one step into one cell from several
+            // connections take turns in the order of their rounds, as their thread blocks run.
+            let lists: Vec<Vec<ChunkId>> = instrs
+                .iter()
+                .map(|instr| match instr {
+                    Instr::Recv { chunks, .. }
+                    | Instr::Copy { chunks, .. }
+                    | Instr::Reduce { chunks, .. } => chunks.to_vec(),
+                    Instr::Send { .. } | Instr::Scale { .. } => Vec::new(),
+                })
+                .collect();
+            let mut writes: Vec<(usize, usize, usize)> = Vec::new();
             for (j, instr) in instrs.iter().enumerate() {
+                let n = lists[j].len();
                 match instr {
-                    Instr::Recv {
-                        buffer,
-                        chunks,
-                        mode,
-                        ..
-                    } => walk.recv(k, j, *buffer, &chunks.to_vec(), *mode)?,
-                    Instr::Copy { dst, chunks, .. } => {
-                        walk.copy(tbs, (k, j), *dst, &chunks.to_vec(), &sources)?
-                    }
-                    Instr::Reduce { dst, chunks, .. } => {
-                        walk.reduce(tbs, (k, j), *dst, &chunks.to_vec(), &sources)?
+                    Instr::Recv { .. } => writes.extend((0..n).map(|i| (self.round(i), j, i))),
+                    Instr::Copy { .. } | Instr::Reduce { .. } => {
+                        writes.extend((0..n).map(|i| (0, j, i)))
                     }
                     Instr::Send { .. } => {}
                     Instr::Scale { .. } => {
@@ -132,6 +152,16 @@ impl Planner<'_> {
                             walk.name
                         )));
                     }
+                }
+            }
+            writes.sort_unstable();
+            for (_, j, i) in writes {
+                let one = [(i, lists[j][i])];
+                match &instrs[j] {
+                    Instr::Recv { buffer, mode, .. } => walk.recv(k, j, *buffer, &one, *mode)?,
+                    Instr::Copy { dst, .. } => walk.copy(tbs, (k, j), *dst, &one, &sources)?,
+                    Instr::Reduce { dst, .. } => walk.reduce(tbs, (k, j), *dst, &one, &sources)?,
+                    Instr::Send { .. } | Instr::Scale { .. } => {}
                 }
             }
         }
@@ -154,7 +184,7 @@ impl Planner<'_> {
         }
         let mut pos = vec![0usize; ops.len()];
         for list in &mut order {
-            list.sort_by_key(|&i| (ops[i].anchor, i));
+            list.sort_by_key(|&i| (ops[i].order(), i));
             for (p, &i) in list.iter().enumerate() {
                 pos[i] = p;
             }
@@ -456,7 +486,7 @@ impl<'p, 'a> Walk<'p, 'a> {
         let tb = p.lookup(&self.sender_tb, (tr.conn, p.window(k)))?;
         for (i, &c) in chunks.iter().enumerate() {
             let src = self.read(buffer, c)?;
-            let time = (k, 0, tr.recv_j, i, 0);
+            let time = (k, 0, p.round(i), tr.recv_j, i, 0);
             self.ops.push(Op {
                 tb,
                 anchor: time,
@@ -476,7 +506,7 @@ impl<'p, 'a> Walk<'p, 'a> {
         k: u32,
         j: usize,
         buffer: BufferId,
-        chunks: &[ChunkId],
+        chunks: &[(usize, ChunkId)],
         mode: RecvMode,
     ) -> Result<(), MscclError> {
         let p = self.planner;
@@ -485,8 +515,8 @@ impl<'p, 'a> Walk<'p, 'a> {
         };
         let tr = &p.transfers[t];
         let tb = p.lookup(&self.receiver_tb, (tr.conn, p.window(k)))?;
-        for (i, &c) in chunks.iter().enumerate() {
-            let time = (k, 1, j, i, 0);
+        for &(i, c) in chunks {
+            let time = (k, 1, p.round(i), j, i, 0);
             let store = p.layout.store(self.rank, buffer, c);
             let (kind, src, dst, accesses, now) = match (mode, self.fused[t]) {
                 (RecvMode::Store, f) => (
@@ -555,13 +585,13 @@ impl<'p, 'a> Walk<'p, 'a> {
         tbs: &mut Vec<TbPlan>,
         (k, j): (u32, usize),
         dst: BufferId,
-        chunks: &[ChunkId],
+        chunks: &[(usize, ChunkId)],
         sources: &HashMap<(usize, ChunkId), Loc>,
     ) -> Result<(), MscclError> {
-        for (i, &c) in chunks.iter().enumerate() {
+        for &(i, c) in chunks {
             let src = self.planner.lookup(sources, (j, c))?;
             let store = self.planner.layout.store(self.rank, dst, c);
-            let time = (k, 1, j, i, 0);
+            let time = (k, 1, 0, j, i, 0);
             let tb = self.local(tbs, k);
             self.ops.push(Op {
                 tb,
@@ -570,7 +600,7 @@ impl<'p, 'a> Walk<'p, 'a> {
                 src,
                 dst: store,
                 access: vec![
-                    access((k, 0, j, i, 0), src, true, false),
+                    access((k, 0, 0, j, i, 0), src, true, false),
                     access(time, store, false, true),
                 ],
             });
@@ -586,16 +616,16 @@ impl<'p, 'a> Walk<'p, 'a> {
         tbs: &mut Vec<TbPlan>,
         (k, j): (u32, usize),
         dst: BufferId,
-        chunks: &[ChunkId],
+        chunks: &[(usize, ChunkId)],
         sources: &HashMap<(usize, ChunkId), Loc>,
     ) -> Result<(), MscclError> {
-        for (i, &c) in chunks.iter().enumerate() {
+        for &(i, c) in chunks {
             let src = self.planner.lookup(sources, (j, c))?;
             let here = self.read(dst, c)?;
             let store = self.planner.layout.store(self.rank, dst, c);
             let tb = self.local(tbs, k);
             if here != store {
-                let time = (k, 1, j, i, 0);
+                let time = (k, 1, 0, j, i, 0);
                 self.ops.push(Op {
                     tb,
                     anchor: time,
@@ -608,7 +638,7 @@ impl<'p, 'a> Walk<'p, 'a> {
                     ],
                 });
             }
-            let time = (k, 1, j, i, 1);
+            let time = (k, 1, 0, j, i, 1);
             self.ops.push(Op {
                 tb,
                 anchor: time,
@@ -616,7 +646,7 @@ impl<'p, 'a> Walk<'p, 'a> {
                 src,
                 dst: store,
                 access: vec![
-                    access((k, 0, j, i, 0), src, true, false),
+                    access((k, 0, 0, j, i, 0), src, true, false),
                     access(time, store, true, true),
                 ],
             });
@@ -638,7 +668,7 @@ impl<'p, 'a> Walk<'p, 'a> {
             };
             let here = self.read(DATA, c)?;
             if here != out {
-                let time = (p.phase.steps, 1, c.index(), 0, 0);
+                let time = (p.phase.steps, 1, 0, c.index(), 0, 0);
                 let tb = self.local(tbs, p.phase.steps);
                 self.ops.push(Op {
                     tb,

@@ -9,8 +9,27 @@ use schedule_ir::{
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// A moment of a BSP step, for ordering: (step, 0 = reads / 1 = writes, program index).
-pub(super) type At = (u32, u8, usize);
+/// A moment of a BSP step, for ordering: (step, 0 = reads / 1 = writes, round, program index).
+/// The round of a send or receive is the chunk's position in its transfer (its message's place
+/// on the connection in that step); local operations take round 0. The writes of one step are
+/// made round by round, as the thread blocks run them.
+pub(super) type At = (u32, u8, usize, usize);
+
+/// How each thread block orders the messages of one BSP step (a transfer of several chunks is
+/// several messages on its connection).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Order {
+    /// All of a step's sends, then its receives, and a receive fused with the next step's send
+    /// of the same chunks wherever one transfer forwards another. The fewest steps, and what
+    /// the runtimes' deeper FIFOs pipeline best; but thread blocks that send each other several
+    /// messages of a step in a cycle wait forever on one-message FIFOs, so this order is kept
+    /// only when the finished file runs with them.
+    StepByStep,
+    /// Message by message: in each step, the `r`-th send, then the `r`-th receive, then round
+    /// `r + 1`; only one-chunk transfers that are their connection's next message fuse. Runs
+    /// with one-message FIFOs whatever the schedule (`docs/msccl.md` gives the argument).
+    MessageByMessage,
+}
 
 /// One matched send and receive.
 pub(super) struct Transfer {
@@ -57,6 +76,7 @@ struct PendingSend<'p> {
 /// What the planning passes know about a phase, built up pass by pass.
 pub(super) struct Planner<'a> {
     pub(super) phase: &'a Phase,
+    pub(super) order: Order,
     /// The first BSP step of every window but the first.
     pub(super) bounds: Vec<u32>,
     /// Node names, by node id.
@@ -94,6 +114,7 @@ pub(super) type Channels = HashMap<(usize, u32), u32>;
 pub(super) fn plan(
     machine: &Machine,
     phase: &Phase,
+    order: Order,
     bounds: &[u32],
 ) -> Result<Vec<Gpu>, MscclError> {
     let ranks = Ranks::new(machine);
@@ -102,6 +123,7 @@ pub(super) fn plan(
         .map_err(|e| MscclError::from_layout(phase, e))?;
     let mut planner = Planner {
         phase,
+        order,
         bounds: bounds.to_vec(),
         names,
         ranks,
@@ -139,6 +161,15 @@ pub(super) fn plan(
 }
 
 impl Planner<'_> {
+    /// The round of the `i`-th chunk of a transfer: its message's turn among its connection's
+    /// messages of the step.
+    pub(super) fn round(&self, i: usize) -> usize {
+        match self.order {
+            Order::StepByStep => 0,
+            Order::MessageByMessage => i,
+        }
+    }
+
     /// The window of BSP step `k`.
     pub(super) fn window(&self, k: u32) -> u32 {
         self.bounds.partition_point(|&b| b <= k) as u32
@@ -272,6 +303,14 @@ impl Planner<'_> {
 
     /// Every use of every (node, buffer, chunk), in time order.
     fn collect_timeline(&mut self) {
+        self.collect_uses();
+        for uses in self.timeline.values_mut() {
+            uses.sort_by_key(|&(at, _)| at);
+        }
+    }
+
+    /// Every use of every (node, buffer, chunk), step by step.
+    fn collect_uses(&mut self) {
         let phase = self.phase;
         for k in 0..phase.steps {
             for part in [0u8, 1] {
@@ -308,11 +347,13 @@ impl Planner<'_> {
                             (1, Instr::Reduce { dst, chunks, .. }) => (*dst, chunks, Use::Update),
                             _ => continue,
                         };
-                        for c in chunks {
+                        let message = matches!(instr, Instr::Send { .. } | Instr::Recv { .. });
+                        for (i, c) in chunks.iter().enumerate() {
+                            let round = if message { self.round(i) } else { 0 };
                             self.timeline
                                 .entry((node, buf, c))
                                 .or_default()
-                                .push(((k, part, j), use_));
+                                .push(((k, part, round, j), use_));
                         }
                     }
                 }
@@ -432,7 +473,9 @@ impl Planner<'_> {
     }
 
     /// For each transfer, the transfer it is fused with: its receiver sends the same chunks on
-    /// in the next step, from the same thread block, and nothing else writes them in between.
+    /// in the next step, from the same thread block, and nothing else writes them in between;
+    /// message by message, only a one-chunk transfer whose forward is its connection's next
+    /// message.
     fn fuse(&self, forward: &BTreeMap<usize, usize>) -> Vec<Option<usize>> {
         let mut fused = vec![None; self.transfers.len()];
         for (i, t) in self.transfers.iter().enumerate() {
@@ -443,6 +486,16 @@ impl Planner<'_> {
                 continue;
             }
             if self.on_conn.get(&(t.conn, t.step)).map_or(0, Vec::len) != 1 {
+                continue;
+            }
+            // Message by message: one message, and none after it on the forward connection in
+            // this step. A fused
+            // step sends its chunk of step `k + 1` right after its receive of step `k`, so that
+            // send must be the forward connection's next message, and the thread block must not
+            // send a second message of step `k + 1` before its peer could take the first.
+            if self.order == Order::MessageByMessage
+                && (t.chunks.len() != 1 || self.messages(y, t.step) > 1)
+            {
                 continue;
             }
             let Some([u]) = self.on_conn.get(&(y, t.step + 1)).map(Vec::as_slice) else {
@@ -457,7 +510,9 @@ impl Planner<'_> {
                     .get(&(t.to, t.recv_buf, c))
                     .into_iter()
                     .flatten()
-                    .all(|&((k, part, j), _)| !(k == t.step && part == 1 && j > t.recv_j))
+                    .all(|&((k, part, round, j), _)| {
+                        !(k == t.step && part == 1 && (round, j) > (0, t.recv_j))
+                    })
             });
             if last_write {
                 fused[i] = Some(*u);
@@ -466,10 +521,21 @@ impl Planner<'_> {
         fused
     }
 
+    /// Messages (chunks, one MSCCL step each) that connection `conn` carries in BSP step `k`.
+    fn messages(&self, conn: usize, k: u32) -> usize {
+        self.on_conn
+            .get(&(conn, k))
+            .into_iter()
+            .flatten()
+            .map(|&t| self.transfers[t].chunks.len())
+            .sum()
+    }
+
     /// Whether the value transfer `t` leaves in chunk `c` is never read again once fused
     /// transfer `u` has sent it on (so `rrs` need not store it).
     pub(super) fn dead_after(&self, t: &Transfer, u: usize, c: ChunkId, rank: u32) -> bool {
-        let at: At = (t.step, 1, t.recv_j);
+        // A fused transfer is one chunk: round 0.
+        let at: At = (t.step, 1, 0, t.recv_j);
         for &(when, use_) in self
             .timeline
             .get(&(t.to, t.recv_buf, c))
