@@ -174,7 +174,7 @@ pub fn compile_sized(loaded: &Loaded, options: &Options, sizes: &Sizes) -> Resul
 /// A schedule the verifier refused only for its size is the machine's size problem, not a
 /// compiler bug: it is reported against the file, with what was too large. Anything else the
 /// verifier found stays an internal error.
-fn too_large_to_prove(machine: &Machine, errors: schedule_ir::VerifyErrors) -> Error {
+pub(super) fn too_large_to_prove(machine: &Machine, errors: schedule_ir::VerifyErrors) -> Error {
     let sizes: Vec<String> = errors
         .errors
         .iter()

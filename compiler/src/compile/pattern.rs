@@ -89,7 +89,8 @@ pub fn compile_pattern(
         phases,
     };
     crate::progress::doing(|| "verifying the pattern".to_string());
-    let verified = schedule_ir::verify_pattern(pattern).map_err(Error::Unverified)?;
+    let verified = schedule_ir::verify_pattern(pattern)
+        .map_err(|errors| super::too_large_to_prove(machine, errors))?;
     let ir = machine.to_ir();
     let mut notes = Vec::new();
     for ((request, knobs, wanted), report) in chosen.iter().zip(&verified.report().phases) {
