@@ -538,7 +538,7 @@ fn correct(
             // The list's ids by grid index, each index's parts in list order: index `i`
             // reaches chunk `j·n` on the node at `−i`, a different node for every index, so
             // each node gets at most one instruction from this one.
-            let mut ids: Vec<(usize, usize)> = chunks_of(instr)
+            let mut ids: Vec<(usize, usize)> = instr.chunks()
                 .iter()
                 .map(|c| (c.index() % n, c.index() / n))
                 .collect();
@@ -596,17 +596,6 @@ fn correct(
         }
         e
     }));
-}
-
-/// The chunk list of an instruction.
-fn chunks_of(instr: &Instr) -> &ChunkIds {
-    match instr {
-        Instr::Send { chunks, .. }
-        | Instr::Recv { chunks, .. }
-        | Instr::Reduce { chunks, .. }
-        | Instr::Copy { chunks, .. }
-        | Instr::Scale { chunks, .. } => chunks,
-    }
 }
 
 /// `instr` with its chunk list replaced.
