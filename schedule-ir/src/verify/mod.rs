@@ -149,6 +149,15 @@
 //! it live from its previous write) — [`ErrorKind::CapacityExceeded`], once per device, at the
 //! first step over. The size of a chunk is not checked against the device: the IR has no MTU.
 //!
+//! # The pattern form (`pattern.rs`)
+//!
+//! [`verify_pattern`] proves a [`Pattern`](crate::Pattern) without expanding it: the passes
+//! above run on the origin's program, its neighbourhood and the fibre (see that module), after
+//! the pattern's own checks — the grid is the machine's compute nodes, the phases are laid out
+//! by it, the sends are direct and every link the origin uses moves to every node —
+//! [`ErrorKind::NotAPattern`], with the reason; a phase spanning more grid nodes × steps than
+//! [`MAX_PATTERN_STEP_SLOTS`](crate::limits::MAX_PATTERN_STEP_SLOTS) — [`ErrorKind::TooLarge`].
+//!
 //! # 6. Balance (`report.rs`)
 //!
 //! Not a check: for a schedule that passed, the [`Report`] gives per phase and per step the
