@@ -4,7 +4,7 @@
 //! the machine: node `x` sends where the origin sends, shifted by `x`, the chunks the origin
 //! sends, shifted by `x`. Such a schedule is written as its [`Grid`] and the origin's program
 //! alone ([`Pattern`]); its size is that of one node's program, not of every node's, and the
-//! verifier proves it without expanding it ([`crate::verify::pattern`]). `docs/ir.md` ("The
+//! verifier proves it without expanding it ([`crate::verify_pattern`]). `docs/ir.md` ("The
 //! pattern form") specifies the form and why proving the origin's program proves them all.
 //!
 //! **Translation.** The grid numbers its nodes by coordinate index: dimension 0 is the fastest
@@ -261,7 +261,7 @@ impl<'a> Translator<'a> {
 impl Pattern {
     /// The explicit schedule the pattern stands for: every grid node runs the origin's
     /// program translated to it; nodes off the grid run nothing. Meant for a verified pattern
-    /// ([`crate::verify::pattern`]); a malformed one gets an error, never a panic.
+    /// ([`crate::verify_pattern`]); a malformed one gets an error, never a panic.
     pub fn expand(&self) -> Result<Schedule, ExpandError> {
         let translator = Translator::new(&self.machine, &self.grid);
         let mut phases = Vec::with_capacity(self.phases.len());

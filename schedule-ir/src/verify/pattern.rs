@@ -129,7 +129,7 @@ impl fmt::Display for PatternReport {
 }
 
 /// Checks `pattern` and returns the proof that the explicit schedule it stands for is valid,
-/// or every problem found (see the [module doc](self)).
+/// or every problem found (see the verifier's doc, "The pattern form").
 pub fn verify_pattern(pattern: Pattern) -> Result<VerifiedPattern, VerifyErrors> {
     let shell = Schedule {
         format_version: pattern.format_version,
