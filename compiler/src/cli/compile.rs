@@ -222,8 +222,10 @@ pub fn compile(
     }
     let compiled = topoc::compile::compile_sized(&loaded, options, at);
     topoc::progress::finish();
-    // A machine whose explicit schedule is over the limits may still compile as a pattern.
-    if compiled.is_err() && patterned {
+    // A machine whose explicit schedule is over the limits may still compile as a pattern;
+    // a memory budget the user set is obeyed as given (`--compact` asks for the pattern).
+    let default_budget = options.budget.memory_bytes == topoc::limits::DEFAULT_MEMORY_BYTES;
+    if compiled.is_err() && patterned && default_budget {
         if let Some(done) = pattern(path, &text, &loaded, request, output)? {
             return Ok(done);
         }

@@ -538,7 +538,8 @@ fn correct(
             // The list's ids by grid index, each index's parts in list order: index `i`
             // reaches chunk `j·n` on the node at `−i`, a different node for every index, so
             // each node gets at most one instruction from this one.
-            let mut ids: Vec<(usize, usize)> = instr.chunks()
+            let mut ids: Vec<(usize, usize)> = instr
+                .chunks()
                 .iter()
                 .map(|c| (c.index() % n, c.index() / n))
                 .collect();
