@@ -9,6 +9,9 @@
 //! pattern as compact RON. The explicit form's size (instructions) is what the pattern stands
 //! for; the growth law is fitted over the tori.
 
+mod common;
+
+use common::{load_average, status_kb};
 use std::process::Command;
 use std::time::Instant;
 
@@ -47,23 +50,6 @@ fn cases() -> Vec<Case> {
         ));
     }
     all
-}
-
-/// The value, in kB, of a `/proc/self/status` field.
-fn status_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".to_string())
 }
 
 /// User + system CPU seconds of this process so far.

@@ -22,6 +22,9 @@
 //! The load average is printed with every case: the machine may be shared, so compare the
 //! ratios to a baseline of the same run rather than absolute times.
 
+mod common;
+
+use common::{load_average, status_kb};
 use schedule_ir::{Collective, DType, Instr, ReduceOp, Schedule};
 use std::hint::black_box;
 use std::process::Command;
@@ -303,23 +306,6 @@ fn plain_pass(schedule: &Schedule) -> u64 {
         }
     }
     sum
-}
-
-/// The value, in kB, of a `/proc/self/status` field (`VmHWM`, `VmRSS`).
-fn status_kb(field: &str) -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "?".to_string())
 }
 
 /// Runs `f` five times, or twice when that takes over two seconds, and returns the fastest
