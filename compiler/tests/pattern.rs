@@ -7,7 +7,7 @@ use schedule_ir::{
     serial, verify, verify_pattern, ChunkId, ChunkIds, Collective, DType, Instr, NodeId, Pattern,
     RecvMode, ReduceOp, FORMAT_VERSION,
 };
-use topoc::lower::{rotated, PhaseSpec};
+use topoc::lower::{mean, rotated, PhaseSpec};
 
 fn machine(kind: &str) -> topoc::machine::Machine {
     let text = format!("Topology(name: \"m\", machine: {kind})");
@@ -108,6 +108,93 @@ fn a_pattern_is_proved_and_expands_to_the_explicit_schedule() {
                 );
             }
         }
+    }
+}
+
+/// The pattern of a mean phase, with its scales placed on the origin's program.
+fn mean_pattern_of(machine: &topoc::machine::Machine, collective: Collective, n: u64) -> Pattern {
+    let spec = PhaseSpec {
+        op: ReduceOp::Mean,
+        ..spec(collective, n)
+    };
+    let mut pattern = pattern_of(machine, &spec);
+    let grid = pattern.grid.clone();
+    mean::add_pattern_scales(&mut pattern.phases[0], &pattern.machine, &grid);
+    pattern
+}
+
+#[test]
+fn a_mean_pattern_scales_where_the_explicit_mean_schedule_does() {
+    for kind in MACHINES {
+        let m = machine(kind);
+        for collective in [Collective::AllReduce, Collective::ReduceScatter] {
+            for elements in [7560u64 * 8, 1001] {
+                let pattern = mean_pattern_of(&m, collective, elements);
+                let scales = pattern.phases[0].programs[0]
+                    .steps
+                    .iter()
+                    .flatten()
+                    .filter(|i| matches!(i, Instr::Scale { .. }))
+                    .count();
+                assert!(
+                    scales > 0,
+                    "{kind} {collective}: the origin divides its sums"
+                );
+                verify_pattern(pattern.clone())
+                    .unwrap_or_else(|e| panic!("{kind} {collective}: {e}"));
+                let spec = PhaseSpec {
+                    op: ReduceOp::Mean,
+                    ..spec(collective, elements)
+                };
+                let mut explicit = rotated::lower(&spec, "rotated-hd", &m).expect("lowers");
+                mean::add_scales(&mut explicit, &m.compute_nodes());
+                let expanded = pattern.expand().expect("expands");
+                let phase = &expanded.phases[0];
+                for (n, (a, b)) in phase.programs.iter().zip(&explicit.programs).enumerate() {
+                    for (k, (x, y)) in a.steps.iter().zip(&b.steps).enumerate() {
+                        assert_eq!(
+                            sorted(x),
+                            sorted(y),
+                            "{kind} {collective}: node {n} step {k}"
+                        );
+                    }
+                }
+                verify(expanded).expect("the expansion verifies");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_mean_pattern_without_its_scales_or_scaling_twice_is_refused_as_its_expansion_is() {
+    let m = machine("Torus(dims: [4, 4])");
+    let unscaled = |pattern: &mut Pattern| {
+        for step in &mut pattern.phases[0].programs[0].steps {
+            step.retain(|i| !matches!(i, Instr::Scale { .. }));
+        }
+    };
+    let twice = |pattern: &mut Pattern| {
+        for step in &mut pattern.phases[0].programs[0].steps {
+            let scales: Vec<Instr> = step
+                .iter()
+                .filter(|i| matches!(i, Instr::Scale { .. }))
+                .cloned()
+                .collect();
+            step.extend(scales);
+        }
+    };
+    type Change<'a> = &'a dyn Fn(&mut Pattern);
+    let cases: [(&str, Change); 2] = [("scales removed", &unscaled), ("every scale twice", &twice)];
+    for (what, change) in cases {
+        let mut pattern = mean_pattern_of(&m, Collective::AllReduce, 4096);
+        change(&mut pattern);
+        let by_pattern = verify_pattern(pattern.clone()).expect_err(what);
+        let by_explicit = verify(pattern.expand().expect(what)).expect_err(what);
+        assert_eq!(
+            kinds(&by_pattern),
+            kinds(&by_explicit),
+            "{what}: {by_pattern}"
+        );
     }
 }
 

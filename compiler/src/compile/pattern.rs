@@ -12,10 +12,10 @@
 
 use super::{Loaded, Options, PhaseNote, Verdict, Weighed};
 use crate::lower::floor::Floor;
-use crate::lower::{rotated, Choice, Method};
+use crate::lower::{mean, rotated, Choice, Method};
 use crate::machine::Machine;
 use crate::Error;
-use schedule_ir::{Collective, Pattern, ReduceOp, VerifiedPattern, FORMAT_VERSION};
+use schedule_ir::{Collective, Pattern, VerifiedPattern, FORMAT_VERSION};
 
 /// A topology compiled to the pattern form.
 #[derive(Debug)]
@@ -30,8 +30,8 @@ pub struct CompiledPattern {
 
 /// Compiles `loaded` to the pattern form, when every exchange phase is one: the machine is an
 /// intact torus of equal sides, hypercube or cube; the phase is an allreduce, reduce-scatter
-/// or allgather, not a mean (its divisions are placed on the explicit schedule), compiled at
-/// the file's size; and its method is `rotated-hd`, requested or the one `auto` would take.
+/// or allgather (a mean's divisions placed by [`mean::add_pattern_scales`]), compiled at the
+/// file's size; and its method is `rotated-hd`, requested or the one `auto` would take.
 /// `Ok(None)` otherwise.
 pub fn compile_pattern(
     loaded: &Loaded,
@@ -43,6 +43,7 @@ pub fn compile_pattern(
     if rotated::coordinates(machine).is_err() {
         return Ok(None);
     }
+    let ir = machine.to_ir();
     let mut grid = None;
     let mut phases = Vec::new();
     let mut chosen = Vec::new();
@@ -57,7 +58,6 @@ pub fn compile_pattern(
         let spec = &request.spec;
         let eligible = matches!(wanted, Choice::Auto | Choice::Method(Method::RotatedHd))
             && knobs.variant.is_none()
-            && spec.op != ReduceOp::Mean
             && matches!(
                 spec.collective,
                 Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
@@ -71,9 +71,10 @@ pub fn compile_pattern(
                 spec.name
             )
         });
-        let Ok((g, phase)) = rotated::pattern(spec, Method::RotatedHd.name(), machine) else {
+        let Ok((g, mut phase)) = rotated::pattern(spec, Method::RotatedHd.name(), machine) else {
             return Ok(None);
         };
+        mean::add_pattern_scales(&mut phase, &ir, &g);
         grid = Some(g);
         phases.push(phase);
         chosen.push((request, knobs, wanted));
@@ -84,14 +85,13 @@ pub fn compile_pattern(
     let pattern = Pattern {
         grid,
         format_version: FORMAT_VERSION,
-        machine: machine.to_ir(),
+        machine: ir.clone(),
         program: super::phases::program(&loaded.file, &requests),
         phases,
     };
     crate::progress::doing(|| "verifying the pattern".to_string());
     let verified = schedule_ir::verify_pattern(pattern)
         .map_err(|errors| super::too_large_to_prove(machine, errors))?;
-    let ir = machine.to_ir();
     let mut notes = Vec::new();
     for ((request, knobs, wanted), report) in chosen.iter().zip(&verified.report().phases) {
         let seconds = report.estimate.seconds;

@@ -12,31 +12,71 @@
 //! count of `p` means every input. With one compute node nothing combines and nothing is
 //! scaled; allgather and broadcast combine nothing either.
 
+use schedule_ir::pattern::Translator;
 use schedule_ir::{
-    BufferId, ChunkId, Collective, Instr, LinkId, NodeId, Phase, RecvMode, ReduceOp,
+    BufferId, ChunkId, Collective, Grid, Instr, LinkId, NodeId, Phase, RecvMode, ReduceOp,
 };
 use std::collections::HashMap;
 
 /// Inserts the scales of a mean phase (see the [module doc](self)); `compute` are the compute
 /// nodes (the inputs). Does nothing to a phase whose op is not mean.
 pub fn add_scales(phase: &mut Phase, compute: &[NodeId]) {
-    let p = compute.len();
+    if !scaled(phase, compute.len()) {
+        return;
+    }
+    let nodes = (0..phase.programs.len()).map(NodeId::new).collect();
+    let mut counts = Counts::new(phase, compute.len(), compute, nodes);
+    insert(phase, &mut counts, |counts, phase, k| {
+        counts.reads(phase, k)
+    });
+}
+
+/// Inserts the scales of a mean phase in the pattern form: `phase` holds the origin's program
+/// only (`grid.nodes[0]`'s), and every grid node runs it translated ([`schedule_ir::Pattern`]).
+///
+/// The counts are tracked for the origin alone. What a peer sends is its translated program
+/// reading its own state, and a translated program's state is the origin's translated: the
+/// node at grid offset `t` holds on chunk `x` what the origin holds on `x` moved back by `t`.
+/// So the origin's counts answer for every sender, and the scales land exactly where
+/// [`add_scales`] puts them on the expanded schedule, translated.
+pub fn add_pattern_scales(phase: &mut Phase, machine: &schedule_ir::Machine, grid: &Grid) {
+    let Some(&origin) = grid.nodes.first() else {
+        return;
+    };
+    if !scaled(phase, grid.nodes.len()) {
+        return;
+    }
+    let translator = Translator::new(machine, grid);
+    let mut counts = Counts::new(phase, grid.nodes.len(), &[origin], vec![origin]);
+    insert(phase, &mut counts, |counts, phase, k| {
+        counts.translated_reads(phase, k, &translator, grid)
+    });
+}
+
+/// Whether the phase is a mean that combines inputs of more than one node.
+fn scaled(phase: &Phase, p: usize) -> bool {
     let reducing = matches!(
         phase.collective,
         Collective::AllReduce | Collective::ReduceScatter | Collective::Reduce { .. }
     );
-    if phase.op != ReduceOp::Mean || p <= 1 || !reducing {
-        return;
-    }
-    let divisor = u32::try_from(p).unwrap_or(u32::MAX);
-    let mut counts = Counts::new(phase, compute);
+    phase.op == ReduceOp::Mean && p > 1 && reducing
+}
+
+/// Walks the phase's steps, staging each step's reads with `reads` and applying its writes in
+/// program order, and puts a scale right after every write that completes a sum.
+fn insert(
+    phase: &mut Phase,
+    counts: &mut Counts,
+    reads: impl Fn(&Counts, &Phase, usize) -> Staged,
+) {
+    let divisor = counts.p;
     for k in 0..phase.steps as usize {
-        let staged = counts.reads(phase, k);
-        for (n, program) in phase.programs.iter_mut().enumerate() {
-            let Some(instrs) = program.steps.get_mut(k) else {
+        let staged = reads(counts, phase, k);
+        for (row, program) in phase.programs.iter_mut().enumerate() {
+            let (Some(&node), Some(instrs)) = (counts.nodes.get(row), program.steps.get_mut(k))
+            else {
                 continue;
             };
-            let node = NodeId::new(n);
             let mut out = Vec::with_capacity(instrs.len());
             for (j, instr) in std::mem::take(instrs).into_iter().enumerate() {
                 let complete = counts.write(&staged, node, j, &instr);
@@ -70,24 +110,36 @@ struct Staged {
     local: HashMap<(NodeId, usize), Vec<u32>>,
 }
 
-/// Per (node, buffer, chunk), how many inputs the value combines (0: undefined).
+/// Per (node, buffer, chunk), how many inputs the value combines (0: undefined), for the
+/// tracked nodes: every node of an explicit phase, the origin of a pattern.
 struct Counts {
     p: u32,
     buffers: usize,
     chunks: usize,
+    /// The tracked nodes, one per program of the phase, in program order.
+    nodes: Vec<NodeId>,
+    /// Indexed by node: its row among the tracked nodes.
+    rows: Vec<Option<usize>>,
     counts: Vec<u32>,
 }
 
 impl Counts {
-    /// The start of the phase: each compute node's data buffer holds its own input.
-    fn new(phase: &Phase, compute: &[NodeId]) -> Counts {
+    /// The start of the phase: each tracked compute node's data buffer holds its own input;
+    /// `p` inputs make a complete sum.
+    fn new(phase: &Phase, p: usize, compute: &[NodeId], nodes: Vec<NodeId>) -> Counts {
         let buffers = phase.buffers.len();
         let chunks = phase.chunks.len();
+        let mut rows = vec![None; nodes.iter().map(|n| n.index() + 1).max().unwrap_or(0)];
+        for (row, n) in nodes.iter().enumerate() {
+            rows[n.index()] = Some(row);
+        }
         let mut counts = Counts {
-            p: u32::try_from(compute.len()).unwrap_or(u32::MAX),
+            p: u32::try_from(p).unwrap_or(u32::MAX),
             buffers,
             chunks,
-            counts: vec![0; phase.programs.len() * buffers * chunks],
+            counts: vec![0; nodes.len() * buffers * chunks],
+            nodes,
+            rows,
         };
         for &n in compute {
             for c in 0..chunks {
@@ -100,8 +152,9 @@ impl Counts {
     }
 
     fn slot(&self, n: NodeId, b: BufferId, c: ChunkId) -> Option<usize> {
+        let row = self.rows.get(n.index()).copied().flatten()?;
         (b.index() < self.buffers && c.index() < self.chunks)
-            .then(|| (n.index() * self.buffers + b.index()) * self.chunks + c.index())
+            .then(|| (row * self.buffers + b.index()) * self.chunks + c.index())
             .filter(|&s| s < self.counts.len())
     }
 
@@ -112,8 +165,7 @@ impl Counts {
     /// The reads of step `k`, against the state at its start.
     fn reads(&self, phase: &Phase, k: usize) -> Staged {
         let mut staged = Staged::default();
-        for (n, program) in phase.programs.iter().enumerate() {
-            let node = NodeId::new(n);
+        for (program, &node) in phase.programs.iter().zip(&self.nodes) {
             for (j, instr) in program.steps.get(k).into_iter().flatten().enumerate() {
                 match instr {
                     Instr::Send {
@@ -131,6 +183,51 @@ impl Counts {
                     Instr::Recv { .. } | Instr::Scale { .. } => {}
                 }
             }
+        }
+        staged
+    }
+
+    /// The reads of step `k` of a pattern, against the state at its start: the origin's own,
+    /// and, for every send of the origin's program, the message its translate to the origin
+    /// carries, read from the sender's state (the origin's, moved back by the translation).
+    fn translated_reads(
+        &self,
+        phase: &Phase,
+        k: usize,
+        translator: &Translator,
+        grid: &Grid,
+    ) -> Staged {
+        let mut staged = self.reads(phase, k);
+        staged.messages.clear();
+        let Some(&origin) = self.nodes.first() else {
+            return staged;
+        };
+        let program = phase.programs.first();
+        for instr in program.and_then(|p| p.steps.get(k)).into_iter().flatten() {
+            let Instr::Send { to, buffer, .. } = instr else {
+                continue;
+            };
+            // The translation `t` that brings this send's receiver to the origin.
+            let Some(i) = translator.index(*to) else {
+                continue;
+            };
+            let t = grid.sub(0, i);
+            let (Some(from), Some(moved)) =
+                (translator.node(origin, t), translator.instr(instr, t))
+            else {
+                continue;
+            };
+            let Instr::Send { to: at, chunks, .. } = &moved else {
+                continue;
+            };
+            let back = grid.sub(0, t);
+            let values = chunks
+                .iter()
+                .map(|x| self.get(origin, *buffer, translator.chunk(x, back)));
+            let link = moved.final_link().unwrap_or(LinkId(u32::MAX));
+            staged
+                .messages
+                .insert((from, *at, link, chunks.first()), values.collect());
         }
         staged
     }
