@@ -35,7 +35,8 @@ fn pattern_of(machine: &topoc::machine::Machine, spec: &PhaseSpec) -> Pattern {
     }
 }
 
-const MACHINES: [&str; 8] = [
+const MACHINES: [&str; 9] = [
+    "Ring(nodes: 5)",
     "Torus(dims: [3, 3])",
     "Torus(dims: [4, 4])",
     "Torus(dims: [5, 5])",
@@ -441,6 +442,55 @@ fn compile_writes_a_pattern_that_verify_proves_and_run_runs() {
     let (code, out, _) = topoc(dir.path(), &["verify", "bad.json", "--format", "json"]);
     assert_eq!(code, 1);
     assert!(out.contains("\"kind\": \"NotAPattern\""), "{out}");
+}
+
+#[test]
+fn a_ring_too_large_for_the_explicit_form_compiles_as_a_pattern_and_a_small_one_does_not() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let ring = |n: usize, elements: usize| {
+        format!(
+            "Topology(name: \"r\", machine: Ring(nodes: {n}), phases: [Exchange(name: \"grads\", \
+             collective: AllReduce, op: Sum, dtype: I32, elements: {elements})])"
+        )
+    };
+    // 1449 nodes: both walks of the ring, explicit, would be over 2^24 instructions, and
+    // `auto` would take halving-doubling at hundreds of times the time.
+    std::fs::write(dir.path().join("big.ron"), ring(1449, 2 * 1449)).expect("writes");
+    let (code, _, err) = topoc(dir.path(), &["compile", "big.ron", "-o", "big.out"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("rotated-hd (allreduce), 2896 steps"), "{err}");
+    assert!(err.contains("in the pattern form"), "{err}");
+    let (code, out, err) = topoc(dir.path(), &["verify", "big.out"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("big.out: verified"), "{out}");
+
+    // A small ring keeps its explicit `ring` schedule, with or without --compact (at 4 MiB,
+    // where the ring is `auto`'s pick).
+    std::fs::write(dir.path().join("small.ron"), ring(8, 1 << 20)).expect("writes");
+    for extra in [&[][..], &["--compact"][..]] {
+        let mut args = vec!["compile", "small.ron", "-o", "small.out"];
+        args.extend(extra);
+        let (code, _, err) = topoc(dir.path(), &args);
+        assert_eq!(code, 0, "{err}");
+        assert!(err.contains("`grads`: ring (allreduce)"), "{err}");
+        assert!(err.contains("verified schedule written to small.out"), "{err}");
+    }
+    let (code, _, err) = topoc(
+        dir.path(),
+        &[
+            "compile",
+            "small.ron",
+            "--algorithm",
+            "rotated-hd",
+            "-o",
+            "x.out",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("on a `Ring` machine `ring` runs this schedule"),
+        "{err}"
+    );
 }
 
 #[test]

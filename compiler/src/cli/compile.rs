@@ -215,17 +215,18 @@ pub fn compile(
     let text = read(path)?;
     let loaded = topoc::load(&text).map_err(|e| report_error(path, &text, &e))?;
     let patterned = matches!(emit, Emit::Ron | Emit::Json) && *at == Sizes::Declared;
-    if form == Form::Compact && patterned {
+    // A machine whose explicit schedule is over the limits may still compile as a pattern;
+    // a memory budget the user set is obeyed as given (`--compact` asks for the pattern).
+    let default_budget = options.budget.memory_bytes == topoc::limits::DEFAULT_MEMORY_BYTES;
+    let oversized = default_budget && topoc::compile::pattern::explicit_too_large(&loaded, options);
+    if patterned && (form == Form::Compact || oversized) {
         if let Some(done) = pattern(path, &text, &loaded, request, output)? {
             return Ok(done);
         }
     }
     let compiled = topoc::compile::compile_sized(&loaded, options, at);
     topoc::progress::finish();
-    // A machine whose explicit schedule is over the limits may still compile as a pattern;
-    // a memory budget the user set is obeyed as given (`--compact` asks for the pattern).
-    let default_budget = options.budget.memory_bytes == topoc::limits::DEFAULT_MEMORY_BYTES;
-    if compiled.is_err() && patterned && default_budget {
+    if compiled.is_err() && patterned && default_budget && !oversized {
         if let Some(done) = pattern(path, &text, &loaded, request, output)? {
             return Ok(done);
         }

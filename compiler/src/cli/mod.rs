@@ -83,9 +83,9 @@ enum Command {
         emit: Emit,
         /// With --emit ron or json: write the schedule in the compact form, chunk lists as
         /// runs and no indentation (docs/ir.md, "The compact form"). Every reader takes both
-        /// forms; large regular machines' files shrink many times. On an equal-sided torus or
-        /// a hypercube whose phases rotated-hd lowers (requested, or auto's pick), the pattern
-        /// form: the origin's program and the grid, proved without expanding it (docs/ir.md,
+        /// forms; large regular machines' files shrink many times. On an equal-sided torus, a
+        /// hypercube or a ring too large for the explicit form, whose phases rotated-hd lowers
+        /// (requested, or auto's pick), the pattern form: the origin's program and the grid, proved without expanding it (docs/ir.md,
         /// "The pattern form"): tori of tens of thousands of nodes compile in seconds.
         #[arg(long)]
         compact: bool,

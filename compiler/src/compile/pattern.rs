@@ -13,7 +13,7 @@
 use super::{Loaded, Options, PhaseNote, Verdict, Weighed};
 use crate::lower::floor::Floor;
 use crate::lower::{mean, rotated, Choice, Method};
-use crate::machine::Machine;
+use crate::machine::{Machine, Shape};
 use crate::Error;
 use schedule_ir::{Collective, Pattern, VerifiedPattern, FORMAT_VERSION};
 
@@ -37,10 +37,16 @@ pub fn compile_pattern(
     loaded: &Loaded,
     options: &Options,
 ) -> Result<Option<CompiledPattern>, Error> {
+    let oversized = explicit_too_large(loaded, options);
     let loaded = loaded.failing(&options.fail_links, &options.fail_nodes)?;
     let requests = loaded.phases()?;
     let machine = &loaded.machine;
     if rotated::coordinates(machine).is_err() {
+        return Ok(None);
+    }
+    // On a ring `rotated-hd` is `ring` by another name, which the explicit form keeps; only
+    // a ring too large for it is written as a pattern.
+    if machine.shape == Shape::Ring && !oversized {
         return Ok(None);
     }
     let ir = machine.to_ir();
@@ -124,6 +130,24 @@ pub fn compile_pattern(
         pattern: verified,
         notes,
     }))
+}
+
+/// Whether the explicit schedule `rotated-hd` would lower for some exchange phase is over the
+/// limits of `options.budget`. The explicit `auto` then refuses `rotated-hd` for its size alone
+/// and takes another method (on a ring of 1449 nodes, halving-doubling at 280 times the time);
+/// the pattern form holds the same schedule in one node's program, so it is tried first, and
+/// [`compile_pattern`] still writes it only where `auto` picks `rotated-hd`.
+pub fn explicit_too_large(loaded: &Loaded, options: &Options) -> bool {
+    let Ok(loaded) = loaded.failing(&options.fail_links, &options.fail_nodes) else {
+        return false;
+    };
+    let Ok(requests) = loaded.phases() else {
+        return false;
+    };
+    requests.iter().any(|request| {
+        rotated::explicit_estimate(&request.spec, &loaded.machine)
+            .is_ok_and(|e| crate::limits::admit(e, &options.budget).is_err())
+    })
 }
 
 /// `auto`'s verdicts when the pattern's estimate is `seconds`: every other method is refused

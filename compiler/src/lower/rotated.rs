@@ -53,14 +53,8 @@ impl Lowering for RotatedHd {
         super::halves(collective).is_some()
     }
     fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
-        let (machine, spec) = (job.machine, job.spec);
-        let grid = coordinates(machine)?;
-        Ok(estimate(
-            spec.collective,
-            grid.dims as usize,
-            grid.size,
-            grid.nodes.len(),
-        ))
+        on_ring(job.machine)?;
+        explicit_estimate(job.spec, job.machine)
     }
     /// Each half runs `d(k - 1)` steps, in every one of which every node sends.
     fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
@@ -79,8 +73,35 @@ impl Lowering for RotatedHd {
     }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec) = (job.machine, job.spec);
+        on_ring(machine)?;
         Ok(Lowered::phase(lower(spec, job.name, machine)?))
     }
+}
+
+/// On a `Ring` machine `rotated-hd`'s schedule is the ring's own, walked both ways, which
+/// `ring` lowers: so the explicit method leaves rings to it and `auto` names the schedule by
+/// what it is. Rings too large for the explicit form are written as a pattern by `rotated-hd`
+/// ([`crate::compile::pattern`]).
+fn on_ring(machine: &Machine) -> Result<(), EmbedError> {
+    match machine.shape {
+        Shape::Ring => Err(EmbedError::NotApplicable(
+            "on a `Ring` machine `ring` runs this schedule; `rotated-hd` writes it only in the \
+             pattern form, for rings too large for the explicit form"
+                .to_string(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The size of the explicit schedule `rotated-hd` lowers for `spec` on `machine`: exact.
+pub fn explicit_estimate(spec: &PhaseSpec, machine: &Machine) -> Result<Estimate, EmbedError> {
+    let grid = coordinates(machine)?;
+    Ok(estimate(
+        spec.collective,
+        grid.dims as usize,
+        grid.size,
+        grid.nodes.len(),
+    ))
 }
 
 /// The size of [`lower`]'s schedule on `d` dimensions of size `k` (`n` nodes), counted as it
@@ -250,6 +271,16 @@ pub fn coordinates(machine: &Machine) -> Result<Coordinates, EmbedError> {
                 nodes,
             })
         }
+        // A ring is a torus of one dimension (link `i` joins `Ni` and `Ni+1`). Two nodes are
+        // joined by two links, which no translation tells apart.
+        Shape::Ring if machine.compute_nodes().len() >= 3 => {
+            let n = machine.compute_nodes().len();
+            Ok(Coordinates {
+                dims: 1,
+                size: n,
+                nodes: (0..n).map(NodeId::new).collect(),
+            })
+        }
         Shape::Cube(layout) => {
             // Faces 5, 3 and 1 are the far sides of the three pairs.
             let far = |f: usize, x: NodeId| {
@@ -279,7 +310,7 @@ pub fn coordinates(machine: &Machine) -> Result<Coordinates, EmbedError> {
                 })
         }
         _ => Err(EmbedError::NotApplicable(
-            "`rotated-hd` runs on intact `Hypercube`, `Cube` and equal-sided `Torus` machines only"
+            "`rotated-hd` runs on intact `Hypercube`, `Cube`, `Ring` and equal-sided `Torus` machines only"
                 .to_string(),
         )),
     }
