@@ -61,6 +61,18 @@ fn sorted(step: &[Instr]) -> Vec<String> {
     v
 }
 
+/// Asserts that `expanded` and `explicit` hold the same instructions, node by node and step by
+/// step (in any order within a step).
+fn same_steps(expanded: &schedule_ir::Phase, explicit: &schedule_ir::Phase, what: &str) {
+    assert_eq!(expanded.programs.len(), explicit.programs.len(), "{what}");
+    for (n, (a, b)) in expanded.programs.iter().zip(&explicit.programs).enumerate() {
+        assert_eq!(a.steps.len(), b.steps.len(), "{what}: node {n}");
+        for (k, (x, y)) in a.steps.iter().zip(&b.steps).enumerate() {
+            assert_eq!(sorted(x), sorted(y), "{what}: node {n} step {k}");
+        }
+    }
+}
+
 #[test]
 fn a_pattern_is_proved_and_expands_to_the_explicit_schedule() {
     for kind in MACHINES {
@@ -80,17 +92,11 @@ fn a_pattern_is_proved_and_expands_to_the_explicit_schedule() {
                     "{kind} {collective}: the origin's program is node 0's"
                 );
                 let expanded = pattern.expand().expect("expands");
-                let phase = &expanded.phases[0];
-                for (n, (a, b)) in phase.programs.iter().zip(&explicit.programs).enumerate() {
-                    for (k, (x, y)) in a.steps.iter().zip(&b.steps).enumerate() {
-                        assert_eq!(
-                            sorted(x),
-                            sorted(y),
-                            "{kind} {collective}: node {n} step {k}"
-                        );
-                    }
-                    assert_eq!(a.steps.len(), b.steps.len());
-                }
+                same_steps(
+                    &expanded.phases[0],
+                    &explicit,
+                    &format!("{kind} {collective}"),
+                );
                 let proved = verify(expanded).expect("the expansion verifies");
                 let explicit_seconds = proved.report().phases[0].estimate.seconds;
                 let pattern_seconds = verified.report().phases[0].estimate.seconds;
@@ -150,16 +156,11 @@ fn a_mean_pattern_scales_where_the_explicit_mean_schedule_does() {
                 let mut explicit = rotated::lower(&spec, "rotated-hd", &m).expect("lowers");
                 mean::add_scales(&mut explicit, &m.compute_nodes());
                 let expanded = pattern.expand().expect("expands");
-                let phase = &expanded.phases[0];
-                for (n, (a, b)) in phase.programs.iter().zip(&explicit.programs).enumerate() {
-                    for (k, (x, y)) in a.steps.iter().zip(&b.steps).enumerate() {
-                        assert_eq!(
-                            sorted(x),
-                            sorted(y),
-                            "{kind} {collective}: node {n} step {k}"
-                        );
-                    }
-                }
+                same_steps(
+                    &expanded.phases[0],
+                    &explicit,
+                    &format!("{kind} {collective}"),
+                );
                 verify(expanded).expect("the expansion verifies");
             }
         }
@@ -473,7 +474,10 @@ fn a_ring_too_large_for_the_explicit_form_compiles_as_a_pattern_and_a_small_one_
         let (code, _, err) = topoc(dir.path(), &args);
         assert_eq!(code, 0, "{err}");
         assert!(err.contains("`grads`: ring (allreduce)"), "{err}");
-        assert!(err.contains("verified schedule written to small.out"), "{err}");
+        assert!(
+            err.contains("verified schedule written to small.out"),
+            "{err}"
+        );
     }
     let (code, _, err) = topoc(
         dir.path(),
