@@ -36,6 +36,8 @@
 //! at most one chunk per element. The schedule still runs at any size (the IR re-chunks it);
 //! it is only tuned for the size compiled, and `topoc simulate` lowers it again per size.
 
+mod least;
+
 use super::balance;
 use super::dag::{self, DagError, Transfer, TransferId, Transfers};
 use super::floor::Floor;
@@ -301,28 +303,41 @@ pub fn lower(
 ) -> Result<Lowered, DagError> {
     let ir = machine.to_ir();
     let most = most_chunks(machine, spec.collective, spec.elements);
-    // (estimate in seconds, total, lowering) of `total` pipeline chunks.
-    let with_total = |total: usize| -> Result<(f64, usize, Lowered), DagError> {
-        let counts = balance::apportion(total as u64, &packing.shares)
+    // The pipeline of `total` chunks: its counts per tree, chunks and transfers.
+    let build = |total: usize| {
+        let counts: IdVec<TreeId, usize> = balance::apportion(total as u64, &packing.shares)
             .into_iter()
             .map(|c| c as usize)
             .collect();
-        let lowered = lower_counts(spec, algorithm, machine, packing, counts)?;
+        let (chunks, transfers) = pipeline(spec, machine, packing, &counts);
+        (total, counts, chunks, transfers)
+    };
+    // Its (estimate in seconds, total, lowering).
+    let price = |(total, counts, chunks, transfers): Built| -> Result<Priced, DagError> {
+        let lowered = scheduled(spec, algorithm, machine, chunks, &transfers, counts)?;
         let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
         Ok((seconds, total, lowered))
     };
-    let mut best = with_total(1)?;
+    // Priced unless its bound ([`least::estimate`]) shows it cannot be below `beat`.
+    let size = spec.dtype.size_bytes() as f64;
+    let with_total = |total: usize, beat: f64| -> Result<Option<Priced>, DagError> {
+        let built = build(total);
+        let least_chunk = built.2.iter().map(|c| c.end - c.start).min().unwrap_or(0) as f64;
+        if least::estimate(machine, &built.3, least_chunk * size)? >= beat {
+            return Ok(None);
+        }
+        price(built).map(Some)
+    };
+    let mut best = price(build(1))?;
     let mut tried = std::collections::BTreeSet::from([1]);
     // Doubling until two doublings in a row are no cheaper…
     let (mut total, mut worse) = (1, 0);
     while worse < 2 && total < most {
         total = (2 * total).min(most);
         tried.insert(total);
-        let candidate = with_total(total)?;
-        if candidate.0 < best.0 {
-            (best, worse) = (candidate, 0);
-        } else {
-            worse += 1;
+        match with_total(total, best.0)? {
+            Some(candidate) if candidate.0 < best.0 => (best, worse) = (candidate, 0),
+            _ => worse += 1,
         }
     }
     // …then finer steps around the cheapest.
@@ -331,9 +346,10 @@ pub fn lower(
         for next in [at / ratio, at * ratio] {
             let next = (next.round() as usize).clamp(1, most);
             if tried.insert(next) {
-                let candidate = with_total(next)?;
-                if candidate.0 < best.0 {
-                    best = candidate;
+                if let Some(candidate) = with_total(next, best.0)? {
+                    if candidate.0 < best.0 {
+                        best = candidate;
+                    }
                 }
             }
         }
@@ -355,14 +371,21 @@ fn most_chunks(machine: &Machine, collective: Collective, elements: u64) -> usiz
         .max(1)
 }
 
-/// Lowers `spec` with `counts[i]` pipeline chunks on tree `i` of `packing`.
-fn lower_counts(
+/// A pipeline built for one total of chunks: the total, the chunks per tree, the chunks and
+/// the transfers ([`pipeline`]).
+type Built = (usize, IdVec<TreeId, usize>, Vec<Chunk>, Transfers);
+
+/// A pipeline scheduled: its estimate in seconds, its total of chunks and its lowering.
+type Priced = (f64, usize, Lowered);
+
+/// The chunks and transfers of `spec` with `counts[i]` pipeline chunks on tree `i` of
+/// `packing`, before they are scheduled.
+fn pipeline(
     spec: &PhaseSpec,
-    algorithm: &str,
     machine: &Machine,
     packing: &Packing,
-    counts: IdVec<TreeId, usize>,
-) -> Result<Lowered, DagError> {
+    counts: &IdVec<TreeId, usize>,
+) -> (Vec<Chunk>, Transfers) {
     let compute = machine.compute_nodes();
     let pieces = pieces(machine, spec.collective);
     let owned = matches!(
@@ -385,7 +408,7 @@ fn lower_counts(
         .collect();
     let mut first_chunk: IdVec<TreeId, usize> = IdVec::with_capacity(counts.len());
     let mut next = 0;
-    for &c in &counts {
+    for &c in counts {
         first_chunk.push(next);
         next += c * pieces;
     }
@@ -393,7 +416,7 @@ fn lower_counts(
     let rooted: IdVec<TreeId, Vec<Tree>> = packing
         .trees
         .iter()
-        .zip(&counts)
+        .zip(counts)
         .map(|(t, &c)| match (owned, c) {
             (true, 1..) => compute.iter().map(|&o| t.rerooted(o)).collect(),
             _ => Vec::new(),
@@ -408,7 +431,7 @@ fn lower_counts(
     let mut transfers = Transfers::new();
     let weights: IdVec<TreeId, f64> = counts.iter().map(|&c| c as f64).collect();
     let rate = busiest_count(machine, packing, spec.collective, &weights) / total.max(1) as f64;
-    for (q, (i, j)) in interleave(&counts).into_iter().enumerate() {
+    for (q, (i, j)) in interleave(counts).into_iter().enumerate() {
         // `counts` was apportioned over the packing's shares: one entry per tree.
         let tree = &packing.trees[i];
         let first = transfers.len();
@@ -435,7 +458,20 @@ fn lower_counts(
         let rank = (q as f64 * rate * RANK_RATE).floor() as u32;
         transfers.iter_mut().skip(first).for_each(|t| t.rank = rank);
     }
-    let timetable = dag::schedule(machine, &transfers, dag::Batching::ByBandwidth)?;
+    (chunks, transfers)
+}
+
+/// Lowers the pipeline of `chunks` and `transfers` (with `counts[i]` chunks on tree `i`):
+/// list-scheduled and assembled into a phase.
+fn scheduled(
+    spec: &PhaseSpec,
+    algorithm: &str,
+    machine: &Machine,
+    chunks: Vec<Chunk>,
+    transfers: &Transfers,
+    counts: IdVec<TreeId, usize>,
+) -> Result<Lowered, DagError> {
+    let timetable = dag::schedule(machine, transfers, dag::Batching::ByBandwidth)?;
     let phase = plan::assemble(
         spec,
         algorithm,
@@ -443,7 +479,7 @@ fn lower_counts(
         Plan {
             chunks,
             buffers: data_buffer(),
-            steps: dag::steps(&transfers, &timetable),
+            steps: dag::steps(transfers, &timetable),
             packing: plan::Packing::AsGiven,
         },
     );
