@@ -86,3 +86,67 @@ pub fn estimate(
     }
     Ok(bound * (1.0 - ROUNDING))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::super::{balance, pipeline, scheduled};
+    use crate::embed::trees::pack;
+    use crate::ids::{IdVec, TreeId};
+    use crate::lower::testing::{machine, spec};
+    use schedule_ir::{Collective, DType};
+
+    /// Every pipeline depth's schedule is priced at no less than its bound, on machines whose
+    /// links differ in speed, lanes and latency and that route through switches: the bound
+    /// that lets `trees` skip a depth without changing its pick.
+    #[test]
+    fn no_depth_is_priced_below_its_bound() {
+        let machines = [
+            r#"Topology(name: "t", machine: Torus(dims: [4, 4]))"#,
+            r#"Topology(name: "l", machine: Ladder(pairs: 5))"#,
+            include_str!("../../../../examples/cube.ron"),
+            r#"Topology(name: "g", machine: Graph(nodes: ["a", "b", "c", "d"], links: [
+                (id: "ab", between: ("a", "b"), bandwidth_gbps: 400.0, latency_us: 0.3, lanes: 2),
+                (id: "bc", between: ("b", "c"), bandwidth_gbps: 100.0),
+                (id: "cd", between: ("c", "d"), bandwidth_gbps: 100.0, latency_us: 2.0),
+                (id: "da", between: ("d", "a"), bandwidth_gbps: 200.0),
+                (id: "ac", between: ("a", "c"), bandwidth_gbps: 50.0)]))"#,
+            include_str!("../../../../examples/nvswitch-2x8.ron"),
+            include_str!("../../../../examples/dgx1-v100-lanes.ron"),
+        ];
+        let collectives = [
+            Collective::AllReduce,
+            Collective::AllGather,
+            Collective::ReduceScatter,
+        ];
+        for text in machines {
+            let m = machine(text);
+            let ir = m.to_ir();
+            for collective in collectives {
+                let packing = pack(&m, collective).unwrap();
+                for elements in [100, 1 << 12, 1 << 20] {
+                    let spec = spec(collective, DType::F32, elements);
+                    for total in [1, 2, 3, 8, 20, 64] {
+                        let counts: IdVec<TreeId, usize> =
+                            balance::apportion(total, &packing.shares)
+                                .into_iter()
+                                .map(|c| c as usize)
+                                .collect();
+                        let (chunks, transfers) = pipeline(&spec, &m, &packing, &counts);
+                        let least = chunks.iter().map(|c| c.end - c.start).min().unwrap() as f64;
+                        let bound = super::estimate(&m, &transfers, least * 4.0).unwrap();
+                        let lowered =
+                            scheduled(&spec, "trees", &m, chunks, &transfers, counts).unwrap();
+                        let priced = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+                        assert!(
+                            bound <= priced && bound > 0.0,
+                            "{} {collective} {elements} elements, {total} chunks: bound {bound} \
+                             against the estimate {priced}",
+                            m.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
