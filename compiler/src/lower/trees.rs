@@ -37,16 +37,18 @@
 //! it is only tuned for the size compiled, and `topoc simulate` lowers it again per size.
 
 mod least;
+mod walk;
 
 use super::balance;
-use super::dag::{self, DagError, Transfer, TransferId, Transfers};
+use super::dag::{self, DagError, Transfers};
 use super::floor::Floor;
-use super::plan::{self, Move, Plan};
+use super::plan::{self, Plan};
 use super::{data_buffer, Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
-use crate::embed::trees::{traffic, Packing, Tree};
+use crate::embed::trees::{traffic, Packing};
 use crate::ids::{IdVec, TreeId};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId, Phase, RecvMode};
+use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId, Phase};
+use walk::{broadcast_down, reduce_up, Walk};
 
 /// `trees`: collectives over spanning trees packed by an LP, pipelined.
 pub struct Trees;
@@ -413,15 +415,16 @@ fn pipeline(
         next += c * pieces;
     }
     // Where chunks have owners, every tree hangs from each owner in turn.
-    let rooted: IdVec<TreeId, Vec<Tree>> = packing
+    let rooted: IdVec<TreeId, Vec<Walk>> = packing
         .trees
         .iter()
         .zip(counts)
         .map(|(t, &c)| match (owned, c) {
-            (true, 1..) => compute.iter().map(|&o| t.rerooted(o)).collect(),
+            (true, 1..) => compute.iter().map(|&o| Walk::of(&t.rerooted(o))).collect(),
             _ => Vec::new(),
         })
         .collect();
+    let walks: IdVec<TreeId, Walk> = packing.trees.iter().map(Walk::of).collect();
 
     // Transfers chunk by chunk, the trees' pipelines interleaved. Pipeline chunk `q` (in that
     // order) gets rank ⌊q · r / 4⌋, `r` the chunks the busiest direction carries per pipeline
@@ -433,7 +436,7 @@ fn pipeline(
     let rate = busiest_count(machine, packing, spec.collective, &weights) / total.max(1) as f64;
     for (q, (i, j)) in interleave(counts).into_iter().enumerate() {
         // `counts` was apportioned over the packing's shares: one entry per tree.
-        let tree = &packing.trees[i];
+        let tree = &walks[i];
         let first = transfers.len();
         for k in 0..pieces {
             let chunk = ChunkId::new(first_chunk[i] + j * pieces + k);
@@ -487,96 +490,6 @@ fn scheduled(
         phase,
         chunks_per_tree: counts,
     })
-}
-
-/// Reduces `chunk` toward the tree's root, leaves first: each node sends its partial result to
-/// its parent after all its children's have arrived. Returns the transfers into the root.
-fn reduce_up(
-    tree: &Tree,
-    buffer: BufferId,
-    chunk: ChunkId,
-    transfers: &mut Transfers,
-) -> Vec<TransferId> {
-    // The tree was proved: its nodes, parents and children are in range of its tables.
-    let children = tree.children();
-    let mut up: IdVec<NodeId, Option<TransferId>> = IdVec::filled(None, tree.parent.len());
-    for v in tree.top_down().into_iter().rev() {
-        let Some((parent, _)) = tree.parent[v] else {
-            continue;
-        };
-        let route = tree.route_up(v);
-        let after = children[v].iter().filter_map(|&(c, _)| up[c]).collect();
-        up[v] = Some(transfers.push(transfer(
-            v,
-            parent,
-            route,
-            buffer,
-            chunk,
-            RecvMode::Reduce,
-            after,
-        )));
-    }
-    children[tree.root]
-        .iter()
-        .filter_map(|&(c, _)| up[c])
-        .collect()
-}
-
-/// Broadcasts `chunk` from the tree's root, which has it once `at_root` have landed: each node
-/// forwards it to its children once it has it.
-fn broadcast_down(
-    tree: &Tree,
-    buffer: BufferId,
-    chunk: ChunkId,
-    at_root: &[TransferId],
-    transfers: &mut Transfers,
-) {
-    let mut down: IdVec<NodeId, Option<TransferId>> = IdVec::filled(None, tree.parent.len());
-    for v in tree.top_down() {
-        let Some((parent, _)) = tree.parent[v] else {
-            continue;
-        };
-        let route = tree.route_up(v).into_iter().rev().collect();
-        let after = match down[parent] {
-            Some(t) => vec![t],
-            None => at_root.to_vec(),
-        };
-        down[v] = Some(transfers.push(transfer(
-            parent,
-            v,
-            route,
-            buffer,
-            chunk,
-            RecvMode::Store,
-            after,
-        )));
-    }
-}
-
-/// A transfer of `chunk` from `from` to `to` along `route` (its links in order, at least one).
-fn transfer(
-    from: NodeId,
-    to: NodeId,
-    route: Vec<schedule_ir::LinkId>,
-    buffer: BufferId,
-    chunk: ChunkId,
-    mode: RecvMode,
-    after: Vec<TransferId>,
-) -> Transfer {
-    // An empty route is reported by the scheduler as a bad route.
-    Transfer {
-        what: Move {
-            from,
-            to,
-            route,
-            src: buffer,
-            dst: buffer,
-            chunks: vec![chunk].into(),
-            mode,
-        },
-        after,
-        rank: 0,
-    }
 }
 
 /// `(tree, chunk)` pairs with the trees' pipelines interleaved: ordered by how far through its
