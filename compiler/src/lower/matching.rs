@@ -40,7 +40,6 @@ use crate::limits::Estimate;
 use crate::machine::Machine;
 use overlap::Placed;
 use schedule_ir::{ChunkId, ChunkIds, Collective, LinkId, NodeId, NodeKind, RecvMode};
-use std::collections::BTreeMap;
 use synth::{Direction, Gather, Pick};
 
 /// The chunk counts per node tried, in order. Small machines gain from many: the fill and
@@ -150,8 +149,9 @@ impl Lowering for Matching {
         if spec.collective == Collective::AllReduce {
             let mut budget = SEARCH_RECEPTIONS / 2;
             for shape in &shapes {
+                let beat = choice.as_ref().map_or(f64::INFINITY, |c| c.1);
                 if let Some((pieces, seconds, placed)) =
-                    overlapped(&links, spec, shape, &mut budget)
+                    overlapped(&links, spec, shape, beat, &mut budget)
                 {
                     if choice.as_ref().is_none_or(|(_, s, _, _)| seconds < *s) {
                         choice = Some((pieces, seconds, placed, shape));
@@ -173,7 +173,7 @@ impl Lowering for Matching {
                 );
                 let plan = Plan::data(
                     chunks,
-                    placed_steps(&links.nodes, &placed),
+                    overlap::placed_steps(&links.nodes, &placed),
                     Packing::AsGiven,
                 );
                 (
@@ -669,11 +669,16 @@ const PIECES: [usize; 4] = [1, 2, 4, 8];
 
 /// The cheapest overlapped allreduce of `best` ([`overlap`]) over the pipeline depths of
 /// [`PIECES`] within [`MAX_RECEPTIONS`], no more chunks than elements and the work left in
-/// `budget` (receptions placed), with its depth and price.
+/// `budget` (receptions placed), with its depth and price; `None` when none is priced below
+/// `beat`. A depth whose [`least_price_load`] shows it cannot be priced below `beat` nor
+/// below the cheapest depth so far is not placed (its work is spent all the same, so that
+/// the depths tried stay those tried without skipping): the one returned, when it is below
+/// `beat`, is the one placing every depth would return.
 fn overlapped(
     links: &Links,
     spec: &PhaseSpec,
     best: &Best,
+    beat: f64,
     budget: &mut u64,
 ) -> Option<(usize, f64, Vec<Placed>)> {
     let p = links.nodes.len();
@@ -698,6 +703,11 @@ fn overlapped(
             break;
         }
         *budget -= receptions;
+        let least = kept.as_ref().map_or(beat, |(_, s, _)| s.min(beat));
+        let demand = overlap::demand(&list, pieces, link_count);
+        if least_price_load(links, spec, chunks as usize, &demand) >= least {
+            continue;
+        }
         let run = overlap::allreduce(p, per_piece, |c| c / k, &list, pieces, link_count);
         let seconds = price_load(links, spec, chunks as usize, &run.load);
         if kept.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
@@ -705,6 +715,35 @@ fn overlapped(
         }
     }
     kept
+}
+
+/// A lower bound on [`price_load`] of the overlapped allreduce whose directions must carry
+/// `demand` ([`overlap::demand`]) for the phase's vector cut into `chunks` chunks.
+///
+/// *Proof.* A step is priced at least the latency and the bytes over the bandwidth of each
+/// direction it uses. So the steps that use direction `d` cost at least, together, `d`'s
+/// latency for each of them (at least [`overlap::Demand::least_steps`]) plus all `d` carries
+/// over its bandwidth; the price is at least the largest of these over the directions.
+/// Lowered by a relative `10⁻⁹` against rounding.
+fn least_price_load(
+    links: &Links,
+    spec: &PhaseSpec,
+    chunks: usize,
+    demand: &[overlap::Demand],
+) -> f64 {
+    let bytes =
+        (spec.elements as f64 / chunks.max(1) as f64).ceil() * spec.dtype.size_bytes() as f64;
+    let mut least = 0.0f64;
+    for d in &links.dirs {
+        let key = d.link.index() * 2 + usize::from(d.from > d.to);
+        let Some(need) = demand.get(key) else {
+            continue;
+        };
+        let rate = schedule_ir::cost::bytes_per_second(d.bandwidth_gbps);
+        let carried = (need.gather + need.reduce) as f64 * bytes / rate;
+        least = least.max(need.least_steps() as f64 * d.latency_us * 1e-6 + carried);
+    }
+    least * (1.0 - 1e-9)
 }
 
 /// The α-β price of an overlapped allreduce whose directions carry `load` (see
@@ -727,33 +766,6 @@ fn price_load(links: &Links, spec: &PhaseSpec, chunks: usize, load: &[Vec<u32>])
         }
     }
     beta.iter().zip(&alpha).map(|(b, a)| a + b).sum()
-}
-
-/// The plan steps of placed transfers: per step, one move per link direction and mode,
-/// carrying its chunks in placement order.
-fn placed_steps(nodes: &[NodeId], placed: &[Placed]) -> Vec<Vec<Move>> {
-    let steps = placed
-        .iter()
-        .map(|t| t.step as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let mut grouped: Vec<BTreeMap<(LinkId, usize, bool), Move>> = vec![BTreeMap::new(); steps];
-    for t in placed {
-        let mode = if t.reduce {
-            RecvMode::Reduce
-        } else {
-            RecvMode::Store
-        };
-        grouped[t.step as usize]
-            .entry((t.link, t.from, t.reduce))
-            .or_insert_with(|| Move::data(nodes[t.from], nodes[t.to], vec![t.link], vec![], mode))
-            .chunks
-            .push(ChunkId(t.chunk));
-    }
-    grouped
-        .into_iter()
-        .map(|step| step.into_values().collect())
-        .collect()
 }
 
 #[cfg(test)]

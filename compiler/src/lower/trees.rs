@@ -36,15 +36,19 @@
 //! at most one chunk per element. The schedule still runs at any size (the IR re-chunks it);
 //! it is only tuned for the size compiled, and `topoc simulate` lowers it again per size.
 
+mod least;
+mod walk;
+
 use super::balance;
-use super::dag::{self, DagError, Transfer, TransferId, Transfers};
+use super::dag::{self, DagError, Transfers};
 use super::floor::Floor;
-use super::plan::{self, Move, Plan};
+use super::plan::{self, Plan};
 use super::{data_buffer, Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
-use crate::embed::trees::{traffic, Packing, Tree};
+use crate::embed::trees::{traffic, Packing};
 use crate::ids::{IdVec, TreeId};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId, Phase, RecvMode};
+use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId, Phase};
+use walk::{broadcast_down, reduce_up, Walk};
 
 /// `trees`: collectives over spanning trees packed by an LP, pipelined.
 pub struct Trees;
@@ -301,28 +305,41 @@ pub fn lower(
 ) -> Result<Lowered, DagError> {
     let ir = machine.to_ir();
     let most = most_chunks(machine, spec.collective, spec.elements);
-    // (estimate in seconds, total, lowering) of `total` pipeline chunks.
-    let with_total = |total: usize| -> Result<(f64, usize, Lowered), DagError> {
-        let counts = balance::apportion(total as u64, &packing.shares)
+    // The pipeline of `total` chunks: its counts per tree, chunks and transfers.
+    let build = |total: usize| {
+        let counts: IdVec<TreeId, usize> = balance::apportion(total as u64, &packing.shares)
             .into_iter()
             .map(|c| c as usize)
             .collect();
-        let lowered = lower_counts(spec, algorithm, machine, packing, counts)?;
+        let (chunks, transfers) = pipeline(spec, machine, packing, &counts);
+        (total, counts, chunks, transfers)
+    };
+    // Its (estimate in seconds, total, lowering).
+    let price = |(total, counts, chunks, transfers): Built| -> Result<Priced, DagError> {
+        let lowered = scheduled(spec, algorithm, machine, chunks, &transfers, counts)?;
         let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
         Ok((seconds, total, lowered))
     };
-    let mut best = with_total(1)?;
+    // Priced unless its bound ([`least::estimate`]) shows it cannot be below `beat`.
+    let size = spec.dtype.size_bytes() as f64;
+    let with_total = |total: usize, beat: f64| -> Result<Option<Priced>, DagError> {
+        let built = build(total);
+        let least_chunk = built.2.iter().map(|c| c.end - c.start).min().unwrap_or(0) as f64;
+        if least::estimate(machine, &built.3, least_chunk * size)? >= beat {
+            return Ok(None);
+        }
+        price(built).map(Some)
+    };
+    let mut best = price(build(1))?;
     let mut tried = std::collections::BTreeSet::from([1]);
     // Doubling until two doublings in a row are no cheaper…
     let (mut total, mut worse) = (1, 0);
     while worse < 2 && total < most {
         total = (2 * total).min(most);
         tried.insert(total);
-        let candidate = with_total(total)?;
-        if candidate.0 < best.0 {
-            (best, worse) = (candidate, 0);
-        } else {
-            worse += 1;
+        match with_total(total, best.0)? {
+            Some(candidate) if candidate.0 < best.0 => (best, worse) = (candidate, 0),
+            _ => worse += 1,
         }
     }
     // …then finer steps around the cheapest.
@@ -331,9 +348,10 @@ pub fn lower(
         for next in [at / ratio, at * ratio] {
             let next = (next.round() as usize).clamp(1, most);
             if tried.insert(next) {
-                let candidate = with_total(next)?;
-                if candidate.0 < best.0 {
-                    best = candidate;
+                if let Some(candidate) = with_total(next, best.0)? {
+                    if candidate.0 < best.0 {
+                        best = candidate;
+                    }
                 }
             }
         }
@@ -355,14 +373,21 @@ fn most_chunks(machine: &Machine, collective: Collective, elements: u64) -> usiz
         .max(1)
 }
 
-/// Lowers `spec` with `counts[i]` pipeline chunks on tree `i` of `packing`.
-fn lower_counts(
+/// A pipeline built for one total of chunks: the total, the chunks per tree, the chunks and
+/// the transfers ([`pipeline`]).
+type Built = (usize, IdVec<TreeId, usize>, Vec<Chunk>, Transfers);
+
+/// A pipeline scheduled: its estimate in seconds, its total of chunks and its lowering.
+type Priced = (f64, usize, Lowered);
+
+/// The chunks and transfers of `spec` with `counts[i]` pipeline chunks on tree `i` of
+/// `packing`, before they are scheduled.
+fn pipeline(
     spec: &PhaseSpec,
-    algorithm: &str,
     machine: &Machine,
     packing: &Packing,
-    counts: IdVec<TreeId, usize>,
-) -> Result<Lowered, DagError> {
+    counts: &IdVec<TreeId, usize>,
+) -> (Vec<Chunk>, Transfers) {
     let compute = machine.compute_nodes();
     let pieces = pieces(machine, spec.collective);
     let owned = matches!(
@@ -385,20 +410,21 @@ fn lower_counts(
         .collect();
     let mut first_chunk: IdVec<TreeId, usize> = IdVec::with_capacity(counts.len());
     let mut next = 0;
-    for &c in &counts {
+    for &c in counts {
         first_chunk.push(next);
         next += c * pieces;
     }
     // Where chunks have owners, every tree hangs from each owner in turn.
-    let rooted: IdVec<TreeId, Vec<Tree>> = packing
+    let rooted: IdVec<TreeId, Vec<Walk>> = packing
         .trees
         .iter()
-        .zip(&counts)
+        .zip(counts)
         .map(|(t, &c)| match (owned, c) {
-            (true, 1..) => compute.iter().map(|&o| t.rerooted(o)).collect(),
+            (true, 1..) => compute.iter().map(|&o| Walk::of(&t.rerooted(o))).collect(),
             _ => Vec::new(),
         })
         .collect();
+    let walks: IdVec<TreeId, Walk> = packing.trees.iter().map(Walk::of).collect();
 
     // Transfers chunk by chunk, the trees' pipelines interleaved. Pipeline chunk `q` (in that
     // order) gets rank ⌊q · r / 4⌋, `r` the chunks the busiest direction carries per pipeline
@@ -408,9 +434,9 @@ fn lower_counts(
     let mut transfers = Transfers::new();
     let weights: IdVec<TreeId, f64> = counts.iter().map(|&c| c as f64).collect();
     let rate = busiest_count(machine, packing, spec.collective, &weights) / total.max(1) as f64;
-    for (q, (i, j)) in interleave(&counts).into_iter().enumerate() {
+    for (q, (i, j)) in interleave(counts).into_iter().enumerate() {
         // `counts` was apportioned over the packing's shares: one entry per tree.
-        let tree = &packing.trees[i];
+        let tree = &walks[i];
         let first = transfers.len();
         for k in 0..pieces {
             let chunk = ChunkId::new(first_chunk[i] + j * pieces + k);
@@ -435,7 +461,20 @@ fn lower_counts(
         let rank = (q as f64 * rate * RANK_RATE).floor() as u32;
         transfers.iter_mut().skip(first).for_each(|t| t.rank = rank);
     }
-    let timetable = dag::schedule(machine, &transfers, dag::Batching::ByBandwidth)?;
+    (chunks, transfers)
+}
+
+/// Lowers the pipeline of `chunks` and `transfers` (with `counts[i]` chunks on tree `i`):
+/// list-scheduled and assembled into a phase.
+fn scheduled(
+    spec: &PhaseSpec,
+    algorithm: &str,
+    machine: &Machine,
+    chunks: Vec<Chunk>,
+    transfers: &Transfers,
+    counts: IdVec<TreeId, usize>,
+) -> Result<Lowered, DagError> {
+    let timetable = dag::schedule(machine, transfers, dag::Batching::ByBandwidth)?;
     let phase = plan::assemble(
         spec,
         algorithm,
@@ -443,7 +482,7 @@ fn lower_counts(
         Plan {
             chunks,
             buffers: data_buffer(),
-            steps: dag::steps(&transfers, &timetable),
+            steps: dag::steps(transfers, &timetable),
             packing: plan::Packing::AsGiven,
         },
     );
@@ -451,96 +490,6 @@ fn lower_counts(
         phase,
         chunks_per_tree: counts,
     })
-}
-
-/// Reduces `chunk` toward the tree's root, leaves first: each node sends its partial result to
-/// its parent after all its children's have arrived. Returns the transfers into the root.
-fn reduce_up(
-    tree: &Tree,
-    buffer: BufferId,
-    chunk: ChunkId,
-    transfers: &mut Transfers,
-) -> Vec<TransferId> {
-    // The tree was proved: its nodes, parents and children are in range of its tables.
-    let children = tree.children();
-    let mut up: IdVec<NodeId, Option<TransferId>> = IdVec::filled(None, tree.parent.len());
-    for v in tree.top_down().into_iter().rev() {
-        let Some((parent, _)) = tree.parent[v] else {
-            continue;
-        };
-        let route = tree.route_up(v);
-        let after = children[v].iter().filter_map(|&(c, _)| up[c]).collect();
-        up[v] = Some(transfers.push(transfer(
-            v,
-            parent,
-            route,
-            buffer,
-            chunk,
-            RecvMode::Reduce,
-            after,
-        )));
-    }
-    children[tree.root]
-        .iter()
-        .filter_map(|&(c, _)| up[c])
-        .collect()
-}
-
-/// Broadcasts `chunk` from the tree's root, which has it once `at_root` have landed: each node
-/// forwards it to its children once it has it.
-fn broadcast_down(
-    tree: &Tree,
-    buffer: BufferId,
-    chunk: ChunkId,
-    at_root: &[TransferId],
-    transfers: &mut Transfers,
-) {
-    let mut down: IdVec<NodeId, Option<TransferId>> = IdVec::filled(None, tree.parent.len());
-    for v in tree.top_down() {
-        let Some((parent, _)) = tree.parent[v] else {
-            continue;
-        };
-        let route = tree.route_up(v).into_iter().rev().collect();
-        let after = match down[parent] {
-            Some(t) => vec![t],
-            None => at_root.to_vec(),
-        };
-        down[v] = Some(transfers.push(transfer(
-            parent,
-            v,
-            route,
-            buffer,
-            chunk,
-            RecvMode::Store,
-            after,
-        )));
-    }
-}
-
-/// A transfer of `chunk` from `from` to `to` along `route` (its links in order, at least one).
-fn transfer(
-    from: NodeId,
-    to: NodeId,
-    route: Vec<schedule_ir::LinkId>,
-    buffer: BufferId,
-    chunk: ChunkId,
-    mode: RecvMode,
-    after: Vec<TransferId>,
-) -> Transfer {
-    // An empty route is reported by the scheduler as a bad route.
-    Transfer {
-        what: Move {
-            from,
-            to,
-            route,
-            src: buffer,
-            dst: buffer,
-            chunks: vec![chunk].into(),
-            mode,
-        },
-        after,
-        rank: 0,
-    }
 }
 
 /// `(tree, chunk)` pairs with the trees' pipelines interleaved: ordered by how far through its

@@ -20,7 +20,9 @@
 //! the transfers.
 
 use super::synth::Gather;
-use schedule_ir::LinkId;
+use crate::lower::plan::Move;
+use schedule_ir::{ChunkId, LinkId, NodeId, RecvMode};
+use std::collections::BTreeMap;
 
 /// One all-gather reception of the synthesis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +77,53 @@ pub fn receptions(
             })
         })
         .collect()
+}
+
+/// What one link direction must carry in an overlapped allreduce, known from the receptions
+/// before any transfer is placed: the bound that lets the search skip a pipeline depth.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Demand {
+    /// All-gather transfers over the direction, over every piece.
+    pub gather: u64,
+    /// Reduce-scatter transfers over the direction (the all-gather's over its reverse).
+    pub reduce: u64,
+    /// The most chunks per step an all-gather transfer over it is placed with.
+    gather_capacity: u32,
+    /// Likewise for a reduce-scatter transfer.
+    reduce_capacity: u32,
+}
+
+impl Demand {
+    /// The fewest steps the direction is used in: [`allreduce`] fills a step of a direction
+    /// only while it holds fewer transfers than the capacity of the one being placed, and
+    /// never mixes the modes in one step.
+    pub fn least_steps(&self) -> u64 {
+        self.gather.div_ceil(u64::from(self.gather_capacity.max(1)))
+            + self.reduce.div_ceil(u64::from(self.reduce_capacity.max(1)))
+    }
+}
+
+/// Per link direction (keyed as in [`Overlapped::load`]), what [`allreduce`] of `pieces`
+/// copies of the trees `list` describes places on it, on a machine of `links` links.
+pub fn demand(list: &[Reception], pieces: usize, links: usize) -> Vec<Demand> {
+    let mut out = vec![Demand::default(); 2 * links];
+    let pieces = pieces as u64;
+    for r in list {
+        if let Some(d) = out.get_mut(key(r.from, r.to, r.link)) {
+            d.gather += pieces;
+            d.gather_capacity = d.gather_capacity.max(r.capacity);
+        }
+        if let Some(d) = out.get_mut(key(r.to, r.from, r.link)) {
+            d.reduce += pieces;
+            d.reduce_capacity = d.reduce_capacity.max(r.capacity);
+        }
+    }
+    out
+}
+
+/// The key of the direction from compute node `from` to `to` over `link`.
+fn key(from: usize, to: usize, link: LinkId) -> usize {
+    link.index() * 2 + usize::from(from > to)
 }
 
 /// Which link directions carry what in which step, as transfers are placed.
@@ -173,7 +222,6 @@ pub fn allreduce(
             kids.push(j);
         }
     }
-    let key = |from: usize, to: usize, link: LinkId| link.index() * 2 + usize::from(from > to);
     let mut timeline = Timeline {
         slots: vec![Vec::new(); 2 * links],
         skip: vec![Vec::new(); 2 * links],
@@ -231,4 +279,31 @@ pub fn allreduce(
         .map(|column| column.into_iter().map(|(n, _)| n).collect())
         .collect();
     Overlapped { placed: out, load }
+}
+
+/// The plan steps of placed transfers: per step, one move per link direction and mode,
+/// carrying its chunks in placement order.
+pub fn placed_steps(nodes: &[NodeId], placed: &[Placed]) -> Vec<Vec<Move>> {
+    let steps = placed
+        .iter()
+        .map(|t| t.step as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut grouped: Vec<BTreeMap<(LinkId, usize, bool), Move>> = vec![BTreeMap::new(); steps];
+    for t in placed {
+        let mode = if t.reduce {
+            RecvMode::Reduce
+        } else {
+            RecvMode::Store
+        };
+        grouped[t.step as usize]
+            .entry((t.link, t.from, t.reduce))
+            .or_insert_with(|| Move::data(nodes[t.from], nodes[t.to], vec![t.link], vec![], mode))
+            .chunks
+            .push(ChunkId(t.chunk));
+    }
+    grouped
+        .into_iter()
+        .map(|step| step.into_values().collect())
+        .collect()
 }

@@ -126,3 +126,49 @@ fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
     }
     best.unwrap()
 }
+
+/// Every overlapped allreduce the search may place is priced at no less than its
+/// [`least_price_load`], and skipping the depths it rules out keeps the depth and price that
+/// placing every depth gives: the bound that lets `matching` skip a pipeline depth.
+#[test]
+fn no_overlapped_allreduce_is_priced_below_its_bound() {
+    for m in machines() {
+        let links = Links::of(&m).unwrap();
+        let p = links.nodes.len();
+        let link_count = links.dirs.iter().map(|d| d.link.index() + 1).max().unwrap();
+        for elements in [1 << 10, 1 << 18, 1 << 26] {
+            let spec = spec(Collective::AllReduce, DType::F32, elements);
+            let shapes = search(&links, &spec).unwrap();
+            for shape in &shapes {
+                let k = shape.per_node;
+                let list = overlap::receptions(&shape.gather, |d| {
+                    let dir = links.dirs[shape.dirs[d]];
+                    (dir.from, dir.to, dir.link, shape.capacity[d])
+                });
+                let mut every: Option<(usize, f64)> = None;
+                for pieces in PIECES {
+                    let chunks = k * p * pieces;
+                    if chunks as u64 > elements || (list.len() * pieces) as u64 > MAX_RECEPTIONS {
+                        break;
+                    }
+                    let demand = overlap::demand(&list, pieces, link_count);
+                    let least = least_price_load(&links, &spec, chunks, &demand);
+                    let run = overlap::allreduce(p, k * p, |c| c / k, &list, pieces, link_count);
+                    let priced = price_load(&links, &spec, chunks, &run.load);
+                    assert!(
+                        least <= priced && least > 0.0,
+                        "{}: {k} per node, {pieces} pieces: bound {least} above {priced}",
+                        m.name
+                    );
+                    if every.is_none_or(|(_, s)| priced < s) {
+                        every = Some((pieces, priced));
+                    }
+                }
+                let mut budget = u64::MAX;
+                let skipping = overlapped(&links, &spec, shape, f64::INFINITY, &mut budget)
+                    .map(|(pieces, seconds, _)| (pieces, seconds));
+                assert_eq!(skipping, every, "{} {k} per node at {elements}", m.name);
+            }
+        }
+    }
+}
