@@ -465,6 +465,13 @@ fn a_ring_too_large_for_the_explicit_form_compiles_as_a_pattern_and_a_small_one_
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("big.out: verified"), "{out}");
 
+    // Too large for the pattern form as well: the explicit form's refusal, and nothing written.
+    std::fs::write(dir.path().join("huge.ron"), ring(16384, 1 << 20)).expect("writes");
+    let (code, _, err) = topoc(dir.path(), &["compile", "huge.ron", "-o", "huge.out"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("would have 2147352576 instructions"), "{err}");
+    assert!(!dir.path().join("huge.out").exists());
+
     // A small ring keeps its explicit `ring` schedule, with or without --compact (at 4 MiB,
     // where the ring is `auto`'s pick).
     std::fs::write(dir.path().join("small.ron"), ring(8, 1 << 20)).expect("writes");

@@ -220,8 +220,13 @@ pub fn compile(
     let default_budget = options.budget.memory_bytes == topoc::limits::DEFAULT_MEMORY_BYTES;
     let oversized = default_budget && topoc::compile::pattern::explicit_too_large(&loaded, options);
     if patterned && (form == Form::Compact || oversized) {
-        if let Some(done) = pattern(path, &text, &loaded, request, output)? {
-            return Ok(done);
+        match pattern(path, &text, &loaded, request, output) {
+            Ok(Some(done)) => return Ok(done),
+            Ok(None) => {}
+            Err(e) if form == Form::Compact => return Err(e),
+            // Too large as a pattern as well: the explicit path says why it refuses, or
+            // compiles what fits.
+            Err(_) => {}
         }
     }
     let compiled = topoc::compile::compile_sized(&loaded, options, at);
