@@ -37,7 +37,7 @@ pub fn compile_pattern(
     loaded: &Loaded,
     options: &Options,
 ) -> Result<Option<CompiledPattern>, Error> {
-    let oversized = explicit_too_large(loaded, options);
+    let declared = loaded;
     let loaded = loaded.failing(&options.fail_links, &options.fail_nodes)?;
     let requests = loaded.phases()?;
     let machine = &loaded.machine;
@@ -46,7 +46,7 @@ pub fn compile_pattern(
     }
     // On a ring `rotated-hd` is `ring` by another name, which the explicit form keeps; only
     // a ring too large for it is written as a pattern.
-    if machine.shape == Shape::Ring && !oversized {
+    if machine.shape == Shape::Ring && !explicit_too_large(declared, options) {
         return Ok(None);
     }
     let ir = machine.to_ir();

@@ -164,23 +164,32 @@ impl Counts {
 
     /// The reads of step `k`, against the state at its start.
     fn reads(&self, phase: &Phase, k: usize) -> Staged {
+        let mut staged = self.local_reads(phase, k);
+        for (program, &node) in phase.programs.iter().zip(&self.nodes) {
+            for instr in program.steps.get(k).into_iter().flatten() {
+                if let Instr::Send {
+                    to, buffer, chunks, ..
+                } = instr
+                {
+                    let values = chunks.iter().map(|c| self.get(node, *buffer, c));
+                    let link = instr.final_link().unwrap_or(LinkId(u32::MAX));
+                    let key = (node, *to, link, chunks.first());
+                    staged.messages.insert(key, values.collect());
+                }
+            }
+        }
+        staged
+    }
+
+    /// The local reads of step `k` (reduces' and copies' sources), against the state at its
+    /// start; no messages.
+    fn local_reads(&self, phase: &Phase, k: usize) -> Staged {
         let mut staged = Staged::default();
         for (program, &node) in phase.programs.iter().zip(&self.nodes) {
             for (j, instr) in program.steps.get(k).into_iter().flatten().enumerate() {
-                match instr {
-                    Instr::Send {
-                        to, buffer, chunks, ..
-                    } => {
-                        let values = chunks.iter().map(|c| self.get(node, *buffer, c));
-                        let link = instr.final_link().unwrap_or(LinkId(u32::MAX));
-                        let key = (node, *to, link, chunks.first());
-                        staged.messages.insert(key, values.collect());
-                    }
-                    Instr::Reduce { src, chunks, .. } | Instr::Copy { src, chunks, .. } => {
-                        let values = chunks.iter().map(|c| self.get(node, *src, c));
-                        staged.local.insert((node, j), values.collect());
-                    }
-                    Instr::Recv { .. } | Instr::Scale { .. } => {}
+                if let Instr::Reduce { src, chunks, .. } | Instr::Copy { src, chunks, .. } = instr {
+                    let values = chunks.iter().map(|c| self.get(node, *src, c));
+                    staged.local.insert((node, j), values.collect());
                 }
             }
         }
@@ -197,8 +206,7 @@ impl Counts {
         translator: &Translator,
         grid: &Grid,
     ) -> Staged {
-        let mut staged = self.reads(phase, k);
-        staged.messages.clear();
+        let mut staged = self.local_reads(phase, k);
         let Some(&origin) = self.nodes.first() else {
             return staged;
         };
