@@ -43,7 +43,9 @@ use super::plan::{Move, Step};
 use crate::ids::{compiler_id, IdVec};
 use crate::machine::Machine;
 use schedule_ir::{BufferId, ChunkIds, DirectionId, LinkId, NodeId, RecvMode};
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::ops::Bound::{Excluded, Unbounded};
 use thiserror::Error;
 
 compiler_id!(
@@ -184,38 +186,47 @@ pub fn schedule(
     let (top, level) = levels(&successors, &waiting)?;
 
     let mut step: IdVec<TransferId, u32> = IdVec::filled(u32::MAX, n);
-    let mut ready: Vec<TransferId> = waiting.ids().filter(|&t| waiting[t] == 0).collect();
     let key = |t: TransferId| {
         let start = transfers[t].rank.saturating_add(top[t]);
-        (start, std::cmp::Reverse(level[t]), t)
+        (start, Reverse(level[t]), t)
     };
-    ready.sort_by_key(|&t| key(t));
+    // Routes are never empty ([`directions`]), and their directions are in range.
+    let first = |t: TransferId| routes[t][0];
+    let mut ready = Ready::new(DirectionId::count(machine.link_count()));
+    waiting
+        .ids()
+        .filter(|&t| waiting[t] == 0)
+        .for_each(|t| ready.insert(first(t), key(t)));
     let batch = batch_sizes(machine, batching, &routes);
     let mut booking = Booking::new(&routes, lanes, batch);
     let mut send: IdVec<TransferId, u32> = IdVec::filled(0, n);
     let mut placed = 0;
     let mut now: u32 = 0;
+    let mut taken: Vec<TransferId> = Vec::new();
     while placed < n {
-        let mut later: Vec<TransferId> = Vec::with_capacity(ready.len());
-        let mut enabled: Vec<TransferId> = Vec::new();
         booking.start_step();
-        for (at, &t) in ready.iter().enumerate() {
+        // The ready transfers in priority order, as one merged walk over the directions'
+        // sets. A direction with no lane free and no open send with room is dropped from the
+        // walk: every transfer whose route starts there would be refused, now and for the
+        // rest of the step.
+        let mut heads: BinaryHeap<Reverse<(Key, DirectionId)>> =
+            ready.heads().map(|(d, k)| Reverse((k, d))).collect();
+        while let Some(Reverse((k, d))) = heads.pop() {
             if booking.full() {
-                later.extend_from_slice(&ready[at..]);
                 break;
             }
-            let Some(s) = booking.place(t, &transfers[t]) else {
-                later.push(t);
+            if booking.blocked(d) {
                 continue;
-            };
-            send[t] = s;
-            step[t] = now;
-            placed += 1;
-            for &s in &successors[t] {
-                waiting[s] -= 1;
-                if waiting[s] == 0 {
-                    enabled.push(s);
-                }
+            }
+            let t = k.2;
+            if let Some(s) = booking.place(t, &transfers[t]) {
+                send[t] = s;
+                step[t] = now;
+                placed += 1;
+                taken.push(t);
+            }
+            if let Some(next) = ready.after(d, k) {
+                heads.push(Reverse((next, d)));
             }
         }
         if !booking.end_step() {
@@ -225,9 +236,15 @@ pub fn schedule(
                 transfer: transfer.unwrap_or(TransferId(0)),
             });
         }
-        // `later` keeps the ready list's order; the newly enabled are merged into it.
-        enabled.sort_by_key(|&t| key(t));
-        ready = merged(&later, &enabled, key);
+        for t in taken.drain(..) {
+            ready.remove(first(t), key(t));
+            for &s in &successors[t] {
+                waiting[s] -= 1;
+                if waiting[s] == 0 {
+                    ready.insert(first(s), key(s));
+                }
+            }
+        }
         now += 1;
     }
     Ok(Timetable {
@@ -235,6 +252,57 @@ pub fn schedule(
         send,
         steps: if n == 0 { 0 } else { now },
     })
+}
+
+/// A transfer's priority, smallest first: its rank plus top level, its bottom level (largest
+/// first), its id ([module doc](self)).
+type Key = (u32, Reverse<u32>, TransferId);
+
+/// The ready transfers, each under the first direction of its route, in priority order.
+/// Grouping by direction lets a step skip, in one go, every transfer that starts on a
+/// direction already full, instead of reading each of them in every step: on a deep pipeline
+/// thousands of transfers wait behind a handful of busy directions.
+struct Ready {
+    by_direction: IdVec<DirectionId, BTreeSet<Key>>,
+    /// Directions holding a ready transfer.
+    occupied: BTreeSet<DirectionId>,
+}
+
+impl Ready {
+    fn new(directions: usize) -> Self {
+        Ready {
+            by_direction: IdVec::filled(BTreeSet::new(), directions),
+            occupied: BTreeSet::new(),
+        }
+    }
+
+    fn insert(&mut self, d: DirectionId, k: Key) {
+        self.by_direction[d].insert(k);
+        self.occupied.insert(d);
+    }
+
+    fn remove(&mut self, d: DirectionId, k: Key) {
+        let set = &mut self.by_direction[d];
+        set.remove(&k);
+        if set.is_empty() {
+            self.occupied.remove(&d);
+        }
+    }
+
+    /// The first ready transfer of every direction that has one.
+    fn heads(&self) -> impl Iterator<Item = (DirectionId, Key)> + '_ {
+        self.occupied
+            .iter()
+            .filter_map(|&d| self.by_direction[d].first().map(|&k| (d, k)))
+    }
+
+    /// The ready transfer after `k` on direction `d`.
+    fn after(&self, d: DirectionId, k: Key) -> Option<Key> {
+        self.by_direction[d]
+            .range((Excluded(k), Unbounded))
+            .next()
+            .copied()
+    }
 }
 
 /// The lanes and sends of the step being filled.
@@ -259,6 +327,8 @@ struct Booking<'a> {
     open: HashMap<SendKey<'a>, (u32, u32, ChunkIds)>,
     /// The room of all open sends together.
     open_room: u64,
+    /// The room of the open sends whose route starts on each direction.
+    room_from: IdVec<DirectionId, u64>,
     /// Sends opened in this step.
     sends: u32,
 }
@@ -277,6 +347,7 @@ impl<'a> Booking<'a> {
         Booking {
             routes,
             used: IdVec::filled(0, lanes.len()),
+            room_from: IdVec::filled(0, lanes.len()),
             lanes,
             batch,
             touched: Vec::new(),
@@ -301,6 +372,12 @@ impl<'a> Booking<'a> {
         self.free == 0 && self.open_room == 0
     }
 
+    /// Whether no transfer whose route starts on `d` fits in this step: `d` has no lane free
+    /// and no open send starting there has room. Stays true for the rest of the step.
+    fn blocked(&self, d: DirectionId) -> bool {
+        self.used[d] >= self.lanes[d] && self.room_from[d] == 0
+    }
+
     /// Books transfer `id` into this step if it fits, joining an open send with room or
     /// opening a send where every direction of its route has a lane free; returns its send.
     fn place(&mut self, id: TransferId, t: &'a Transfer) -> Option<u32> {
@@ -318,6 +395,7 @@ impl<'a> Booking<'a> {
             if let Some((s, room, carried)) = joins {
                 *room -= 1;
                 self.open_room -= 1;
+                self.room_from[route[0]] -= 1;
                 carried.extend(chunks.iter());
                 return Some(*s);
             }
@@ -344,8 +422,10 @@ impl<'a> Booking<'a> {
             let entry = (self.sends, room, chunks.clone());
             if let Some(old) = self.open.insert(SendKey::of(t), entry) {
                 self.open_room -= u64::from(old.1);
+                self.room_from[route[0]] -= u64::from(old.1);
             }
             self.open_room += u64::from(room);
+            self.room_from[route[0]] += u64::from(room);
         }
         self.sends += 1;
         Some(self.sends - 1)
@@ -356,27 +436,10 @@ impl<'a> Booking<'a> {
         let any = !self.touched.is_empty();
         for d in self.touched.drain(..) {
             self.used[d] = 0;
+            self.room_from[d] = 0;
         }
         any
     }
-}
-
-/// Two lists sorted by `key` (unique keys) merged into one sorted list.
-fn merged<T: Copy, K: Ord>(a: &[T], b: &[T], key: impl Fn(T) -> K) -> Vec<T> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        if key(a[i]) <= key(b[j]) {
-            out.push(a[i]);
-            i += 1;
-        } else {
-            out.push(b[j]);
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
 }
 
 /// Refuses a route that crosses a link direction more often than the link has lanes: no step
