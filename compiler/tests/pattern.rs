@@ -517,3 +517,55 @@ fn a_pattern_too_large_to_expand_is_refused_when_read_as_a_schedule() {
         "{error}"
     );
 }
+
+/// A max allreduce whose gather half combines a complete result into what the receiver
+/// already holds, instead of storing it: max forgives the inputs combined twice, so the
+/// pattern is proved, and its report carries the symbolic pass's warnings, each one the
+/// expansion also reports. With sum the same change is an error.
+#[test]
+fn a_patterns_report_carries_the_warnings_of_its_expansion() {
+    let m = machine("Torus(dims: [4, 4])");
+    let mutated = |op: ReduceOp| {
+        let mut pattern = pattern_of(
+            &m,
+            &PhaseSpec {
+                op,
+                ..spec(Collective::AllReduce, 4096)
+            },
+        );
+        let steps = &mut pattern.phases[0].programs[0].steps;
+        let half = steps.len() / 2;
+        let recv = steps[half..]
+            .iter_mut()
+            .flatten()
+            .find_map(|i| match i {
+                Instr::Recv { mode, .. } if *mode == RecvMode::Store => Some(mode),
+                _ => None,
+            })
+            .expect("the gather half stores what it receives");
+        *recv = RecvMode::Reduce;
+        pattern
+    };
+    let pattern = mutated(ReduceOp::Max);
+    let verified = verify_pattern(pattern.clone()).expect("max forgives");
+    let warnings = &verified.report().phases[0].warnings;
+    assert!(!warnings.is_empty(), "no warning");
+    let expanded = verify(pattern.expand().expect("expands")).expect("max forgives");
+    let explicit: Vec<String> = expanded.report().phases[0]
+        .warnings
+        .iter()
+        .map(|w| w.to_string())
+        .collect();
+    for w in warnings {
+        assert!(
+            explicit.contains(&w.to_string()),
+            "{w} is not among {explicit:?}"
+        );
+    }
+    let text = verified.report().to_string();
+    assert!(text.contains("  warning: "), "{text}");
+
+    let sum = mutated(ReduceOp::Sum);
+    assert!(kinds(&verify_pattern(sum).expect_err("sum counts twice"))
+        .contains(&"InputCombinedTwice".to_string()));
+}

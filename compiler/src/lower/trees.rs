@@ -32,7 +32,7 @@
 //! size, so the total `N` is chosen for the phase's size: the phase is lowered for `N = 1, 2,
 //! 4, …` until two doublings in a row give no lower α-β estimate ([`schedule_ir::cost`]), then
 //! for `N` a factor 2^±½, 2^±¼ and 2^±⅛ from the best so far, and the cheapest is kept. `N`
-//! is at most [`MAX_TRANSFERS`] transfers' worth (large machines get shorter pipelines) and
+//! is at most [`max_transfers`] transfers' worth (large machines get shorter pipelines) and
 //! at most one chunk per element. The schedule still runs at any size (the IR re-chunks it);
 //! it is only tuned for the size compiled, and `topoc simulate` lowers it again per size.
 
@@ -78,7 +78,7 @@ impl Lowering for Trees {
     }
     /// Machines past [`crate::limits::MAX_PLANNED_NODES`] are refused before the packing;
     /// below it, the larger of the generic estimate and the most the pipeline may hold: at
-    /// most [`MAX_TRANSFERS`] transfers (every hop one) of one piece each. Packing the trees
+    /// most [`max_transfers`] transfers (every hop one) of one piece each. Packing the trees
     /// grows with the square of the compute nodes (about 7 s for 2048 in a release build):
     /// `512·p²` operations of planning, so that past about 1448 nodes `trees` is refused
     /// before it starts rather than keeping `auto` busy for seconds.
@@ -88,7 +88,7 @@ impl Lowering for Trees {
         let generic = crate::limits::Estimate::generic(machine);
         let pieces = pieces(machine, spec.collective) as u64;
         let chunks = most_chunks(machine, spec.collective, spec.elements) as u64 * pieces;
-        let transfers = MAX_TRANSFERS as u64;
+        let transfers = max_transfers(machine.compute_nodes().len()) as u64;
         let pipeline = crate::limits::Estimate::transfers(transfers, transfers, chunks, 2)
             .on(machine.compute_nodes().len())
             .in_steps(transfers);
@@ -107,10 +107,32 @@ impl Lowering for Trees {
     fn lower(&self, job: &Job<'_>) -> Result<Planned, crate::embed::EmbedError> {
         let (machine, spec) = (job.machine, job.spec);
         super::check_planned(job.name, machine)?;
-        let packing = crate::embed::trees::pack(machine, spec.collective)?;
-        let lowered = lower(spec, job.name, machine, &packing).map_err(|e| {
+        let failed = |e: DagError| {
             crate::embed::EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"))
-        })?;
+        };
+        // Every packing is lowered and priced; the cheapest schedule is kept (the first on a
+        // tie).
+        let mut best: Option<(f64, usize, Lowered)> = None;
+        let packings = crate::embed::trees::packings(machine, spec.collective)?;
+        let ir = machine.to_ir();
+        for (i, packing) in packings.iter().enumerate() {
+            let from = best
+                .as_ref()
+                .map_or(1, |b| b.2.chunks_per_tree.iter().sum());
+            let lowered = lower(spec, job.name, machine, packing, from).map_err(failed)?;
+            let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+            if best.as_ref().is_none_or(|b| seconds < b.0) {
+                best = Some((seconds, i, lowered));
+            }
+        }
+        let (lowered, packing) = match best {
+            Some((_, i, lowered)) => (lowered, &packings[i]),
+            None => {
+                return Err(crate::embed::EmbedError::NotApplicable(
+                    "no tree packing was found".to_string(),
+                ))
+            }
+        };
         let total: usize = lowered.chunks_per_tree.iter().sum();
         let used: Vec<(&crate::embed::trees::Tree, usize)> = packing
             .trees
@@ -139,8 +161,20 @@ impl Lowering for Trees {
 /// idle on machines with links of different speeds.
 const RANK_RATE: f64 = 0.25;
 
-/// The most transfers a phase's pipeline is allowed to grow to (a bound on schedule size).
-pub const MAX_TRANSFERS: usize = 20_000;
+/// The most transfers a phase's pipeline may grow to on a machine of at most 64 compute
+/// nodes: at 256 MiB the 8 × 8 mesh's best depth, about 1 600 chunks, fits.
+pub const MAX_TRANSFERS: usize = 200_000;
+
+/// The fewest transfers the cap allows, whatever the machine's size.
+const MIN_TRANSFERS: usize = 20_000;
+
+/// The most transfers a phase's pipeline may grow to on a machine of `p` compute nodes: the
+/// verifier's work and the schedule's size grow with transfers × nodes, so that product is
+/// kept to what [`MAX_TRANSFERS`] costs on 64 nodes, and never below [`MIN_TRANSFERS`]
+/// (large machines get shorter pipelines).
+pub fn max_transfers(p: usize) -> usize {
+    (64 * MAX_TRANSFERS / p.max(1)).clamp(MIN_TRANSFERS, MAX_TRANSFERS)
+}
 
 /// Whether [`lower`] can produce `collective`: trees lower every collective.
 pub fn supports(_collective: Collective) -> bool {
@@ -295,13 +329,16 @@ pub struct Lowered {
     pub chunks_per_tree: IdVec<TreeId, usize>,
 }
 
-/// Lowers `spec` onto the trees of `packing` on `machine`. `algorithm` names the method in the
-/// schedule.
+/// Lowers `spec` onto the trees of `packing` on `machine`, searching the pipeline depth from
+/// `from` chunks up (1 searches every depth; another packing's best depth is a good start for
+/// a second one, as the depth depends mostly on the vector's size). `algorithm` names the
+/// method in the schedule.
 pub fn lower(
     spec: &PhaseSpec,
     algorithm: &str,
     machine: &Machine,
     packing: &Packing,
+    from: usize,
 ) -> Result<Lowered, DagError> {
     let ir = machine.to_ir();
     let most = most_chunks(machine, spec.collective, spec.elements);
@@ -330,10 +367,11 @@ pub fn lower(
         }
         price(built).map(Some)
     };
-    let mut best = price(build(1))?;
-    let mut tried = std::collections::BTreeSet::from([1]);
+    let start = from.clamp(1, most);
+    let mut best = price(build(start))?;
+    let mut tried = std::collections::BTreeSet::from([start]);
     // Doubling until two doublings in a row are no cheaper…
-    let (mut total, mut worse) = (1, 0);
+    let (mut total, mut worse) = (start, 0);
     while worse < 2 && total < most {
         total = (2 * total).min(most);
         tried.insert(total);
@@ -359,16 +397,17 @@ pub fn lower(
     Ok(best.2)
 }
 
-/// The most pipeline chunks a phase may have: within [`MAX_TRANSFERS`] transfers, and at
+/// The most pipeline chunks a phase may have: within [`max_transfers`] transfers, and at
 /// least one element per piece.
 fn most_chunks(machine: &Machine, collective: Collective, elements: u64) -> usize {
     let pieces = pieces(machine, collective);
-    let hops = machine.compute_nodes().len().saturating_sub(1).max(1);
+    let p = machine.compute_nodes().len();
+    let hops = p.saturating_sub(1).max(1);
     let transfers_per_chunk = match collective {
         Collective::AllReduce => 2 * hops,
         _ => pieces * hops,
     };
-    (MAX_TRANSFERS / transfers_per_chunk)
+    (max_transfers(p) / transfers_per_chunk)
         .min(usize::try_from(elements / pieces as u64).unwrap_or(usize::MAX))
         .max(1)
 }
@@ -582,7 +621,7 @@ mod tests {
                 dtype: schedule_ir::DType::F32,
                 elements,
             };
-            let lowered = lower(&spec, "trees", &m, &packing).unwrap();
+            let lowered = lower(&spec, "trees", &m, &packing, 1).unwrap();
             lowered.chunks_per_tree.iter().sum::<usize>()
         };
         let (small, large) = (chunks(1 << 10), chunks(1 << 26));

@@ -29,7 +29,7 @@ use super::conflicts;
 use super::instrs::InstrChecker;
 use super::{
     handles, link, matching, node, step_id, symbolic, ErrorKind, Location, VerifyError,
-    VerifyErrors,
+    VerifyErrors, Warning,
 };
 use crate::cost::{self, Bound, DirectionLoad, Estimate, NodeReduce, StepLoad};
 use crate::pattern::{Grid, Pattern, Translator};
@@ -97,6 +97,10 @@ pub struct PatternPhaseReport {
     pub bound: Bound,
     /// `bound / estimate`.
     pub efficiency: f64,
+    /// What the symbolic pass noticed without failing the phase (max and min forgive an
+    /// input combined twice), on the chunks it runs: the first chunk of every part (chunk
+    /// `j·n`). Every other chunk's warnings are these, translated.
+    pub warnings: Vec<Warning>,
 }
 
 impl fmt::Display for PatternReport {
@@ -123,6 +127,9 @@ impl fmt::Display for PatternReport {
                 p.bound.which,
                 p.efficiency * 100.0
             )?;
+            for w in &p.warnings {
+                writeln!(f, "  warning: {w}")?;
+            }
         }
         Ok(())
     }
@@ -257,17 +264,17 @@ fn check_phase(
     }
     // The report's bound (max-flow cuts) is as much work as the fibre on large machines: the
     // two run side by side, on another core when there is one.
-    let (found, report) = rayon::join(
+    let ((found, warnings), report) = rayon::join(
         || {
             let mut found = Vec::new();
-            correct(machine, grid, translator, phase, origin, &mut found);
-            found
+            let warnings = correct(machine, grid, translator, phase, origin, &mut found);
+            (found, warnings)
         },
         || phase_report(machine, grid, phase),
     );
     let ok = found.is_empty();
     errors.extend(found);
-    ok.then_some(report)
+    ok.then_some(PatternPhaseReport { warnings, ..report })
 }
 
 /// The phase without its programs.
@@ -526,7 +533,7 @@ fn correct(
     phase: &Phase,
     origin: &Program,
     errors: &mut Vec<VerifyError>,
-) {
+) -> Vec<Warning> {
     let n = grid.nodes.len();
     let parts = phase.chunks.len() / n;
     let mut programs = vec![Program::default(); machine.nodes.len()];
@@ -588,15 +595,22 @@ fn correct(
     // conflicts (a fibre carries a subset of the transfers checked above), no capacity (no
     // device), no report.
     let mut found = Vec::new();
+    let mut warnings = Vec::new();
     if let Some(pairs) = matching::check(machine, &schedule.phases[0], &mut found) {
-        let _ = symbolic::check(machine, &schedule.phases[0], &pairs, &mut found);
+        warnings = symbolic::check(machine, &schedule.phases[0], &pairs, &mut found);
     }
-    errors.extend(found.into_iter().map(|mut e| {
-        if let Some(c) = e.location.chunk {
-            e.location.chunk = Some(ChunkId::new(c.index() * n));
+    // Fibre chunk `j` is part `j`'s first chunk, `j·n`.
+    let real = |location: &mut Location| {
+        if let Some(c) = location.chunk {
+            location.chunk = Some(ChunkId::new(c.index() * n));
         }
+    };
+    errors.extend(found.into_iter().map(|mut e| {
+        real(&mut e.location);
         e
     }));
+    warnings.iter_mut().for_each(|w| real(&mut w.location));
+    warnings
 }
 
 /// `instr` with its chunk list replaced.
@@ -651,6 +665,7 @@ fn phase_report(machine: &Machine, grid: &Grid, phase: &Phase) -> PatternPhaseRe
         efficiency: cost::efficiency(&bound, &estimate),
         estimate,
         bound,
+        warnings: Vec::new(),
     }
 }
 

@@ -214,3 +214,53 @@ fn tree_edges_route_through_switches() {
     assert_eq!(tree.route_up(NodeId::new(child)).len(), 2);
     assert_eq!(packing.shares.as_slice(), [1.0]);
 }
+
+/// Where the first packing leaves the links unbalanced (the 8 × 8 mesh: 9% above the average
+/// direction) a second, wider one is offered, lighter by at least the threshold and proved;
+/// where the first is already at the floor (a ring's paths) there is only one. No packing is
+/// ever lighter than the floor that decides it.
+#[test]
+fn a_second_packing_is_offered_only_where_it_is_lighter() {
+    let mesh = machine(
+        r#"Topology(name: "m", machine: Mesh(dims: [8, 8], link: (bandwidth_gbps: 100.0)))"#,
+    );
+    let found = packings(&mesh, Collective::AllReduce).unwrap();
+    assert_eq!(found.len(), 2);
+    assert!(
+        found[1].busiest < found[0].busiest * (1.0 - WIDE_GAIN),
+        "{} against {}",
+        found[1].busiest,
+        found[0].busiest
+    );
+    for p in &found {
+        prove_trees(&mesh, &p.trees).unwrap();
+        assert!((p.shares.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        // The LP's figure is the busiest direction of the shares it returned.
+        let again = busiest(&mesh, p, Collective::AllReduce) * 8.0 / 100.0;
+        assert!(
+            (again - p.busiest).abs() < 1e-9 * again.max(1.0),
+            "{again} {}",
+            p.busiest
+        );
+    }
+    let ring = machine(r#"Topology(name: "r", machine: Ring(nodes: 8))"#);
+    assert_eq!(packings(&ring, Collective::AllReduce).unwrap().len(), 1);
+
+    // The floor: the lightest tree's total traffic over the directions.
+    for (m, collective) in [
+        (mesh, Collective::AllReduce),
+        (petersen(), Collective::AllGather),
+        (ring, Collective::ReduceScatter),
+    ] {
+        let directions = 2.0 * m.link_count() as f64;
+        for p in packings(&m, collective).unwrap() {
+            let least = p
+                .trees
+                .iter()
+                .map(|t| traffic(&m, t, collective).seconds.values().sum::<f64>())
+                .fold(f64::INFINITY, f64::min)
+                / directions;
+            assert!(p.busiest >= least * (1.0 - 1e-9), "{} < {least}", p.busiest);
+        }
+    }
+}
