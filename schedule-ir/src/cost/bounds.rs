@@ -123,12 +123,18 @@ fn owned_by(phase: &Phase, node: NodeId) -> f64 {
 /// and reduce, the root's egress), and its name.
 fn traffic(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> (f64, &'static str) {
     let p = compute.len() as f64;
-    let egress_of = egresses(machine);
-    let egress_at = |n: NodeId| egress_of.get(n.index()).copied().unwrap_or(0.0);
-    let total_egress: f64 = compute.iter().map(|&n| egress_at(n)).sum();
     // With devices that combine, merges need not happen on compute nodes: each node only
     // has to get its contribution out and its result in.
     let in_network = machine.nodes.iter().any(|n| n.capacity.is_some());
+    // What a node can send per step: its links' bandwidth, or without devices the narrowest
+    // cut around it and the switches on its side ([`cuts::sending`]).
+    let egress_of = if in_network {
+        egresses(machine)
+    } else {
+        cuts::sending(machine)
+    };
+    let egress_at = |n: NodeId| egress_of.get(n.index()).copied().unwrap_or(0.0);
+    let total_egress: f64 = compute.iter().map(|&n| egress_at(n)).sum();
     let slowest_node = |bytes: &dyn Fn(NodeId) -> f64| {
         compute
             .iter()
@@ -154,7 +160,7 @@ fn traffic(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> (f64
         }
         Collective::Broadcast { root } | Collective::Reduce { root } => {
             let m = if compute.len() > 1 { m } else { 0.0 };
-            (ratio(m, egress(machine, root)), "root egress")
+            (ratio(m, egress_at(root)), "root egress")
         }
     }
 }

@@ -62,6 +62,86 @@ pub fn min_cuts(machine: &Machine, source: NodeId) -> Vec<Cut> {
     cuts
 }
 
+/// How fast each node can get bytes to the other compute nodes, in bytes per second each
+/// way: for a compute node, the capacity of the narrowest cut that keeps it, with any
+/// switches on its side, apart from every other compute node (a max-flow to all of them at
+/// once); for other nodes, their egress. A compute node none of whose links leads to a switch
+/// has its egress: a cut around it and some switches also crosses all its own links. On a
+/// machine whose compute nodes reach switches, more than the work budget allows
+/// ([`MAX_CUT_WORK`], at least [`MIN_TARGETS`] nodes) keep their egress, which is never below
+/// the cut: a figure from fewer cuts is weaker, never wrong.
+///
+/// Why it bounds what a node sends in a step: every route from the node to another compute
+/// node crosses the cut, and each direction of the cut carries at most its bandwidth times the
+/// step's `β`. On a GPU whose PCIe link (64 GB/s) leads only to its NIC (50 GB/s to the
+/// network), the cut is its NVLink plus 50 GB/s, where its egress counts 64.
+pub fn sending(machine: &Machine) -> Vec<f64> {
+    let mut out = super::egresses(machine);
+    let n = machine.nodes.len();
+    let compute = |i: usize| {
+        machine
+            .nodes
+            .get(i)
+            .is_some_and(|x| x.kind == NodeKind::Compute)
+    };
+    let mut near_switch = vec![false; n];
+    for l in &machine.links {
+        let (a, b) = (l.a.index(), l.b.index());
+        if a < n && b < n {
+            near_switch[a] |= !compute(b);
+            near_switch[b] |= !compute(a);
+        }
+    }
+    let sources: Vec<usize> = (0..n).filter(|&i| compute(i) && near_switch[i]).collect();
+    if sources.is_empty() {
+        return out;
+    }
+    let size = machine.links.len() + n;
+    let most = (MAX_CUT_WORK / size.max(1)).max(MIN_TARGETS);
+    let mut network = Network::new(machine);
+    // A sink joined to every compute node by an arc wider than the whole machine; the
+    // source's own arc is closed while its cut is measured.
+    let wide: f64 = network.capacity.iter().sum::<f64>() + 1.0;
+    let sink = n;
+    network.out.push(Vec::new());
+    let mut to_sink = vec![usize::MAX; n];
+    for (i, arc) in to_sink.iter_mut().enumerate().filter(|&(i, _)| compute(i)) {
+        *arc = network.to.len();
+        network.out[i].push(network.to.len());
+        network.to.push(sink);
+        network.capacity.push(wide);
+        network.out[sink].push(network.to.len());
+        network.to.push(i);
+        network.capacity.push(wide);
+    }
+    network.flow = vec![0.0; network.to.len()];
+    for &s in sources.iter().take(most) {
+        let arc = to_sink[s];
+        network.capacity[arc] = 0.0;
+        network.capacity[arc ^ 1] = 0.0;
+        let (_, inside) = network.min_cut(s, sink);
+        network.capacity[arc] = wide;
+        network.capacity[arc ^ 1] = wide;
+        // The capacity of the cut found, from its links: any cut that keeps the node apart
+        // from the other compute nodes bounds what it sends, so a flow stopped a rounding
+        // short of the maximum still gives a sound figure.
+        let capacity: f64 = machine
+            .links
+            .iter()
+            .filter(|l| {
+                let side = |x: NodeId| inside.get(x.index()).copied();
+                side(l.a).zip(side(l.b)).is_some_and(|(a, b)| a != b)
+            })
+            .map(|l| bytes_per_second(l.bandwidth_gbps))
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .sum();
+        if let Some(e) = out.get_mut(s) {
+            *e = e.min(capacity);
+        }
+    }
+    out
+}
+
 /// A flow network with an arc each way per link.
 struct Network {
     /// `head[v]`: arcs leaving `v`, as indices into `to`/`cap`.
@@ -327,5 +407,44 @@ mod tests {
         let cuts = min_cuts(&m, NodeId(0));
         assert_eq!(cuts.len(), 1);
         assert_eq!(cuts[0].capacity, bytes_per_second(50.0));
+    }
+
+    /// Two GPUs on a switch (NVLink 400 Gbit/s each), each with a PCIe link (512 Gbit/s) to its
+    /// own NIC, the NICs on a network switch at 400 Gbit/s: a GPU can send at most its NVLink
+    /// plus its NIC's network link, not its PCIe link's rate. A third compute node joined to
+    /// the first GPU directly (no switch at it) keeps its egress.
+    #[test]
+    fn a_node_sends_no_faster_than_the_narrowest_cut_around_it() {
+        use NodeKind::{Compute, Switch};
+        let m = machine(
+            &[
+                ("g0", Compute),
+                ("g1", Compute),
+                ("nvs", Switch),
+                ("nic0", Switch),
+                ("nic1", Switch),
+                ("net", Switch),
+                ("h", Compute),
+            ],
+            &[
+                (0, 2, 400.0),
+                (1, 2, 400.0),
+                (0, 3, 512.0),
+                (1, 4, 512.0),
+                (3, 5, 400.0),
+                (4, 5, 400.0),
+                (6, 0, 100.0),
+            ],
+        );
+        let gbps = |g: f64| bytes_per_second(g);
+        let sending = sending(&m);
+        let egress = crate::cost::egresses(&m);
+        assert_eq!(sending[0], gbps(400.0) + gbps(400.0) + gbps(100.0));
+        assert_eq!(egress[0], gbps(400.0) + gbps(512.0) + gbps(100.0));
+        assert_eq!(sending[1], gbps(400.0) + gbps(400.0));
+        assert_eq!(sending[6], egress[6]);
+        for (s, e) in sending.iter().zip(&egress) {
+            assert!(s <= e);
+        }
     }
 }
