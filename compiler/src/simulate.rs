@@ -24,6 +24,7 @@ pub use sweep::sweep;
 use crate::compile::PhaseRequest;
 use crate::lower::{Knobs, Method, PhaseSpec};
 use crate::{Error, Loaded, Options};
+use rayon::prelude::*;
 use schedule_ir::cost::{self, Bound, Estimate};
 use schedule_ir::{Machine, Phase, Schedule, FORMAT_VERSION};
 use serde::Serialize;
@@ -115,24 +116,33 @@ pub fn simulate_topology(
         }
         let knobs = request.knobs(base).map_err(|p| Error::Topology(vec![p]))?;
         let first = table.rows.len();
-        for method in Method::ALL {
-            let skip = |reason: String| Skipped {
-                phase: request.spec.name.clone(),
-                algorithm: method.name().to_string(),
-                reason,
-            };
-            if !method.supports(request.spec.collective) {
-                table.skipped.push(skip(format!(
-                    "does not lower {}",
-                    crate::compile::describe(request.spec.collective)
-                )));
-                continue;
-            }
-            match verified(machine, &ir, method, &request.spec, &knobs) {
-                Ok(phase) => table.rows.extend(sizes.iter().map(|&bytes| {
-                    sized_row(machine, &ir, method, &request, &knobs, &phase, bytes)
-                })),
-                Err(reason) => table.skipped.push(skip(reason)),
+        // Every method, and a method tuned to the size at every size, is lowered side by
+        // side, on every core; the rows keep the methods' and sizes' order.
+        let methods: Vec<Result<Vec<Row>, Skipped>> = Method::ALL
+            .par_iter()
+            .map(|&method| {
+                let skip = |reason: String| Skipped {
+                    phase: request.spec.name.clone(),
+                    algorithm: method.name().to_string(),
+                    reason,
+                };
+                if !method.supports(request.spec.collective) {
+                    return Err(skip(format!(
+                        "does not lower {}",
+                        crate::compile::describe(request.spec.collective)
+                    )));
+                }
+                let phase = verified(machine, &ir, method, &request.spec, &knobs).map_err(skip)?;
+                Ok(sizes
+                    .par_iter()
+                    .map(|&bytes| sized_row(machine, &ir, method, &request, &knobs, &phase, bytes))
+                    .collect())
+            })
+            .collect();
+        for method in methods {
+            match method {
+                Ok(rows) => table.rows.extend(rows),
+                Err(skipped) => table.skipped.push(skipped),
             }
         }
         mark_auto(&mut table.rows[first..]);
