@@ -328,18 +328,18 @@ pub fn packings(machine: &Machine, collective: Collective) -> Result<Vec<Packing
         prove_trees(machine, candidates)
     };
     grow(0..narrow, &mut candidates)?;
-    let shorter = choose_shares(machine, candidates.clone(), collective)?;
+    // Each candidate's traffic, computed once for both LPs and the floor.
+    let mut loads: IdVec<TreeId, Load> = candidates
+        .iter()
+        .map(|t| traffic(machine, t, collective))
+        .collect();
+    let shorter = choose_shares(&candidates, &loads)?;
     // Every mix of trees puts on the directions, together, at least the lightest tree's
     // total, so its busiest direction carries at least that over the directions' number.
     let directions = (2 * machine.link_count()).max(1) as f64;
-    let least = candidates
+    let least = loads
         .iter()
-        .map(|t| {
-            traffic(machine, t, collective)
-                .seconds
-                .values()
-                .sum::<f64>()
-        })
+        .map(|l| l.seconds.values().sum::<f64>())
         .fold(f64::INFINITY, f64::min)
         / directions;
     if shorter.busiest <= least * (1.0 + WIDE_GAIN) {
@@ -350,7 +350,10 @@ pub fn packings(machine: &Machine, collective: Collective) -> Result<Vec<Packing
     if candidates.len() == before {
         return Ok(vec![shorter]);
     }
-    let wide = choose_shares(machine, candidates, collective)?;
+    for t in candidates.iter().skip(before) {
+        loads.push(traffic(machine, t, collective));
+    }
+    let wide = choose_shares(&candidates, &loads)?;
     if wide.busiest < shorter.busiest * (1.0 - WIDE_GAIN) {
         Ok(vec![shorter, wide])
     } else {
@@ -366,18 +369,14 @@ fn candidate_rounds(links: usize, nodes: usize) -> usize {
     (4 * fit + 8).clamp(8, MAX_CANDIDATES)
 }
 
-/// The LP shares over `candidates`; negligible ones dropped and the rest re-balanced.
+/// The LP shares over `candidates`, whose traffic is `loads`; negligible ones dropped and the rest
+/// re-balanced.
 fn choose_shares(
-    machine: &Machine,
-    candidates: IdVec<TreeId, Tree>,
-    collective: Collective,
+    candidates: &IdVec<TreeId, Tree>,
+    loads: &IdVec<TreeId, Load>,
 ) -> Result<Packing, EmbedError> {
     let failed = || EmbedError::NotApplicable("the tree-share LP could not be solved".to_string());
-    let loads: IdVec<TreeId, Load> = candidates
-        .iter()
-        .map(|t| traffic(machine, t, collective))
-        .collect();
-    let shares = balance::balance(&loads).ok_or_else(failed)?;
+    let shares = balance::balance(loads).ok_or_else(failed)?;
     let largest = shares.iter().copied().fold(0.0, f64::max);
     let keep: Vec<TreeId> = shares
         .iter_enumerated()

@@ -114,13 +114,12 @@ impl Lowering for Trees {
         // tie).
         let mut best: Option<(f64, usize, Lowered)> = None;
         let packings = crate::embed::trees::packings(machine, spec.collective)?;
-        let ir = machine.to_ir();
         for (i, packing) in packings.iter().enumerate() {
             let from = best
                 .as_ref()
                 .map_or(1, |b| b.2.chunks_per_tree.iter().sum());
-            let lowered = lower(spec, job.name, machine, packing, from).map_err(failed)?;
-            let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+            let (seconds, lowered) =
+                lower(spec, job.name, machine, packing, from).map_err(failed)?;
             if best.as_ref().is_none_or(|b| seconds < b.0) {
                 best = Some((seconds, i, lowered));
             }
@@ -332,14 +331,14 @@ pub struct Lowered {
 /// Lowers `spec` onto the trees of `packing` on `machine`, searching the pipeline depth from
 /// `from` chunks up (1 searches every depth; another packing's best depth is a good start for
 /// a second one, as the depth depends mostly on the vector's size). `algorithm` names the
-/// method in the schedule.
+/// method in the schedule. Returns the lowering and its α-β estimate in seconds.
 pub fn lower(
     spec: &PhaseSpec,
     algorithm: &str,
     machine: &Machine,
     packing: &Packing,
     from: usize,
-) -> Result<Lowered, DagError> {
+) -> Result<(f64, Lowered), DagError> {
     let ir = machine.to_ir();
     let most = most_chunks(machine, spec.collective, spec.elements);
     // The pipeline of `total` chunks: its counts per tree, chunks and transfers.
@@ -394,7 +393,7 @@ pub fn lower(
             }
         }
     }
-    Ok(best.2)
+    Ok((best.0, best.2))
 }
 
 /// The most pipeline chunks a phase may have: within [`max_transfers`] transfers, and at
@@ -621,7 +620,7 @@ mod tests {
                 dtype: schedule_ir::DType::F32,
                 elements,
             };
-            let lowered = lower(&spec, "trees", &m, &packing, 1).unwrap();
+            let (_, lowered) = lower(&spec, "trees", &m, &packing, 1).unwrap();
             lowered.chunks_per_tree.iter().sum::<usize>()
         };
         let (small, large) = (chunks(1 << 10), chunks(1 << 26));
