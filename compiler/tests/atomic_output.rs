@@ -205,6 +205,57 @@ fn an_output_of_a_dash_is_standard_output() {
     );
 }
 
+/// An output that names a device or a named pipe (`-o /dev/null`, `-o /dev/stdout`) is
+/// written through, not renamed over: run as root, a rename would replace `/dev/null` with a
+/// regular file. A named pipe stands in for the device here, so a failure cannot harm the
+/// machine.
+#[cfg(unix)]
+#[test]
+fn an_output_that_is_a_named_pipe_is_written_through_and_stays_a_pipe() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("schedule.pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo");
+    // The reader blocks until a writer opens the pipe; a program that renamed a file over
+    // the pipe never does, so the wait for what it read has a limit.
+    let (sender, read) = std::sync::mpsc::channel();
+    {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || sender.send(std::fs::read_to_string(fifo).unwrap()));
+    }
+    let out = topoc(&[
+        "compile",
+        "examples/ring8.ron",
+        "-o",
+        fifo.to_str().unwrap(),
+    ]);
+    if !out.status.success() {
+        // Open the pipe once for writing so that the reader sees its end.
+        drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+    }
+    let read = read
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the schedule arrives through the pipe");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(read, stdout_of(&["compile", "examples/ring8.ron"]));
+    assert!(
+        std::fs::metadata(&fifo).unwrap().file_type().is_fifo(),
+        "the pipe is still a pipe"
+    );
+    assert_eq!(entries(dir.path()), ["schedule.pipe"], "no temporary file");
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = topoc(args);
+    assert!(out.status.success(), "{args:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[cfg(unix)]
 #[test]
 fn a_read_only_output_is_refused_and_kept() {

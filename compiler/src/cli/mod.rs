@@ -507,8 +507,20 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// Writes `text` to `path` whole or not at all: a temporary file beside it, renamed over it.
+///
+/// A path that already names something other than a regular file (`/dev/null`,
+/// `/dev/stdout`, a named pipe) is written through instead: renaming over it would replace
+/// the device with a file, and run as root that turns `-o /dev/null` into a regular file
+/// that every later program's discarded output lands in and is read back from.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
     let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| fail(&e))?;
+        return std::io::Write::write_all(&mut out, text.as_bytes()).map_err(|e| fail(&e));
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
