@@ -8,8 +8,10 @@
 //! costed with the α-β model of [`schedule_ir::cost`]. A method whose structure depends on the
 //! size ([`Method::sized`]: `trees`, whose pipeline depth is chosen for the vector, and
 //! `in-network`, whose segments follow the MTU) is lowered again for every size, and each of
-//! those schedules verified, as compiling a file declaring that size would. At every size the
-//! cheapest row is the one `auto` takes ([`Row::auto`]).
+//! those schedules verified, as compiling a file declaring that size would. `rotated-hd`, when
+//! its explicit schedule is over the limits, is proved and priced as the pattern `compile`
+//! writes for it ([`crate::compile::pattern`]). At every size the cheapest row is the one
+//! `auto` takes ([`Row::auto`]).
 //!
 //! Each row carries nccl-tests' algorithm and bus bandwidth ([`bandwidth`]), sizes can be swept
 //! as nccl-tests sweeps them ([`sweep()`]), and a table can be drawn ([`plot`]).
@@ -26,7 +28,7 @@ use crate::lower::{Knobs, Method, PhaseSpec};
 use crate::{Error, Loaded, Options};
 use rayon::prelude::*;
 use schedule_ir::cost::{self, Bound, Estimate};
-use schedule_ir::{Machine, Phase, Schedule, FORMAT_VERSION};
+use schedule_ir::{Grid, Machine, Pattern, Phase, Schedule, FORMAT_VERSION};
 use serde::Serialize;
 
 /// One row of the table: one phase, one method, one size.
@@ -132,7 +134,21 @@ pub fn simulate_topology(
                         crate::compile::describe(request.spec.collective)
                     )));
                 }
-                let phase = verified(machine, &ir, method, &request.spec, &knobs).map_err(skip)?;
+                let phase = match verified(machine, &ir, method, &request.spec, &knobs) {
+                    Ok(phase) => phase,
+                    // Too large to build in the explicit form, `rotated-hd` is priced as the
+                    // pattern `compile` would write.
+                    Err(reason) => {
+                        let pattern = (method == Method::RotatedHd)
+                            .then(|| verified_pattern(machine, &ir, &request.spec, &knobs))
+                            .flatten()
+                            .ok_or_else(|| skip(reason))?;
+                        return Ok(sizes
+                            .par_iter()
+                            .map(|&bytes| pattern_row(&ir, &pattern, bytes))
+                            .collect());
+                    }
+                };
                 Ok(sizes
                     .par_iter()
                     .map(|&bytes| sized_row(machine, &ir, method, &request, &knobs, &phase, bytes))
@@ -181,6 +197,34 @@ fn verified(
         .first()
         .cloned()
         .ok_or_else(|| "no phase".to_string())
+}
+
+/// `spec`'s `rotated-hd` schedule as a pattern, proved: its grid and the origin's phase; `None`
+/// where the pattern form does not hold it or the proof fails.
+fn verified_pattern(
+    machine: &crate::machine::Machine,
+    ir: &Machine,
+    spec: &PhaseSpec,
+    knobs: &Knobs,
+) -> Option<(Grid, Phase)> {
+    let (grid, phase) = crate::compile::pattern::pattern_phase(machine, ir, spec, knobs)?;
+    let pattern = Pattern {
+        grid,
+        format_version: FORMAT_VERSION,
+        machine: ir.clone(),
+        program: Vec::new(),
+        phases: vec![phase],
+    };
+    let mut pattern = schedule_ir::verify_pattern(pattern).ok()?.pattern().clone();
+    Some((pattern.grid, pattern.phases.pop()?))
+}
+
+/// The row of a proved pattern's phase at `bytes`: re-chunked, and priced from the origin's
+/// program ([`schedule_ir::verify::origin_loads`]); every node runs it translated.
+fn pattern_row(machine: &Machine, (grid, phase): &(Grid, Phase), bytes: u64) -> Row {
+    let phase = phase.with_elements(bytes / phase.dtype.size_bytes());
+    let loads = schedule_ir::verify::origin_loads(machine, grid, &phase);
+    priced(machine, &phase, &loads)
 }
 
 /// The row of `phase` at `bytes`: re-chunked, or for a [`Method::sized`] method lowered again
@@ -278,11 +322,15 @@ fn banded_rows(schedule: &Schedule, name: &str, sizes: &[u64]) -> Vec<Row> {
 }
 
 fn row(machine: &Machine, phase: &Phase) -> Row {
-    let loads = cost::step_loads(machine, phase);
-    let estimate = cost::estimate_loads(machine, &loads);
+    priced(machine, phase, &cost::step_loads(machine, phase))
+}
+
+/// The row of `phase` whose steps put `loads` on the links.
+fn priced(machine: &Machine, phase: &Phase, loads: &[cost::StepLoad]) -> Row {
+    let estimate = cost::estimate_loads(machine, loads);
     let bound = cost::lower_bound(machine, phase);
     let mut totals = vec![0u64; schedule_ir::DirectionId::count(machine.links.len())];
-    for step in &loads {
+    for step in loads {
         for load in &step.loads {
             if let Some(t) = totals.get_mut(load.direction) {
                 *t = t.saturating_add(load.bytes);

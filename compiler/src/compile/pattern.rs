@@ -12,10 +12,10 @@
 
 use super::{Loaded, Options, PhaseNote, Verdict, Weighed};
 use crate::lower::floor::Floor;
-use crate::lower::{mean, rotated, Choice, Method};
+use crate::lower::{mean, rotated, Choice, Knobs, Method, PhaseSpec};
 use crate::machine::{Machine, Shape};
 use crate::Error;
-use schedule_ir::{Collective, Pattern, VerifiedPattern, FORMAT_VERSION};
+use schedule_ir::{Collective, Grid, Pattern, Phase, VerifiedPattern, FORMAT_VERSION};
 
 /// A topology compiled to the pattern form.
 #[derive(Debug)]
@@ -62,25 +62,12 @@ pub fn compile_pattern(
             None => request.choice().map_err(|p| Error::Topology(vec![p]))?,
         };
         let spec = &request.spec;
-        let eligible = matches!(wanted, Choice::Auto | Choice::Method(Method::RotatedHd))
-            && knobs.variant.is_none()
-            && matches!(
-                spec.collective,
-                Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
-            );
-        if !eligible {
+        if !matches!(wanted, Choice::Auto | Choice::Method(Method::RotatedHd)) {
             return Ok(None);
         }
-        crate::progress::doing(|| {
-            format!(
-                "phase `{}`: lowering with rotated-hd, as a pattern",
-                spec.name
-            )
-        });
-        let Ok((g, mut phase)) = rotated::pattern(spec, Method::RotatedHd.name(), machine) else {
+        let Some((g, phase)) = pattern_phase(machine, &ir, spec, &knobs) else {
             return Ok(None);
         };
-        mean::add_pattern_scales(&mut phase, &ir, &g);
         grid = Some(g);
         phases.push(phase);
         chosen.push((request, knobs, wanted));
@@ -130,6 +117,35 @@ pub fn compile_pattern(
         pattern: verified,
         notes,
     }))
+}
+
+/// `spec`'s `rotated-hd` schedule on `machine` as a pattern, a mean's divisions placed: its
+/// grid and the origin's phase, unproved. `None` where the pattern form does not hold it: a
+/// machine that is not an intact torus of equal sides, hypercube or cube, a collective other
+/// than allreduce, reduce-scatter and allgather, or a variant asked for.
+pub fn pattern_phase(
+    machine: &Machine,
+    ir: &schedule_ir::Machine,
+    spec: &PhaseSpec,
+    knobs: &Knobs,
+) -> Option<(Grid, Phase)> {
+    let eligible = knobs.variant.is_none()
+        && matches!(
+            spec.collective,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+        );
+    if !eligible {
+        return None;
+    }
+    crate::progress::doing(|| {
+        format!(
+            "phase `{}`: lowering with rotated-hd, as a pattern",
+            spec.name
+        )
+    });
+    let (grid, mut phase) = rotated::pattern(spec, Method::RotatedHd.name(), machine).ok()?;
+    mean::add_pattern_scales(&mut phase, ir, &grid);
+    Some((grid, phase))
 }
 
 /// Whether the explicit schedule `rotated-hd` would lower for some exchange phase is over the

@@ -183,7 +183,9 @@ mod symbolic;
 pub use error::{ErrorKind, VerifyError, VerifyErrors, Warning, WarningKind};
 pub use location::Location;
 pub use names::{Action, AnyId, ChunkList, Expected, Named, NodeList, Transfer};
-pub use pattern::{verify_pattern, PatternPhaseReport, PatternReport, VerifiedPattern};
+pub use pattern::{
+    origin_loads, verify_pattern, PatternPhaseReport, PatternReport, VerifiedPattern,
+};
 pub use report::{DirectionInfo, PhaseReport, Report, StepReport};
 
 /// The largest vector a phase may work on (see [`crate::limits`]).

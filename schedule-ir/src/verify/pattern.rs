@@ -630,30 +630,13 @@ fn with_chunks(mut instr: Instr, list: ChunkIds) -> Instr {
 /// node combines what the origin combines.
 fn phase_report(machine: &Machine, grid: &Grid, phase: &Phase) -> PatternPhaseReport {
     let n = grid.nodes.len().max(1);
-    let origin = phase.programs.first().cloned().unwrap_or_default();
-    // The largest chunk of each part bounds what a translated list carries.
-    let size = phase.dtype.size_bytes();
-    let largest: Vec<u64> = phase
-        .chunks
-        .chunks(n)
-        .map(|part| part.iter().map(|c| c.len() * size).max().unwrap_or(0))
-        .collect();
-    let carried = |chunks: &ChunkIds| -> u64 {
-        chunks
-            .iter()
-            .map(|c| largest.get(c.index() / n).copied().unwrap_or(0))
-            .fold(0u64, u64::saturating_add)
-    };
-    let at = grid.nodes[0];
-    let loads: Vec<StepLoad> = origin
-        .steps
-        .iter()
-        .enumerate()
-        .map(|(k, step)| step_load(machine, at, k, step, &carried))
-        .collect();
+    let loads = origin_loads(machine, grid, phase);
     let estimate = cost::estimate_loads(machine, &loads);
     let bound = cost::lower_bound(machine, &header(phase));
-    let per_node: u64 = origin.steps.iter().map(|s| s.len() as u64).sum();
+    let per_node: u64 = phase
+        .programs
+        .first()
+        .map_or(0, |o| o.steps.iter().map(|s| s.len() as u64).sum());
     PatternPhaseReport {
         name: phase.name.clone(),
         collective: phase.collective,
@@ -667,6 +650,42 @@ fn phase_report(machine: &Machine, grid: &Grid, phase: &Phase) -> PatternPhaseRe
         bound,
         warnings: Vec::new(),
     }
+}
+
+/// The traffic and combining of a pattern phase's origin in each step, what the pattern's
+/// estimate is priced from: each transfer carries the largest chunk of its part on any node,
+/// so the estimate is the explicit form's when a part's chunks have one size and above it
+/// otherwise. Every node runs the origin's program translated, so every link direction carries
+/// what some direction leaving the origin carries: the busiest of these is the machine's
+/// busiest. `topoc simulate` re-prices a proved pattern at other sizes with this
+/// ([`Phase::with_elements`] moves only the chunks' bounds).
+pub fn origin_loads(machine: &Machine, grid: &Grid, phase: &Phase) -> Vec<StepLoad> {
+    let n = grid.nodes.len().max(1);
+    let Some(origin) = phase.programs.first() else {
+        return Vec::new();
+    };
+    // The largest chunk of each part bounds what a translated list carries.
+    let size = phase.dtype.size_bytes();
+    let largest: Vec<u64> = phase
+        .chunks
+        .chunks(n)
+        .map(|part| part.iter().map(|c| c.len() * size).max().unwrap_or(0))
+        .collect();
+    let carried = |chunks: &ChunkIds| -> u64 {
+        chunks
+            .iter()
+            .map(|c| largest.get(c.index() / n).copied().unwrap_or(0))
+            .fold(0u64, u64::saturating_add)
+    };
+    let Some(&at) = grid.nodes.first() else {
+        return Vec::new();
+    };
+    origin
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(k, step)| step_load(machine, at, k, step, &carried))
+        .collect()
 }
 
 /// The origin's traffic and combining in step `k`, each transfer priced by `carried`.
