@@ -117,6 +117,9 @@ pub fn simulate_topology(
             continue;
         }
         let knobs = request.knobs(base).map_err(|p| Error::Topology(vec![p]))?;
+        // The bound's max-flows depend on the machine and the collective only: worked out
+        // once for every method and size of the phase.
+        let basis = cost::BoundBasis::new(&ir, request.spec.collective);
         let first = table.rows.len();
         // Every method, and a method tuned to the size at every size, is lowered side by
         // side, on every core; the rows keep the methods' and sizes' order.
@@ -139,19 +142,29 @@ pub fn simulate_topology(
                     // Too large to build in the explicit form, `rotated-hd` is priced as the
                     // pattern `compile` would write.
                     Err(reason) => {
-                        let pattern = (method == Method::RotatedHd)
+                        let oversized = method == Method::RotatedHd
+                            && crate::compile::pattern::explicit_over_limits(
+                                machine,
+                                &request.spec,
+                                &knobs.budget,
+                            );
+                        let pattern = oversized
                             .then(|| verified_pattern(machine, &ir, &request.spec, &knobs))
                             .flatten()
                             .ok_or_else(|| skip(reason))?;
                         return Ok(sizes
                             .par_iter()
-                            .map(|&bytes| pattern_row(&ir, &pattern, bytes))
+                            .map(|&bytes| pattern_row(&ir, &basis, &pattern, bytes))
                             .collect());
                     }
                 };
                 Ok(sizes
                     .par_iter()
-                    .map(|&bytes| sized_row(machine, &ir, method, &request, &knobs, &phase, bytes))
+                    .map(|&bytes| {
+                        sized_row(
+                            machine, &ir, &basis, method, &request, &knobs, &phase, bytes,
+                        )
+                    })
                     .collect())
             })
             .collect();
@@ -221,18 +234,25 @@ fn verified_pattern(
 
 /// The row of a proved pattern's phase at `bytes`: re-chunked, and priced from the origin's
 /// program ([`schedule_ir::verify::origin_loads`]); every node runs it translated.
-fn pattern_row(machine: &Machine, (grid, phase): &(Grid, Phase), bytes: u64) -> Row {
+fn pattern_row(
+    machine: &Machine,
+    basis: &cost::BoundBasis,
+    (grid, phase): &(Grid, Phase),
+    bytes: u64,
+) -> Row {
     let phase = phase.with_elements(bytes / phase.dtype.size_bytes());
     let loads = schedule_ir::verify::origin_loads(machine, grid, &phase);
-    priced(machine, &phase, &loads)
+    priced(machine, basis, &phase, &loads)
 }
 
 /// The row of `phase` at `bytes`: re-chunked, or for a [`Method::sized`] method lowered again
 /// for the size (re-chunked when that fails, which it does not for a method that lowered the
 /// phase's own size).
+#[allow(clippy::too_many_arguments)]
 fn sized_row(
     machine: &crate::machine::Machine,
     ir: &Machine,
+    basis: &cost::BoundBasis,
     method: Method,
     request: &PhaseRequest,
     knobs: &Knobs,
@@ -246,10 +266,10 @@ fn sized_row(
             ..request.spec.clone()
         };
         if let Ok(sized) = verified(machine, ir, method, &spec, knobs) {
-            return row(ir, &sized);
+            return row(ir, basis, &sized);
         }
     }
-    row(ir, &phase.with_elements(elements))
+    row(ir, basis, &phase.with_elements(elements))
 }
 
 /// Marks, per phase and size, the row `auto` takes. `rows` are one phase's, in registry
@@ -298,10 +318,11 @@ pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Vec<Row> 
         if only.is_some_and(|name| name != phase.name) {
             continue;
         }
+        let basis = cost::BoundBasis::new(&schedule.machine, phase.collective);
         for &bytes in sizes {
             let elements = bytes / phase.dtype.size_bytes();
             let sized = phase.with_elements(elements);
-            out.push(row(&schedule.machine, &sized));
+            out.push(row(&schedule.machine, &basis, &sized));
         }
     }
     out
@@ -314,21 +335,28 @@ fn banded_rows(schedule: &Schedule, name: &str, sizes: &[u64]) -> Vec<Row> {
         .filter_map(|&bytes| {
             let phase = schedule.phase_for_bytes(name, bytes).ok()?;
             let elements = bytes / phase.dtype.size_bytes();
-            let mut r = row(&schedule.machine, &phase.with_elements(elements));
+            let basis = cost::BoundBasis::new(&schedule.machine, phase.collective);
+            let mut r = row(&schedule.machine, &basis, &phase.with_elements(elements));
             r.phase = name.to_string();
             Some(r)
         })
         .collect()
 }
 
-fn row(machine: &Machine, phase: &Phase) -> Row {
-    priced(machine, phase, &cost::step_loads(machine, phase))
+fn row(machine: &Machine, basis: &cost::BoundBasis, phase: &Phase) -> Row {
+    priced(machine, basis, phase, &cost::step_loads(machine, phase))
 }
 
-/// The row of `phase` whose steps put `loads` on the links.
-fn priced(machine: &Machine, phase: &Phase, loads: &[cost::StepLoad]) -> Row {
+/// The row of `phase` whose steps put `loads` on the links; `basis` is its bound's
+/// ([`cost::BoundBasis`]).
+fn priced(
+    machine: &Machine,
+    basis: &cost::BoundBasis,
+    phase: &Phase,
+    loads: &[cost::StepLoad],
+) -> Row {
     let estimate = cost::estimate_loads(machine, loads);
-    let bound = cost::lower_bound(machine, phase);
+    let bound = cost::lower_bound_with(machine, phase, basis);
     let mut totals = vec![0u64; schedule_ir::DirectionId::count(machine.links.len())];
     for step in loads {
         for load in &step.loads {

@@ -527,4 +527,8 @@ fn rotated_hd_too_large_to_build_is_priced_as_its_pattern() {
     );
     assert_eq!(of(&explicit).len(), 3);
     assert_eq!(of(&tight), of(&explicit));
+    // On a ring small enough for the explicit form, `rotated-hd` is `ring` by another name,
+    // which the explicit form keeps: no pattern row.
+    let ring = table(&["examples/ring8.ron", "--sizes", "1KiB"]);
+    assert!(of(&ring).is_empty(), "{:?}", of(&ring));
 }

@@ -160,10 +160,20 @@ pub fn explicit_too_large(loaded: &Loaded, options: &Options) -> bool {
     let Ok(requests) = loaded.phases() else {
         return false;
     };
-    requests.iter().any(|request| {
-        rotated::explicit_estimate(&request.spec, &loaded.machine)
-            .is_ok_and(|e| crate::limits::admit(e, &options.budget).is_err())
-    })
+    requests
+        .iter()
+        .any(|request| explicit_over_limits(&loaded.machine, &request.spec, &options.budget))
+}
+
+/// Whether `rotated-hd`'s explicit schedule of `spec` on `machine` is over the limits of
+/// `budget`: where it is, the same schedule is held as a pattern.
+pub fn explicit_over_limits(
+    machine: &Machine,
+    spec: &PhaseSpec,
+    budget: &crate::limits::Budget,
+) -> bool {
+    rotated::explicit_estimate(spec, machine)
+        .is_ok_and(|e| crate::limits::admit(e, budget).is_err())
 }
 
 /// `auto`'s verdicts when the pattern's estimate is `seconds`: every other method is refused

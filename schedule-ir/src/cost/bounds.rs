@@ -74,13 +74,50 @@ fn ratio(bytes: f64, bandwidth: f64) -> f64 {
     }
 }
 
+/// What a phase's bound needs that depends on the machine and the phase's root but not on
+/// its size: the minimum cuts from the cut bound's source and what each node can send. The
+/// max-flows behind both are most of a bound's work on a large machine (two thirds of
+/// `topoc simulate` on a 16 384-node torus when each size worked them out again), so a caller
+/// pricing one phase at many sizes works them out once ([`lower_bound_with`]).
+#[derive(Clone, Debug)]
+pub struct BoundBasis {
+    /// The node the cuts separate from the others ([`cut_source`]).
+    source: Option<NodeId>,
+    /// [`cuts::min_cuts`] from `source`.
+    cuts: Vec<cuts::Cut>,
+    /// What each node can send per second ([`egress_of`]).
+    sending: Vec<f64>,
+}
+
+impl BoundBasis {
+    /// The basis of the bounds of a `collective` on `machine`, at any size.
+    pub fn new(machine: &Machine, collective: Collective) -> BoundBasis {
+        let source = cut_source(machine, collective);
+        BoundBasis {
+            source,
+            cuts: source.map_or_else(Vec::new, |s| cuts::min_cuts(machine, s)),
+            sending: egress_of(machine),
+        }
+    }
+}
+
 /// The lower bound for `phase` on `machine` (see the [module doc](self)).
 pub fn lower_bound(machine: &Machine, phase: &Phase) -> Bound {
+    lower_bound_with(machine, phase, &BoundBasis::new(machine, phase.collective))
+}
+
+/// [`lower_bound`] from a basis worked out before, for the same machine; a basis whose cuts
+/// were taken from another root than `phase`'s is not used (it is worked out again), so the
+/// result is always `lower_bound(machine, phase)`.
+pub fn lower_bound_with(machine: &Machine, phase: &Phase, basis: &BoundBasis) -> Bound {
+    if basis.source != cut_source(machine, phase.collective) {
+        return lower_bound(machine, phase);
+    }
     let compute: Vec<NodeId> = machine.compute_nodes().collect();
     let m = phase.elements as f64 * phase.dtype.size_bytes() as f64;
-    let (traffic_seconds, traffic_name) = traffic(machine, phase, &compute, m);
+    let (traffic_seconds, traffic_name) = traffic(machine, phase, &compute, m, &basis.sending);
     let reduce_seconds = reduction(machine, phase, compute.len() as f64, m);
-    let cut_seconds = cut_bound(machine, phase, &compute, m);
+    let cut_seconds = cut_bound(phase, &basis.cuts, m);
     let (distance_seconds, spreading_seconds) = latency_bounds(machine, phase, &compute, m);
     let latency_seconds = distance_seconds.max(spreading_seconds);
     let mut bandwidth = [
@@ -119,20 +156,34 @@ fn owned_by(phase: &Phase, node: NodeId) -> f64 {
         .sum()
 }
 
-/// The total-traffic bound (or, with reducing devices, the in-network bound; for broadcast
-/// and reduce, the root's egress), and its name.
-fn traffic(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> (f64, &'static str) {
-    let p = compute.len() as f64;
-    // With devices that combine, merges need not happen on compute nodes: each node only
-    // has to get its contribution out and its result in.
-    let in_network = machine.nodes.iter().any(|n| n.capacity.is_some());
-    // What a node can send per step: its links' bandwidth, or without devices the narrowest
-    // cut around it and the switches on its side ([`cuts::sending`]).
-    let egress_of = if in_network {
+/// What each node can send per second: its links' bandwidth on a machine with reducing
+/// devices, otherwise the narrowest cut around it and the switches on its side
+/// ([`cuts::sending`]).
+fn egress_of(machine: &Machine) -> Vec<f64> {
+    if in_network(machine) {
         egresses(machine)
     } else {
         cuts::sending(machine)
-    };
+    }
+}
+
+/// Whether the machine has devices that combine: then merges need not happen on compute
+/// nodes, and each node only has to get its contribution out and its result in.
+fn in_network(machine: &Machine) -> bool {
+    machine.nodes.iter().any(|n| n.capacity.is_some())
+}
+
+/// The total-traffic bound (or, with reducing devices, the in-network bound; for broadcast
+/// and reduce, the root's egress), and its name. `egress_of` is [`egress_of`]`(machine)`.
+fn traffic(
+    machine: &Machine,
+    phase: &Phase,
+    compute: &[NodeId],
+    m: f64,
+    egress_of: &[f64],
+) -> (f64, &'static str) {
+    let p = compute.len() as f64;
+    let in_network = in_network(machine);
     let egress_at = |n: NodeId| egress_of.get(n.index()).copied().unwrap_or(0.0);
     let total_egress: f64 = compute.iter().map(|&n| egress_at(n)).sum();
     let slowest_node = |bytes: &dyn Fn(NodeId) -> f64| {
@@ -214,16 +265,18 @@ fn latency_bounds(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) 
     (distance, spreading)
 }
 
-/// The largest, over the machine's minimum cuts, of the bytes that must cross a cut divided
-/// by its capacity.
-fn cut_bound(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> f64 {
-    let source = match phase.collective {
-        Collective::Broadcast { root } | Collective::Reduce { root } => root,
-        _ => match compute.first() {
-            Some(&n) => n,
-            None => return 0.0,
-        },
-    };
+/// The node the cut bound's cuts keep apart from the others: the root of a broadcast or
+/// reduce, else the first compute node; `None` on a machine without compute nodes.
+fn cut_source(machine: &Machine, collective: Collective) -> Option<NodeId> {
+    match collective {
+        Collective::Broadcast { root } | Collective::Reduce { root } => Some(root),
+        _ => machine.compute_nodes().next(),
+    }
+}
+
+/// The largest, over the machine's minimum cuts (`cuts`, from [`cut_source`]), of the bytes
+/// that must cross a cut divided by its capacity.
+fn cut_bound(phase: &Phase, cuts: &[cuts::Cut], m: f64) -> f64 {
     let owned_bytes = |inside: &[bool], want_inside: bool| -> f64 {
         phase
             .chunks
@@ -236,8 +289,7 @@ fn cut_bound(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> f6
             .map(|(i, _)| phase.chunk_bytes(crate::ChunkId::new(i)) as f64)
             .sum()
     };
-    cuts::min_cuts(machine, source)
-        .iter()
+    cuts.iter()
         .filter(|cut| cut.capacity > 0.0)
         .map(|cut| {
             let needed = match phase.collective {

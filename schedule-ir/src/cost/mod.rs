@@ -40,7 +40,7 @@ pub mod bounds;
 pub mod cuts;
 pub mod latency;
 
-pub use bounds::{egress, egresses, lower_bound, Bound};
+pub use bounds::{egress, egresses, lower_bound, lower_bound_with, Bound, BoundBasis};
 
 use crate::{Machine, NodeId, NodeKind, Phase, StepId};
 use serde::Serialize;
@@ -461,6 +461,31 @@ mod tests {
         assert!(close(b.traffic_seconds, 4000.0 / 1.1e10));
         let b = lower_bound(&m, &phase(Collective::Reduce { root: NodeId(2) }));
         assert!(close(b.traffic_seconds, 4000.0 / 1.1e10));
+    }
+
+    /// A basis worked out once gives, at every size, the bound worked out from scratch; a
+    /// basis of another root is not used.
+    #[test]
+    fn a_bound_from_a_basis_is_the_bound() {
+        let m = machine();
+        let collectives = [
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+            Collective::Broadcast { root: NodeId(0) },
+            Collective::Reduce { root: NodeId(2) },
+        ];
+        for collective in collectives {
+            let basis = BoundBasis::new(&m, collective);
+            let other = BoundBasis::new(&m, Collective::Broadcast { root: NodeId(2) });
+            for elements in [0, 1, 1000, 1_000_000_000] {
+                let mut p = phase(collective);
+                p.elements = elements;
+                let fresh = lower_bound(&m, &p);
+                assert_eq!(lower_bound_with(&m, &p, &basis), fresh, "{collective:?}");
+                assert_eq!(lower_bound_with(&m, &p, &other), fresh, "{collective:?}");
+            }
+        }
     }
 
     #[test]
