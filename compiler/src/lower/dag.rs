@@ -198,7 +198,8 @@ pub fn schedule(
         .filter(|&t| waiting[t] == 0)
         .for_each(|t| ready.insert(first(t), key(t)));
     let batch = batch_sizes(machine, batching, &routes);
-    let mut booking = Booking::new(&routes, lanes, batch);
+    let (class, classes) = send_classes(transfers, &batch);
+    let mut booking = Booking::new(&routes, (&class, classes), lanes, batch);
     let mut send: IdVec<TransferId, u32> = IdVec::filled(0, n);
     let mut placed = 0;
     let mut now: u32 = 0;
@@ -321,10 +322,15 @@ struct Booking<'a> {
     relevant: usize,
     /// Relevant directions with a lane free in this step.
     free: usize,
-    /// Open sends of this step that have room for more transfers: key → (send, room, chunks
-    /// carried). Only sends with room are kept: a send without room takes no one else, and
-    /// one with the same key (the same route) never has room either.
-    open: HashMap<SendKey<'a>, (u32, u32, ChunkIds)>,
+    /// Each transfer's send class ([`send_classes`]): transfers of one class may share a
+    /// send.
+    class: &'a IdVec<TransferId, u32>,
+    /// Open sends of this step that have room for more transfers, by class: (send, room,
+    /// chunks carried). Only sends with room are kept: a send without room takes no one
+    /// else, and one of the same class (the same route) never has room either.
+    open: Vec<Option<(u32, u32, ChunkIds)>>,
+    /// Classes with an open send in this step, to clear at the next.
+    opened: Vec<usize>,
     /// The room of all open sends together.
     open_room: u64,
     /// The room of the open sends whose route starts on each direction.
@@ -336,6 +342,7 @@ struct Booking<'a> {
 impl<'a> Booking<'a> {
     fn new(
         routes: &'a IdVec<TransferId, Vec<DirectionId>>,
+        (class, classes): (&'a IdVec<TransferId, u32>, usize),
         lanes: IdVec<DirectionId, u32>,
         batch: IdVec<DirectionId, u32>,
     ) -> Self {
@@ -353,14 +360,18 @@ impl<'a> Booking<'a> {
             touched: Vec::new(),
             relevant,
             free: relevant,
-            open: HashMap::new(),
+            class,
+            open: vec![None; classes],
+            opened: Vec::new(),
             open_room: 0,
             sends: 0,
         }
     }
 
     fn start_step(&mut self) {
-        self.open.clear();
+        for k in self.opened.drain(..) {
+            self.open[k] = None;
+        }
         self.open_room = 0;
         self.free = self.relevant;
         self.sends = 0;
@@ -383,15 +394,14 @@ impl<'a> Booking<'a> {
     fn place(&mut self, id: TransferId, t: &'a Transfer) -> Option<u32> {
         let route = &self.routes[id];
         let chunks = &t.what.chunks;
+        // Classes are numbered below their count ([`send_classes`]).
+        let class = self.class[id] as usize;
         // A send to join has this route, so it uses the route's first direction.
         let may_join = self.open_room > 0 && route.first().is_some_and(|&d| self.used[d] > 0);
         if may_join {
-            let joins = self
-                .open
-                .get_mut(&SendKey::of(t))
-                .filter(|(_, room, carried)| {
-                    *room > 0 && !chunks.iter().any(|c| carried.contains(c))
-                });
+            let joins = self.open[class].as_mut().filter(|(_, room, carried)| {
+                *room > 0 && !chunks.iter().any(|c| carried.contains(c))
+            });
             if let Some((s, room, carried)) = joins {
                 *room -= 1;
                 self.open_room -= 1;
@@ -420,9 +430,12 @@ impl<'a> Booking<'a> {
             .saturating_sub(1);
         if room > 0 {
             let entry = (self.sends, room, chunks.clone());
-            if let Some(old) = self.open.insert(SendKey::of(t), entry) {
-                self.open_room -= u64::from(old.1);
-                self.room_from[route[0]] -= u64::from(old.1);
+            match self.open[class].replace(entry) {
+                Some(old) => {
+                    self.open_room -= u64::from(old.1);
+                    self.room_from[route[0]] -= u64::from(old.1);
+                }
+                None => self.opened.push(class),
             }
             self.open_room += u64::from(room);
             self.room_from[route[0]] += u64::from(room);
@@ -511,6 +524,28 @@ impl<'a> SendKey<'a> {
             reduce: m.mode == RecvMode::Reduce,
         }
     }
+}
+
+/// Numbers each transfer's [`SendKey`] (in order of first appearance), and counts the
+/// numbers: comparing two numbers in every step is cheaper than hashing two routes. Where no
+/// direction lets a send carry more than one transfer (`batch`), no send is ever joined and
+/// nothing is numbered: every transfer is class 0 of none.
+fn send_classes(
+    transfers: &Transfers,
+    batch: &IdVec<DirectionId, u32>,
+) -> (IdVec<TransferId, u32>, usize) {
+    if batch.iter().all(|&b| b <= 1) {
+        return (IdVec::filled(0, transfers.len()), 0);
+    }
+    let mut numbers: HashMap<SendKey<'_>, u32> = HashMap::new();
+    let class = transfers
+        .iter()
+        .map(|t| {
+            let next = numbers.len() as u32;
+            *numbers.entry(SendKey::of(t)).or_insert(next)
+        })
+        .collect();
+    (class, numbers.len())
 }
 
 /// How many transfers each direction may merge into one send (see [`Batching`]).
