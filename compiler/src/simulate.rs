@@ -140,9 +140,11 @@ pub fn simulate_topology(
                 let phase = match verified(machine, &ir, method, &request.spec, &knobs) {
                     Ok(phase) => phase,
                     // Too large to build in the explicit form, `rotated-hd` is priced as the
-                    // pattern `compile` would write.
+                    // pattern `compile` would write. As for `compile`, a memory budget the
+                    // user set is obeyed as given: under it, the explicit form or nothing.
                     Err(reason) => {
                         let oversized = method == Method::RotatedHd
+                            && knobs.budget.memory_bytes == crate::limits::DEFAULT_MEMORY_BYTES
                             && crate::compile::pattern::explicit_over_limits(
                                 machine,
                                 &request.spec,
@@ -467,8 +469,43 @@ pub fn format_seconds(s: f64) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Where a part's chunks have one size, a pattern's row is the explicit form's, figure for
+    /// figure: `simulate` prices `rotated-hd` above the explicit limits as the schedule it is.
+    #[test]
+    fn a_pattern_row_is_the_explicit_row_where_chunks_divide_evenly() {
+        let loaded = crate::load(
+            r#"Topology(
+                name: "t8",
+                machine: Torus(dims: [8, 8], link: (bandwidth_gbps: 400.0, latency_us: 0.5)),
+                phases: [
+                    Exchange(name: "g", collective: AllReduce, op: Sum, dtype: F32,
+                             elements: 16777216),
+                ],
+            )"#,
+        )
+        .unwrap();
+        let machine = &loaded.machine;
+        let ir = machine.to_ir();
+        let requests = loaded.phases().unwrap();
+        let knobs = requests[0].knobs(&Options::default()).unwrap();
+        let spec = &requests[0].spec;
+        let explicit = verified(machine, &ir, Method::RotatedHd, spec, &knobs).unwrap();
+        let pattern = verified_pattern(machine, &ir, spec, &knobs).unwrap();
+        let basis = cost::BoundBasis::new(&ir, spec.collective);
+        for bytes in [1 << 10, 1 << 20, 64 << 20] {
+            let a = row(&ir, &basis, &explicit.with_elements(bytes / 4));
+            let b = pattern_row(&ir, &basis, &pattern, bytes);
+            assert_eq!(
+                serde_json::to_value(&a).unwrap(),
+                serde_json::to_value(&b).unwrap(),
+                "{bytes} B"
+            );
+        }
+    }
 
     #[test]
     fn sizes_parse_with_binary_and_decimal_units() {
