@@ -19,11 +19,16 @@ pub struct Bound {
     /// cut and reduction bounds.
     pub seconds: f64,
     /// The larger part of the bound: `"latency"`, or the bandwidth-type bound that binds,
-    /// `"total traffic"`, `"in-network"`, `"root egress"`, `"cut"` or `"reduction"`.
+    /// `"total traffic"`, `"group traffic"`, `"in-network"`, `"root egress"`, `"cut"` or
+    /// `"reduction"`.
     pub which: &'static str,
     /// The bandwidth bound: total traffic, or, on a machine with reducing devices, the
     /// in-network bound; the root's egress for broadcast and reduce.
     pub traffic_seconds: f64,
+    /// The group-traffic bound: the total-traffic bound between groups of compute nodes (the
+    /// machine's tiers, [`cuts::group_sending`]), the largest over the partitions; 0 where no
+    /// partition applies (one tier, reducing devices, broadcast and reduce).
+    pub group_seconds: f64,
     /// The cut bound alone (0 when the machine has a single compute node).
     pub cut_seconds: f64,
     /// The reduction bound, `(p-1)/p · m / reduce rate` (0 when the machine declares no rate,
@@ -87,16 +92,26 @@ pub struct BoundBasis {
     cuts: Vec<cuts::Cut>,
     /// What each node can send per second ([`egress_of`]).
     sending: Vec<f64>,
+    /// The machine's tiers and what each group can send ([`cuts::group_sending`]); none on a
+    /// machine with reducing devices, where merges may happen between groups.
+    partitions: Vec<cuts::Partition>,
 }
 
 impl BoundBasis {
     /// The basis of the bounds of a `collective` on `machine`, at any size.
     pub fn new(machine: &Machine, collective: Collective) -> BoundBasis {
         let source = cut_source(machine, collective);
+        let sending = egress_of(machine);
+        let partitions = if in_network(machine) {
+            Vec::new()
+        } else {
+            cuts::group_sending(machine, &sending)
+        };
         BoundBasis {
             source,
             cuts: source.map_or_else(Vec::new, |s| cuts::min_cuts(machine, s)),
-            sending: egress_of(machine),
+            sending,
+            partitions,
         }
     }
 }
@@ -118,11 +133,13 @@ pub fn lower_bound_with(machine: &Machine, phase: &Phase, basis: &BoundBasis) ->
     let (traffic_seconds, traffic_name) = traffic(machine, phase, &compute, m, &basis.sending);
     let reduce_seconds = reduction(machine, phase, compute.len() as f64, m);
     let cut_seconds = cut_bound(phase, &basis.cuts, m);
+    let group_seconds = group_traffic(phase, &basis.partitions, m);
     let (distance_seconds, spreading_seconds) = latency_bounds(machine, phase, &compute, m);
     let latency_seconds = distance_seconds.max(spreading_seconds);
     let mut bandwidth = [
         (traffic_seconds, traffic_name),
         (cut_seconds, "cut"),
+        (group_seconds, "group traffic"),
         (reduce_seconds, "reduction"),
     ];
     // The largest binds; of equal ones the first listed wins (a stable sort keeps the order).
@@ -137,6 +154,7 @@ pub fn lower_bound_with(machine: &Machine, phase: &Phase, basis: &BoundBasis) ->
         seconds: latency_seconds + bandwidth_seconds,
         which,
         traffic_seconds,
+        group_seconds,
         cut_seconds,
         reduce_seconds,
         latency_seconds,
@@ -214,6 +232,24 @@ fn traffic(
             (ratio(m, egress_at(root)), "root egress")
         }
     }
+}
+
+/// The group-traffic bound: the total-traffic argument with each group of a partition taken as
+/// one node. Of `k` groups, for every element of an allreduce `k - 1` groups must send it out
+/// before some group first holds its complete sum and `k - 1` must receive it after, each
+/// transfer leaving its sender's group (`2(k-1)m` bytes; reduce-scatter, allgather: `k - 1`
+/// senders or receivers, `(k-1)m`), and a group sends at most its cut's capacity per second.
+/// The proof is in `docs/methods.md` ("Group traffic").
+fn group_traffic(phase: &Phase, partitions: &[cuts::Partition], m: f64) -> f64 {
+    let copies = |k: usize| match phase.collective {
+        Collective::AllReduce => 2.0 * (k as f64 - 1.0),
+        Collective::ReduceScatter | Collective::AllGather => k as f64 - 1.0,
+        Collective::Broadcast { .. } | Collective::Reduce { .. } => 0.0,
+    };
+    partitions
+        .iter()
+        .map(|part| ratio(copies(part.groups) * m, part.capacity))
+        .fold(0.0, f64::max)
 }
 
 /// The reduction bound: `(p-1)·m` bytes of operand combined, at best evenly over `p` nodes.

@@ -142,6 +142,168 @@ pub fn sending(machine: &Machine) -> Vec<f64> {
     out
 }
 
+/// The most partitions [`group_sending`] measures: one per distinct bandwidth, the fastest
+/// first, so a machine of many link speeds is not searched for ever (fewer partitions give a
+/// weaker bound, never a wrong one).
+pub const MAX_PARTITIONS: usize = 8;
+
+/// One partition of the compute nodes into groups, and how fast each group can get bytes to
+/// the compute nodes outside it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partition {
+    /// The number of groups, at least 2 and fewer than the compute nodes.
+    pub groups: usize,
+    /// The sum over the groups of their send capacity, bytes per second: the narrowest cut
+    /// around the group and any switches, or (past the work budget) the sum of its members'
+    /// [`sending`], which is never below it.
+    pub capacity: f64,
+}
+
+/// The partitions of the compute nodes into the machine's tiers, and their send capacity.
+///
+/// For each distinct bandwidth `t` between two nodes (parallel links summed; fastest first, at
+/// most [`MAX_PARTITIONS`]), the groups are the compute nodes joined by pairs at least that
+/// fast, through any nodes: the GPUs
+/// of one NVSwitch box, the ranks behind one NIC. Partitions of one group or of single nodes are
+/// left out (the second is the ordinary total-traffic bound's). `sending` is [`sending`]'s
+/// result, the fallback when a group's own max-flow is past the work budget ([`MAX_CUT_WORK`]):
+/// the union of the members' cuts keeps the group apart from every other compute node, and
+/// every link leaving the union leaves one member's cut, so the sum of the members' figures is
+/// at least the group's narrowest cut.
+pub fn group_sending(machine: &Machine, sending: &[f64]) -> Vec<Partition> {
+    let n = machine.nodes.len();
+    let compute: Vec<usize> = (0..n)
+        .filter(|&i| machine.nodes[i].kind == NodeKind::Compute)
+        .collect();
+    let pairs = joined(machine);
+    let mut speeds: Vec<f64> = pairs.iter().map(|&(_, _, gbps)| gbps).collect();
+    speeds.sort_by(|a, b| b.total_cmp(a));
+    speeds.dedup();
+    let size = machine.links.len() + n;
+    let mut budget = MAX_CUT_WORK;
+    let mut seen: Vec<Vec<usize>> = Vec::new();
+    let mut out = Vec::new();
+    for &t in speeds.iter().take(MAX_PARTITIONS) {
+        let group_of = tiers(n, &pairs, &compute, t);
+        let groups = group_of.iter().copied().max().map_or(0, |g| g + 1);
+        if groups < 2 || groups >= compute.len() || seen.contains(&group_of) {
+            continue;
+        }
+        let mut members = vec![Vec::new(); groups];
+        for (&node, &g) in compute.iter().zip(&group_of) {
+            members[g].push(node);
+        }
+        let mut capacity = 0.0;
+        for group in &members {
+            let fallback: f64 = group
+                .iter()
+                .map(|&v| sending.get(v).copied().unwrap_or(0.0))
+                .sum();
+            capacity += if budget >= size {
+                budget -= size;
+                group_cut(machine, group).min(fallback)
+            } else {
+                fallback
+            };
+        }
+        seen.push(group_of);
+        out.push(Partition { groups, capacity });
+    }
+    out
+}
+
+/// The nodes joined by links, each pair once with the bandwidth of all its links together
+/// (Gbit/s), in the order of the pairs: two parallel links and one link of twice the bandwidth
+/// with two lanes are the same hardware, and make the same tiers.
+fn joined(machine: &Machine) -> Vec<(usize, usize, f64)> {
+    let n = machine.nodes.len();
+    let mut pairs = std::collections::BTreeMap::new();
+    for l in &machine.links {
+        let (a, b) = (l.a.index(), l.b.index());
+        if a < n && b < n && a != b && l.bandwidth_gbps.is_finite() && l.bandwidth_gbps > 0.0 {
+            *pairs.entry((a.min(b), a.max(b))).or_insert(0.0) += l.bandwidth_gbps;
+        }
+    }
+    pairs.into_iter().map(|((a, b), g)| (a, b, g)).collect()
+}
+
+/// The group of each compute node (in `compute`'s order, groups numbered by first member) when
+/// the pairs of `n` nodes joined by less than `gbps` are parted.
+fn tiers(n: usize, pairs: &[(usize, usize, f64)], compute: &[usize], gbps: f64) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut v: usize) -> usize {
+        while parent[v] != v {
+            parent[v] = parent[parent[v]];
+            v = parent[v];
+        }
+        v
+    }
+    for &(a, b, _) in pairs.iter().filter(|p| p.2 >= gbps) {
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        parent[ra] = rb;
+    }
+    let mut number = vec![usize::MAX; n];
+    let mut next = 0;
+    compute
+        .iter()
+        .map(|&v| {
+            let r = root(&mut parent, v);
+            if number[r] == usize::MAX {
+                number[r] = next;
+                next += 1;
+            }
+            number[r]
+        })
+        .collect()
+}
+
+/// The capacity of the narrowest cut keeping `group` (compute nodes), with any other nodes
+/// except compute nodes, apart from every other compute node: a max-flow from all of the group
+/// at once to all the others at once. The figure is summed from the cut's links, so a flow
+/// stopped a rounding short of the maximum still gives a cut that exists.
+fn group_cut(machine: &Machine, group: &[usize]) -> f64 {
+    let n = machine.nodes.len();
+    let mut network = Network::new(machine);
+    let wide: f64 = network.capacity.iter().sum::<f64>() + 1.0;
+    let (source, sink) = (n, n + 1);
+    network.out.push(Vec::new());
+    network.out.push(Vec::new());
+    let join = |network: &mut Network, from: usize, to: usize| {
+        network.out[from].push(network.to.len());
+        network.to.push(to);
+        network.capacity.push(wide);
+        network.out[to].push(network.to.len());
+        network.to.push(from);
+        network.capacity.push(0.0);
+    };
+    let mut member = vec![false; n];
+    for &v in group.iter().filter(|&&v| v < n) {
+        member[v] = true;
+    }
+    for (i, node) in machine.nodes.iter().enumerate() {
+        if node.kind != NodeKind::Compute {
+            continue;
+        }
+        if member[i] {
+            join(&mut network, source, i);
+        } else {
+            join(&mut network, i, sink);
+        }
+    }
+    network.flow = vec![0.0; network.to.len()];
+    let (_, inside) = network.min_cut(source, sink);
+    machine
+        .links
+        .iter()
+        .filter(|l| {
+            let side = |x: NodeId| inside.get(x.index()).copied();
+            side(l.a).zip(side(l.b)).is_some_and(|(a, b)| a != b)
+        })
+        .map(|l| bytes_per_second(l.bandwidth_gbps))
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .sum()
+}
+
 /// A flow network with an arc each way per link.
 struct Network {
     /// `head[v]`: arcs leaving `v`, as indices into `to`/`cap`.
@@ -398,6 +560,84 @@ mod tests {
         let expected = 4.0 * f64::from(1u32 << 20) / bytes_per_second(10.0);
         assert!((bound.cut_seconds - expected).abs() < 1e-12, "{bound:?}");
         assert!(bound.traffic_seconds < bound.cut_seconds);
+    }
+
+    /// Four hosts of two ranks, each rank joined to its host's NIC at 256 Gbit/s, the NICs to
+    /// one switch at 100 Gbit/s: the hosts are the one tier between single ranks and the whole
+    /// machine, and each sends at most its NIC's network link.
+    fn four_hosts_behind_nics() -> Machine {
+        use NodeKind::{Compute, Switch};
+        let mut nodes = Vec::new();
+        let mut links = Vec::new();
+        for h in 0..4u32 {
+            nodes.push(("r", Compute));
+            nodes.push(("r", Compute));
+            nodes.push(("nic", Switch));
+            links.push((3 * h, 3 * h + 2, 256.0));
+            links.push((3 * h + 1, 3 * h + 2, 256.0));
+            links.push((3 * h + 2, 12, 100.0));
+        }
+        nodes.push(("sw", Switch));
+        machine(&nodes, &links)
+    }
+
+    #[test]
+    fn the_ranks_behind_one_nic_are_one_group() {
+        let m = four_hosts_behind_nics();
+        let parts = group_sending(&m, &sending(&m));
+        assert_eq!(
+            parts,
+            vec![Partition {
+                groups: 4,
+                capacity: 4.0 * bytes_per_second(100.0)
+            }]
+        );
+        // A rank alone can send over its own link (the NIC also leads to its neighbour), so
+        // past the work budget a host would count two of those: weaker, still a bound.
+        let rank_alone = sending(&m)[0];
+        assert_eq!(rank_alone, bytes_per_second(256.0));
+        assert!(2.0 * rank_alone >= bytes_per_second(100.0));
+    }
+
+    #[test]
+    fn group_traffic_binds_where_hosts_share_a_network_link() {
+        let m = four_hosts_behind_nics();
+        let phase = crate::Phase {
+            name: "p".into(),
+            collective: crate::Collective::AllReduce,
+            op: crate::ReduceOp::Sum,
+            dtype: crate::DType::F32,
+            elements: 1 << 20,
+            algorithm: "none".into(),
+            chunks: vec![crate::Chunk {
+                start: 0,
+                end: 1 << 20,
+                owner: None,
+            }],
+            buffers: Vec::new(),
+            steps: 0,
+            programs: Vec::new(),
+        };
+        let bound = super::super::lower_bound(&m, &phase);
+        let bytes = 4.0 * f64::from(1u32 << 20);
+        // 2(k-1) copies of the vector between 4 hosts, each sending 12.5 GB/s at most.
+        let expected = 2.0 * 3.0 * bytes / (4.0 * bytes_per_second(100.0));
+        assert_eq!(bound.which, "group traffic");
+        assert!((bound.group_seconds - expected).abs() < 1e-12, "{bound:?}");
+        // The single ranks' total traffic counts 8 senders of 32 GB/s; the cut, one host's
+        // network link carrying the vector.
+        assert!(bound.traffic_seconds < bound.group_seconds);
+        assert!(bound.cut_seconds < bound.group_seconds);
+    }
+
+    #[test]
+    fn a_machine_of_one_link_speed_has_no_tiers() {
+        let c = NodeKind::Compute;
+        let m = machine(
+            &[("A", c), ("B", c), ("C", c), ("D", c)],
+            &[(0, 1, 8.0), (1, 2, 8.0), (2, 3, 8.0), (3, 0, 8.0)],
+        );
+        assert!(group_sending(&m, &sending(&m)).is_empty());
     }
 
     #[test]
