@@ -164,6 +164,37 @@ fn every_collective_verifies_and_runs_on_machines_built_from_groups() {
     }
 }
 
+/// A group's switch ports written with lanes (an NVSwitch GPU has 18 NVLinks): a group's
+/// reduce-scatter and allgather are direct exchanges of one step each, every collective
+/// verifies and runs, and the lanes never make the schedule dearer than the same machine with
+/// one lane per port.
+#[test]
+fn switch_ports_of_many_lanes_exchange_in_one_step() {
+    let one = machine(2, 8, Fabric::Switch, false);
+    let many = one.replace(
+        ", bandwidth_gbps: 3600)",
+        ", bandwidth_gbps: 3600, lanes: 7)",
+    );
+    assert_eq!(many.matches("lanes: 7").count(), 16, "{many}");
+    let small = compile(&topology(&many, "AllReduce", 256), "hierarchical");
+    // Inside, across the two groups (reduce-scatter, allgather), inside.
+    assert_eq!(small.schedule.schedule().phases[0].steps, 4);
+    for collective in ["AllReduce", "ReduceScatter", "AllGather"] {
+        for elements in [5, 4099] {
+            let case = format!("lanes 7, {collective} × {elements}");
+            let compiled = compile(&topology(&many, collective, elements), "hierarchical");
+            runs(&compiled.schedule, &case);
+        }
+    }
+    let price = |machine: &str| {
+        let compiled = compile(&topology(machine, "AllReduce", 64 << 20), "hierarchical");
+        let schedule = compiled.schedule.schedule();
+        schedule_ir::cost::estimate(&schedule.machine, &schedule.phases[0]).seconds
+    };
+    let (one, many) = (price(&one), price(&many));
+    assert!(many <= one, "{many} s with lanes against {one} s without");
+}
+
 #[test]
 fn finds_the_groups_and_rails_from_link_speeds() {
     let source = std::fs::read_to_string(concat!(

@@ -34,6 +34,11 @@
 //! several chunks in that time. Speeds are per lane: a link of `k` lanes shares its bandwidth
 //! among its `k` sends, so it is counted as `k` links of a `k`-th of its bandwidth each.
 //!
+//! [`schedule_with`] takes [`Options`]: lanes capped below what the links declare
+//! ([`Lanes::AtMost`]), and transfers held back until the step of their rank
+//! ([`Options::hold_to_rank`]); both give timetables valid on the machine, which a lowering
+//! that prices its candidates may find cheaper.
+//!
 //! The scheduler knows nothing about buffers: the caller must express every data hazard as a
 //! dependency. In particular a transfer that overwrites a chunk on a node must depend on every
 //! transfer that reads the old value there, or run in the same step as the read at the latest
@@ -166,12 +171,59 @@ pub enum Batching {
     ByBandwidth,
 }
 
-/// Places every transfer in a step (see the [module doc](self)).
+/// How many transfers a link direction may carry in one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lanes {
+    /// As many as the link has lanes.
+    Declared,
+    /// At most this many (and at least one), whatever the link declares. The timetable is
+    /// valid on the machine all the same, and greedy placement is not monotone in capacity:
+    /// with many lanes it may stack a later piece's transfers beside an earlier one's and
+    /// lengthen steps that fewer lanes would have paired with transfers on other links. A
+    /// lowering that prices its candidates can try several.
+    AtMost(u32),
+}
+
+/// How [`schedule_with`] fills steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Whether transfers may share a send.
+    pub batching: Batching,
+    /// How many transfers a link direction carries per step.
+    pub lanes: Lanes,
+    /// Whether a transfer waits for the step of its [`Transfer::rank`] before it is placed,
+    /// unless nothing else could run. On links of many lanes, transfers that depend on
+    /// nothing would otherwise all go into the first steps, stacking every pipeline piece's
+    /// start on the same links instead of spreading them along the pipeline.
+    pub hold_to_rank: bool,
+}
+
+/// Places every transfer in a step (see the [module doc](self)), each link direction carrying
+/// as many transfers per step as it has lanes.
 pub fn schedule(
     machine: &Machine,
     transfers: &Transfers,
     batching: Batching,
 ) -> Result<Timetable, DagError> {
+    let options = Options {
+        batching,
+        lanes: Lanes::Declared,
+        hold_to_rank: false,
+    };
+    schedule_with(machine, transfers, options)
+}
+
+/// [`schedule`], filling steps as `options` say.
+pub fn schedule_with(
+    machine: &Machine,
+    transfers: &Transfers,
+    options: Options,
+) -> Result<Timetable, DagError> {
+    let Options {
+        batching,
+        lanes: policy,
+        hold_to_rank,
+    } = options;
     let n = transfers.len();
     let routes: IdVec<TransferId, Vec<DirectionId>> = transfers
         .iter_enumerated()
@@ -179,7 +231,10 @@ pub fn schedule(
         .collect::<Result<_, _>>()?;
     let lanes: IdVec<DirectionId, u32> = IdVec::from_fn(
         DirectionId::count(machine.link_count()),
-        |d: DirectionId| machine.link(d.link()).lanes.max(1),
+        |d: DirectionId| match policy {
+            Lanes::Declared => machine.link(d.link()).lanes.max(1),
+            Lanes::AtMost(most) => machine.link(d.link()).lanes.clamp(1, most.max(1)),
+        },
     );
     check_lanes(machine, &routes, &lanes)?;
     let (successors, mut waiting) = dependencies(transfers)?;
@@ -205,32 +260,46 @@ pub fn schedule(
     let mut now: u32 = 0;
     let mut taken: Vec<TransferId> = Vec::new();
     while placed < n {
-        booking.start_step();
-        // The ready transfers in priority order, as one merged walk over the directions'
-        // sets. A direction with no lane free and no open send with room is dropped from the
-        // walk: every transfer whose route starts there would be refused, now and for the
-        // rest of the step.
-        let mut heads: BinaryHeap<Reverse<(Key, DirectionId)>> =
-            ready.heads().map(|(d, k)| Reverse((k, d))).collect();
-        while let Some(Reverse((k, d))) = heads.pop() {
-            if booking.full() {
+        // A step that holds transfers back for their rank and so would stay empty is filled
+        // again without holding any back.
+        let mut booked = false;
+        for hold in [hold_to_rank, false]
+            .into_iter()
+            .take(1 + usize::from(hold_to_rank))
+        {
+            booking.start_step();
+            // The ready transfers in priority order, as one merged walk over the directions'
+            // sets. A direction with no lane free and no open send with room is dropped from
+            // the walk: every transfer whose route starts there would be refused, now and for
+            // the rest of the step.
+            let mut heads: BinaryHeap<Reverse<(Key, DirectionId)>> =
+                ready.heads().map(|(d, k)| Reverse((k, d))).collect();
+            while let Some(Reverse((k, d))) = heads.pop() {
+                if booking.full() {
+                    break;
+                }
+                if booking.blocked(d) {
+                    continue;
+                }
+                let t = k.2;
+                if hold && transfers[t].rank > now {
+                    // Held back: the next transfer of this direction may go.
+                } else if let Some(s) = booking.place(t, &transfers[t]) {
+                    send[t] = s;
+                    step[t] = now;
+                    placed += 1;
+                    taken.push(t);
+                }
+                if let Some(next) = ready.after(d, k) {
+                    heads.push(Reverse((next, d)));
+                }
+            }
+            booked = booking.end_step();
+            if booked {
                 break;
             }
-            if booking.blocked(d) {
-                continue;
-            }
-            let t = k.2;
-            if let Some(s) = booking.place(t, &transfers[t]) {
-                send[t] = s;
-                step[t] = now;
-                placed += 1;
-                taken.push(t);
-            }
-            if let Some(next) = ready.after(d, k) {
-                heads.push(Reverse((next, d)));
-            }
         }
-        if !booking.end_step() {
+        if !booked {
             // Nothing fitted an idle machine: only possible when nothing is ready.
             let transfer = step.ids().find(|&t| step[t] == u32::MAX);
             return Err(DagError::Cycle {

@@ -11,8 +11,9 @@
 //!
 //! **Transfers** (all as a DAG, [`super::dag`]), per piece:
 //! 1. inside every group, a reduce-scatter of the `k` shards: recursive halving when `k` is a
-//!    power of two (`log2 k` steps), a ring otherwise (`k - 1` steps); every transfer carries
-//!    whole shards, so it is one send on the group fabric;
+//!    power of two (`log2 k` steps), a ring (`k - 1` steps), or a direct exchange (each member
+//!    sends every other its shard: one step where the group's links have `k - 1` lanes); every
+//!    transfer carries whole shards, so it is one send on the group fabric;
 //! 2. along every rail, a reduce-scatter then allgather of the shard's `G` blocks, slice by
 //!    slice: by a ring (`G - 1` steps each way, one block per transfer: the slices are small,
 //!    so a NIC transfer lasts about as long as a fabric transfer and the two share BSP steps),
@@ -74,12 +75,33 @@ impl Lowering for Hierarchical {
         let groups = groups::find(machine)?;
         let partners = groups::partner_routes(machine, &groups);
         let ir = machine.to_ir();
+        // On links of several lanes the list scheduler may stack transfers that fewer lanes
+        // would have paired with others; timetables with fewer transfers per direction and
+        // step are valid too, so they are priced as well ([`dag::Lanes`]).
+        let many_lanes = machine.graph.edge_weights().any(|l| l.lanes > 1);
         let mut best: Option<(f64, Phase, Shape)> = None;
         for shape in candidates(machine, &groups, partners.is_some(), spec.elements) {
-            let phase = lower_shape(machine, &groups, partners.as_ref(), spec, job.name, shape)?;
-            let seconds = schedule_ir::cost::estimate(&ir, &phase).seconds;
-            if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
-                best = Some((seconds, phase, shape));
+            for lanes in lane_policies(shape, groups.size(), many_lanes) {
+                let lowered = lower_shape(
+                    machine,
+                    &groups,
+                    partners.as_ref(),
+                    spec,
+                    job.name,
+                    shape,
+                    lanes,
+                );
+                // A route that crosses a direction twice needs its lanes: then only the
+                // declared lanes are tried.
+                let phase = match (lowered, lanes) {
+                    (Ok(phase), _) => phase,
+                    (Err(_), dag::Lanes::AtMost(_)) => continue,
+                    (Err(e), dag::Lanes::Declared) => return Err(e),
+                };
+                let seconds = schedule_ir::cost::estimate(&ir, &phase).seconds;
+                if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
+                    best = Some((seconds, phase, shape));
+                }
             }
         }
         let Some((_, phase, shape)) = best else {
@@ -92,7 +114,7 @@ impl Lowering for Hierarchical {
         lowered.detail = Some(format!(
             "{} pieces, {} inside groups, {} along the rails, {} slice(s) per block",
             shape.pieces,
-            if shape.halving { "halving" } else { "rings" },
+            shape.inside.name(),
             if shape.rail_halving {
                 "halving"
             } else {
@@ -104,6 +126,21 @@ impl Lowering for Hierarchical {
     }
     fn sized(&self) -> bool {
         true
+    }
+}
+
+/// The lane policies a shape is scheduled with on groups of `k`: a direct exchange keeps to
+/// `k - 1` transfers per direction and step, so that one piece's exchange fills a member's
+/// port and the next piece's waits for the following step instead of stacking on it; rings
+/// and halving are scheduled on the declared lanes and, where some link has several, on one.
+fn lane_policies(shape: Shape, k: usize, many_lanes: bool) -> Vec<dag::Lanes> {
+    let exchange = u32::try_from(k.saturating_sub(1)).unwrap_or(u32::MAX);
+    match shape.inside {
+        Inside::Direct => vec![dag::Lanes::AtMost(exchange)],
+        Inside::Halving | Inside::Ring if many_lanes => {
+            vec![dag::Lanes::Declared, dag::Lanes::AtMost(1)]
+        }
+        Inside::Halving | Inside::Ring => vec![dag::Lanes::Declared],
     }
 }
 
@@ -120,13 +157,44 @@ pub struct Shape {
     pub pieces: usize,
     /// Slices of each block on the rails.
     pub slices: usize,
-    /// Whether the groups halve and double (`log2 k` steps of unequal sizes, for `k` a power
-    /// of two) rather than run a ring (`k - 1` equal steps, which pair better with the rails'
-    /// slices).
-    pub halving: bool,
+    /// How the groups reduce-scatter and allgather their shards.
+    pub inside: Inside,
     /// Whether the rails halve and double between partner groups (`log2 G` steps each way, for
     /// `G` a power of two) rather than run a ring (`G - 1` steps each way).
     pub rail_halving: bool,
+}
+
+/// How a group reduce-scatters and allgathers a piece's shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inside {
+    /// Halving and doubling: `log2 k` steps of unequal sizes, for `k` a power of two.
+    Halving,
+    /// A ring: `k - 1` equal steps, which pair better with the rails' slices.
+    Ring,
+    /// Every member sends each other member its shard directly: one step where the group's
+    /// links have `k - 1` lanes (an NVSwitch port is many links), and no chain of
+    /// dependencies for the scheduler to wait on where they have fewer.
+    Direct,
+}
+
+impl Inside {
+    /// How it reads in the compiler's notes.
+    fn name(self) -> &'static str {
+        match self {
+            Inside::Halving => "halving",
+            Inside::Ring => "rings",
+            Inside::Direct => "direct exchange",
+        }
+    }
+
+    /// The longest chain of dependent transfers of a piece's reduce-scatter inside a group.
+    fn chain(self, k: usize) -> usize {
+        match self {
+            Inside::Halving => k.trailing_zeros() as usize,
+            Inside::Ring => k - 1,
+            Inside::Direct => 1,
+        }
+    }
 }
 
 /// Routes between partner groups, by round, group and rail ([`groups::partner_routes`]).
@@ -171,21 +239,21 @@ pub fn candidates(machine: &Machine, groups: &Groups, partners: bool, elements: 
     let mut slices = vec![1, balanced, balanced + 1];
     slices.dedup();
     let per_piece = (groups.size() * groups.count()) as u64;
-    let halving: &[bool] = if groups.size().is_power_of_two() {
-        &[true, false]
+    let inside: &[Inside] = if groups.size().is_power_of_two() {
+        &[Inside::Halving, Inside::Ring, Inside::Direct]
     } else {
-        &[false]
+        &[Inside::Ring, Inside::Direct]
     };
     let rails: &[bool] = if partners { &[false, true] } else { &[false] };
     let mut shapes: Vec<Shape> = Vec::new();
     for &rail_halving in rails {
-        for &halving in halving {
+        for &inside in inside {
             for pieces in PIECES {
                 for &slices in &slices {
                     let shape = Shape {
                         pieces,
                         slices,
-                        halving,
+                        inside,
                         rail_halving,
                     };
                     let fits = (pieces * slices) as u64 * per_piece <= elements;
@@ -199,8 +267,8 @@ pub fn candidates(machine: &Machine, groups: &Groups, partners: bool, elements: 
     shapes
 }
 
-/// Lowers `spec` with one pipeline shape; a shape that halves along the rails needs
-/// `partners`.
+/// Lowers `spec` with one pipeline shape, scheduled with `lanes` per link direction; a shape
+/// that halves along the rails needs `partners`.
 fn lower_shape(
     machine: &Machine,
     groups: &Groups,
@@ -208,6 +276,7 @@ fn lower_shape(
     spec: &PhaseSpec,
     algorithm: &str,
     shape: Shape,
+    lanes: dag::Lanes,
 ) -> Result<Phase, EmbedError> {
     let layout = Layout {
         k: groups.size(),
@@ -234,15 +303,11 @@ fn lower_shape(
         groups,
         partners,
         layout,
-        halving: shape.halving,
+        inside: shape.inside,
         transfers: Transfers::new(),
     };
-    // A piece's chain inside a group is log2 k or k - 1 steps per half.
-    let half = if shape.halving {
-        layout.k.trailing_zeros() as usize
-    } else {
-        layout.k - 1
-    };
+    // A piece's chain inside a group is log2 k, k - 1 or 1 step per half.
+    let half = shape.inside.chain(layout.k);
     let stride = u32::try_from(half.max(1)).unwrap_or(1);
     for p in 0..shape.pieces {
         let first = b.transfers.len();
@@ -253,7 +318,14 @@ fn lower_shape(
             .skip(first)
             .for_each(|t| t.rank = rank);
     }
-    let timetable = dag::schedule(machine, &b.transfers, dag::Batching::One)
+    let options = dag::Options {
+        batching: dag::Batching::One,
+        lanes,
+        // A direct exchange depends on nothing: without holding each piece to its rank, every
+        // piece's would start in the first steps.
+        hold_to_rank: shape.inside == Inside::Direct,
+    };
+    let timetable = dag::schedule_with(machine, &b.transfers, options)
         .map_err(|e| EmbedError::NotApplicable(format!("`hierarchical`: {e}")))?;
     let plan = Plan {
         chunks,
@@ -300,8 +372,8 @@ struct Builder<'a> {
     /// Routes between partner groups, when the rails halve and double.
     partners: Option<&'a Partners>,
     layout: Layout,
-    /// Halving and doubling inside groups, rather than rings.
-    halving: bool,
+    /// How the groups exchange shards.
+    inside: Inside,
     transfers: Transfers,
 }
 
@@ -365,7 +437,17 @@ impl Builder<'_> {
     fn group_reduce_scatter(&mut self, p: usize, g: usize) -> Vec<Vec<TransferId>> {
         let k = self.layout.k;
         let mut last: Vec<Vec<TransferId>> = vec![Vec::new(); k];
-        if self.halving {
+        if self.inside == Inside::Direct {
+            // Member i sends shard j to member j; shard j is complete once all have landed.
+            let mut into = vec![Vec::new(); k];
+            for i in 0..k {
+                for (j, into) in into.iter_mut().enumerate().filter(|&(j, _)| j != i) {
+                    let chunks = self.layout.shards(p, &[j]);
+                    into.push(self.inner(g, i, j, chunks, RecvMode::Reduce, Vec::new()));
+                }
+            }
+            last = into;
+        } else if self.inside == Inside::Halving {
             // Recursive halving, high bit first: member i keeps the shards that agree with it
             // on the bit and sends the others to its partner.
             let mut held: Vec<Vec<usize>> = vec![(0..k).collect(); k];
@@ -407,7 +489,15 @@ impl Builder<'_> {
     fn group_allgather(&mut self, p: usize, g: usize, start: Vec<Vec<TransferId>>) {
         let k = self.layout.k;
         let mut last = start;
-        if self.halving {
+        if self.inside == Inside::Direct {
+            // Member i sends its shard to every other member once it is complete.
+            for (i, start) in last.iter().enumerate() {
+                for j in (0..k).filter(|&j| j != i) {
+                    let chunks = self.layout.shards(p, &[i]);
+                    self.inner(g, i, j, chunks, RecvMode::Store, start.clone());
+                }
+            }
+        } else if self.inside == Inside::Halving {
             // Recursive doubling, low bit first: partners swap everything they hold.
             let mut held: Vec<Vec<usize>> = (0..k).map(|i| vec![i]).collect();
             for bit in 0..k.trailing_zeros() {
@@ -611,8 +701,11 @@ mod tests {
                         .filter(|s| s.rail_halving && s.pieces <= 2)
                         .collect();
                     assert!(!shapes.is_empty());
-                    for shape in shapes {
-                        let case = format!("{hosts} hosts, {collective:?} × {elements}, {shape:?}");
+                    let lanes = [dag::Lanes::Declared, dag::Lanes::AtMost(1)];
+                    for (shape, lanes) in shapes.into_iter().flat_map(|s| lanes.map(|l| (s, l))) {
+                        let case = format!(
+                            "{hosts} hosts, {collective:?} × {elements}, {shape:?}, {lanes:?}"
+                        );
                         let phase = lower_shape(
                             &machine,
                             &groups,
@@ -620,6 +713,7 @@ mod tests {
                             &spec,
                             "hierarchical",
                             shape,
+                            lanes,
                         )
                         .unwrap_or_else(|e| panic!("{case}: {e}"));
                         let schedule = schedule_ir::Schedule {
@@ -652,7 +746,7 @@ mod tests {
             let shape = Shape {
                 pieces: 1,
                 slices: 1,
-                halving: true,
+                inside: Inside::Halving,
                 rail_halving,
             };
             lower_shape(
@@ -662,6 +756,7 @@ mod tests {
                 &spec,
                 "hierarchical",
                 shape,
+                dag::Lanes::Declared,
             )
             .unwrap_or_else(|e| panic!("{e}"))
             .steps

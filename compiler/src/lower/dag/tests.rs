@@ -221,3 +221,51 @@ fn plan_steps_keep_transfer_order() {
         ]
     );
 }
+
+#[test]
+fn a_lane_cap_spreads_what_the_declared_lanes_would_stack() {
+    // L1 has two lanes: two chunks a → b share a step, unless the lanes are capped at one.
+    let m = line(100.0, 2);
+    let x = dag(vec![t(0, 1, 0, 0, &[]), t(0, 1, 0, 1, &[])]);
+    let with = |lanes| Options {
+        batching: Batching::One,
+        lanes,
+        hold_to_rank: false,
+    };
+    let declared = schedule_with(&m, &x, with(Lanes::Declared)).unwrap();
+    assert_eq!(declared.steps, 1);
+    let capped = schedule_with(&m, &x, with(Lanes::AtMost(1))).unwrap();
+    check(&m, &x, &capped);
+    assert_eq!(capped.steps, 2);
+    // A cap above the declared lanes changes nothing, and a cap of 0 still allows one.
+    assert_eq!(
+        schedule_with(&m, &x, with(Lanes::AtMost(5))).unwrap(),
+        declared
+    );
+    assert_eq!(
+        schedule_with(&m, &x, with(Lanes::AtMost(0))).unwrap(),
+        capped
+    );
+}
+
+#[test]
+fn holding_to_rank_starts_a_transfer_at_its_rank_unless_nothing_else_could_run() {
+    let m = line(100.0, 1);
+    // Two independent transfers on different links, the second ranked for step 1.
+    let mut x = dag(vec![t(0, 1, 0, 0, &[]), t(1, 2, 1, 1, &[])]);
+    x[TransferId(1)].rank = 1;
+    let hold = |hold_to_rank| Options {
+        batching: Batching::One,
+        lanes: Lanes::Declared,
+        hold_to_rank,
+    };
+    let free = schedule_with(&m, &x, hold(false)).unwrap();
+    assert_eq!(free.steps, 1, "without holding, both run at once");
+    let held = schedule_with(&m, &x, hold(true)).unwrap();
+    assert_eq!((held.step[TransferId(0)], held.step[TransferId(1)]), (0, 1));
+    // Alone, a transfer ranked for step 3 is not held back into empty steps.
+    let mut alone = dag(vec![t(0, 1, 0, 0, &[])]);
+    alone[TransferId(0)].rank = 3;
+    let table = schedule_with(&m, &alone, hold(true)).unwrap();
+    assert_eq!((table.steps, table.step[TransferId(0)]), (1, 0));
+}
