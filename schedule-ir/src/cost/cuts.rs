@@ -125,16 +125,7 @@ pub fn sending(machine: &Machine) -> Vec<f64> {
         // The capacity of the cut found, from its links: any cut that keeps the node apart
         // from the other compute nodes bounds what it sends, so a flow stopped a rounding
         // short of the maximum still gives a sound figure.
-        let capacity: f64 = machine
-            .links
-            .iter()
-            .filter(|l| {
-                let side = |x: NodeId| inside.get(x.index()).copied();
-                side(l.a).zip(side(l.b)).is_some_and(|(a, b)| a != b)
-            })
-            .map(|l| bytes_per_second(l.bandwidth_gbps))
-            .filter(|c| c.is_finite() && *c > 0.0)
-            .sum();
+        let capacity = cut_capacity(machine, &inside);
         if let Some(e) = out.get_mut(s) {
             *e = e.min(capacity);
         }
@@ -259,8 +250,7 @@ fn tiers(n: usize, pairs: &[(usize, usize, f64)], compute: &[usize], gbps: f64) 
 
 /// The capacity of the narrowest cut keeping `group` (compute nodes), with any other nodes
 /// except compute nodes, apart from every other compute node: a max-flow from all of the group
-/// at once to all the others at once. The figure is summed from the cut's links, so a flow
-/// stopped a rounding short of the maximum still gives a cut that exists.
+/// at once to all the others at once ([`cut_capacity`] of the cut found).
 fn group_cut(machine: &Machine, group: &[usize]) -> f64 {
     let n = machine.nodes.len();
     let mut network = Network::new(machine);
@@ -292,6 +282,13 @@ fn group_cut(machine: &Machine, group: &[usize]) -> f64 {
     }
     network.flow = vec![0.0; network.to.len()];
     let (_, inside) = network.min_cut(source, sink);
+    cut_capacity(machine, &inside)
+}
+
+/// The bandwidth, bytes per second each way, of the links with one end `inside` and the
+/// other not: the capacity of a cut read from its links, so that a flow stopped a rounding
+/// short of the maximum still names a cut that exists.
+fn cut_capacity(machine: &Machine, inside: &[bool]) -> f64 {
     machine
         .links
         .iter()
@@ -470,6 +467,26 @@ mod tests {
         }
     }
 
+    /// An unlowered f32 allreduce of 2^20 elements: what a bound needs of a phase.
+    fn allreduce_of_a_mebi_element() -> crate::Phase {
+        crate::Phase {
+            name: "p".into(),
+            collective: crate::Collective::AllReduce,
+            op: crate::ReduceOp::Sum,
+            dtype: crate::DType::F32,
+            elements: 1 << 20,
+            algorithm: "none".into(),
+            chunks: vec![crate::Chunk {
+                start: 0,
+                end: 1 << 20,
+                owner: None,
+            }],
+            buffers: Vec::new(),
+            steps: 0,
+            programs: Vec::new(),
+        }
+    }
+
     #[test]
     fn a_ring_is_cut_in_two_places() {
         let c = NodeKind::Compute;
@@ -539,22 +556,7 @@ mod tests {
                 (4, 5, 10.0),
             ],
         );
-        let phase = crate::Phase {
-            name: "p".into(),
-            collective: crate::Collective::AllReduce,
-            op: crate::ReduceOp::Sum,
-            dtype: crate::DType::F32,
-            elements: 1 << 20,
-            algorithm: "none".into(),
-            chunks: vec![crate::Chunk {
-                start: 0,
-                end: 1 << 20,
-                owner: None,
-            }],
-            buffers: Vec::new(),
-            steps: 0,
-            programs: Vec::new(),
-        };
+        let phase = allreduce_of_a_mebi_element();
         let bound = super::super::lower_bound(&m, &phase);
         assert_eq!(bound.which, "cut");
         let expected = 4.0 * f64::from(1u32 << 20) / bytes_per_second(10.0);
@@ -602,22 +604,7 @@ mod tests {
     #[test]
     fn group_traffic_binds_where_hosts_share_a_network_link() {
         let m = four_hosts_behind_nics();
-        let phase = crate::Phase {
-            name: "p".into(),
-            collective: crate::Collective::AllReduce,
-            op: crate::ReduceOp::Sum,
-            dtype: crate::DType::F32,
-            elements: 1 << 20,
-            algorithm: "none".into(),
-            chunks: vec![crate::Chunk {
-                start: 0,
-                end: 1 << 20,
-                owner: None,
-            }],
-            buffers: Vec::new(),
-            steps: 0,
-            programs: Vec::new(),
-        };
+        let phase = allreduce_of_a_mebi_element();
         let bound = super::super::lower_bound(&m, &phase);
         let bytes = 4.0 * f64::from(1u32 << 20);
         // 2(k-1) copies of the vector between 4 hosts, each sending 12.5 GB/s at most.
