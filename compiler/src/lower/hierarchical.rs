@@ -81,6 +81,14 @@ impl Lowering for Hierarchical {
         let many_lanes = machine.graph.edge_weights().any(|l| l.lanes > 1);
         let mut best: Option<(f64, Phase, Shape)> = None;
         for shape in candidates(machine, &groups, partners.is_some(), spec.elements) {
+            // A shape whose floor is not below the cheapest so far cannot win: not lowered.
+            let least = floor(machine, &groups, spec, shape);
+            if best
+                .as_ref()
+                .is_some_and(|(s, _, _)| least * (1.0 - FLOOR_ROUNDING) >= *s)
+            {
+                continue;
+            }
             for lanes in lane_policies(shape, groups.size(), many_lanes) {
                 let lowered = lower_shape(
                     machine,
@@ -127,6 +135,67 @@ impl Lowering for Hierarchical {
     fn sized(&self) -> bool {
         true
     }
+}
+
+/// A floor is compared with estimates summed in another order: it is lowered by this relative
+/// margin so that rounding never lifts it above the estimate it bounds.
+const FLOOR_ROUNDING: f64 = 1e-9;
+
+/// A lower bound on the cost model's estimate of `shape`'s schedule for `spec`, from the
+/// shape alone, whatever the lane policy: member 0 of group 0 sends, per piece and half of the
+/// collective, `k - 1` transfers inside its group (ring, direct exchange) or `log2 k`
+/// (halving), each carrying at least one shard of another member; a step carries at most as
+/// many of them as its links inside the group have lanes, each such step costs at least
+/// the cheapest of those routes' latency, and the bytes leave over those links at most at
+/// their summed bandwidth per unit of `β`. The estimate is `Σ (α + β)`, so it is at least the
+/// steps' latency plus the bytes' time.
+fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> f64 {
+    let k = groups.size();
+    let Some(routes) = groups.inner.first().and_then(|g| g.first()) else {
+        return 0.0;
+    };
+    if k < 2 {
+        return 0.0;
+    }
+    let mut first: Vec<schedule_ir::LinkId> =
+        routes.iter().filter_map(|r| r.first().copied()).collect();
+    first.sort_unstable();
+    first.dedup();
+    let lanes: u64 = first
+        .iter()
+        .map(|&l| u64::from(machine.link(l).lanes.max(1)))
+        .sum();
+    let bandwidth: f64 = first
+        .iter()
+        .map(|&l| schedule_ir::cost::bytes_per_second(machine.link(l).bandwidth_gbps))
+        .sum();
+    let latency = routes
+        .iter()
+        .filter(|r| !r.is_empty())
+        .map(|r| r.iter().map(|&l| machine.link(l).latency_us).sum::<f64>())
+        .fold(f64::INFINITY, f64::min);
+    if lanes == 0 || !latency.is_finite() || bandwidth.is_nan() || bandwidth <= 0.0 {
+        return 0.0;
+    }
+    let halves: u64 = if spec.collective == Collective::AllReduce {
+        2
+    } else {
+        1
+    };
+    let per_half = match shape.inside {
+        Inside::Halving => u64::from(k.trailing_zeros()),
+        Inside::Ring | Inside::Direct => (k - 1) as u64,
+    };
+    let pieces = shape.pieces as u64;
+    let transfers = pieces * halves * per_half;
+    let steps = transfers.div_ceil(lanes);
+    // Every chunk holds at least `elements / chunks` elements (rounded down); a shard is
+    // `G · m` chunks, and each half sends `k - 1` shards' worth of every piece.
+    let chunks = (shape.pieces * k * groups.count() * shape.slices) as u64;
+    let per_chunk = spec.elements / chunks.max(1);
+    let shard = (groups.count() * shape.slices) as u64 * per_chunk;
+    let bytes = (halves * pieces * (k as u64 - 1) * shard) as f64 * spec.dtype.size_bytes() as f64;
+    steps as f64 * latency * 1e-6 + bytes / bandwidth
 }
 
 /// The lane policies a shape is scheduled with on groups of `k`: a direct exchange keeps to
@@ -677,6 +746,62 @@ mod tests {
             host_link: (bandwidth_gbps: 512.0), network_link: (bandwidth_gbps: 400.0),
             spine_link: (bandwidth_gbps: 3200.0, lanes: {lanes})))"#
         ))
+    }
+
+    /// The floor that lets `auto` skip a shape is never above the estimate of the schedule the
+    /// shape lowers to, under any lane policy, for every collective and for vectors that do
+    /// and do not divide evenly: on hosts with one lane per switch port and with seven.
+    #[test]
+    fn a_shapes_floor_is_never_above_its_estimate() {
+        let seven = crate::lower::testing::machine(
+            r#"Topology(name: "f", machine: Fabric(hosts: 2, ranks_per_host: 8,
+            nics_per_host: 8, leaf_switches: 1,
+            host_fabric: Switch(link: (bandwidth_gbps: 3600.0, latency_us: 0.5, lanes: 7)),
+            host_link: (bandwidth_gbps: 512.0), network_link: (bandwidth_gbps: 400.0)))"#,
+        );
+        // The closest a floor comes to its estimate: a floor far below every estimate would
+        // be sound and useless.
+        let mut tightest: f64 = 0.0;
+        for machine in [fabric(4), seven] {
+            let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+            let partners = groups::partner_routes(&machine, &groups);
+            let ir = machine.to_ir();
+            for collective in [
+                Collective::AllReduce,
+                Collective::ReduceScatter,
+                Collective::AllGather,
+            ] {
+                for elements in [7, 3001, 1 << 22] {
+                    let spec = crate::lower::testing::spec(collective, DType::F32, elements);
+                    for shape in candidates(&machine, &groups, partners.is_some(), elements) {
+                        let least = floor(&machine, &groups, &spec, shape);
+                        for lanes in lane_policies(shape, groups.size(), true) {
+                            let Ok(phase) = lower_shape(
+                                &machine,
+                                &groups,
+                                partners.as_ref(),
+                                &spec,
+                                "hierarchical",
+                                shape,
+                                lanes,
+                            ) else {
+                                continue;
+                            };
+                            let estimate = schedule_ir::cost::estimate(&ir, &phase).seconds;
+                            tightest = tightest.max(least / estimate);
+                            assert!(
+                                least * (1.0 - FLOOR_ROUNDING) <= estimate,
+                                "{collective:?} × {elements}, {shape:?}, {lanes:?}: floor {least} above {estimate}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            tightest > 0.5,
+            "the floors reach at most {tightest} of an estimate"
+        );
     }
 
     /// Every shape that halves along the rails, for every collective the method lowers and a
