@@ -1,5 +1,6 @@
 //! The hierarchical method on machines built from groups joined by NICs: 2 to 4 groups of 2 to
-//! 8 members, each group one switch or fully connected, one NIC per member or per pair. Every
+//! 8 members, each group one switch or fully connected (links of 1 to 18 lanes), one NIC per
+//! member or per pair. Every
 //! collective it lowers verifies and runs bit-exact against the reference; machines without
 //! the structure are refused with the reason; on the bundled NVSwitch machines it beats
 //! halving-doubling by a wide margin at 256 MiB; on random machines of the kind it is never
@@ -28,6 +29,8 @@ struct Rates {
     host: f64,
     /// A NIC to the leaf.
     nic: f64,
+    /// Lanes of each link inside a group (an NVSwitch port is many NVLinks).
+    lanes: u32,
 }
 
 /// The NVSwitch machines' rates: 3600, 512 and 400 Gbit/s.
@@ -35,6 +38,7 @@ const NVSWITCH: Rates = Rates {
     fabric: 3600.0,
     host: 512.0,
     nic: 400.0,
+    lanes: 1,
 };
 
 /// `groups` groups of `k` members joined inside by `fabric` (3600 Gbit/s), each member (or
@@ -49,7 +53,13 @@ fn machine_at(groups: usize, k: usize, fabric: Fabric, per_pair: bool, rates: Ra
         fabric: fast,
         host,
         nic,
+        lanes,
     } = rates;
+    let fast = if lanes > 1 {
+        format!("{fast:?}, lanes: {lanes}")
+    } else {
+        format!("{fast:?}")
+    };
     let mut nodes = Vec::new();
     let mut switches = vec!["\"leaf\"".to_string()];
     let mut links = Vec::new();
@@ -171,10 +181,11 @@ fn every_collective_verifies_and_runs_on_machines_built_from_groups() {
 #[test]
 fn switch_ports_of_many_lanes_exchange_in_one_step() {
     let one = machine(2, 8, Fabric::Switch, false);
-    let many = one.replace(
-        ", bandwidth_gbps: 3600)",
-        ", bandwidth_gbps: 3600, lanes: 7)",
-    );
+    let seven = Rates {
+        lanes: 7,
+        ..NVSWITCH
+    };
+    let many = machine_at(2, 8, Fabric::Switch, false, seven);
     assert_eq!(many.matches("lanes: 7").count(), 16, "{many}");
     let small = compile(&topology(&many, "AllReduce", 256), "hierarchical");
     // Inside, across the two groups (reduce-scatter, allgather), inside.
@@ -354,6 +365,7 @@ fn random_machines_built_from_groups_verify_run_and_respect_the_bound() {
             fabric: rng.pick(&[1200.0, 2400.0, 3600.0]),
             host: rng.pick(&[256.0, 512.0]),
             nic: rng.pick(&[100.0, 200.0, 400.0]),
+            lanes: rng.pick(&[1, 1, 2, 7, 18]),
         };
         let switch_us = rng.pick(&[0.0, 0.3, 2.0]);
         let collective = rng.pick(&["AllReduce", "ReduceScatter", "AllGather"]);
