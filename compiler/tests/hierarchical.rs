@@ -1,10 +1,9 @@
 //! The hierarchical method on machines built from groups joined by NICs: 2 to 4 groups of 2 to
 //! 8 members, each group one switch or fully connected (links of 1 to 18 lanes), one NIC per
-//! member or per pair. Every
-//! collective it lowers verifies and runs bit-exact against the reference; machines without
-//! the structure are refused with the reason; on the bundled NVSwitch machines it beats
-//! halving-doubling by a wide margin at 256 MiB; on random machines of the kind it is never
-//! priced under the lower bound.
+//! member or per pair. Every collective it lowers verifies and runs bit-exact against the
+//! reference; machines without the structure are refused with the reason; on the bundled
+//! NVSwitch machines it beats halving-doubling by a wide margin at 256 MiB; on random machines
+//! of the kind it is never priced under the lower bound.
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 use schedule_ir::{DType, VerifiedSchedule};
