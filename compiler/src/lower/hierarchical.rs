@@ -75,10 +75,17 @@ impl Lowering for Hierarchical {
         let groups = groups::find(machine)?;
         let partners = groups::partner_routes(machine, &groups);
         let ir = machine.to_ir();
-        // On links of several lanes the list scheduler may stack transfers that fewer lanes
-        // would have paired with others; timetables with fewer transfers per direction and
-        // step are valid too, so they are priced as well ([`dag::Lanes`]).
-        let many_lanes = machine.graph.edge_weights().any(|l| l.lanes > 1);
+        // On group links of several lanes the list scheduler may stack transfers that fewer
+        // lanes would have paired with others; timetables with fewer transfers per direction
+        // and step are valid too, so they are priced as well ([`dag::Lanes`]). Lanes on the
+        // network (a spine bundle) are for several rails at once, and are kept.
+        let many_lanes = groups
+            .inner
+            .iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .any(|&l| machine.link(l).lanes > 1);
         let mut best: Option<(f64, Phase, Shape)> = None;
         for shape in candidates(machine, &groups, partners.is_some(), spec.elements) {
             // A shape whose floor is not below the cheapest so far cannot win: not lowered.
@@ -148,8 +155,59 @@ const FLOOR_ROUNDING: f64 = 1e-9;
 /// many of them as its links inside the group have lanes, each such step costs at least
 /// the cheapest of those routes' latency, and the bytes leave over those links at most at
 /// their summed bandwidth per unit of `β`. The estimate is `Σ (α + β)`, so it is at least the
-/// steps' latency plus the bytes' time.
+/// steps' latency plus the bytes' time. The same holds of its rail when the rails run rings
+/// ([`rail_floor`]); the larger of the two is a floor.
 fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> f64 {
+    inner_floor(machine, groups, spec, shape).max(rail_floor(machine, groups, spec, shape))
+}
+
+/// How many halves of the collective run: an allreduce's two, or one.
+fn halves(collective: Collective) -> u64 {
+    if collective == Collective::AllReduce {
+        2
+    } else {
+        1
+    }
+}
+
+/// The least elements of a chunk of `shape`: the vector is cut into chunks whose sizes differ
+/// by at most one element.
+fn least_chunk(groups: &Groups, spec: &PhaseSpec, shape: Shape) -> u64 {
+    let chunks = (shape.pieces * groups.size() * groups.count() * shape.slices) as u64;
+    spec.elements / chunks.max(1)
+}
+
+/// [`floor`]'s part for member 0's rail when the rails run rings: per piece and half it sends
+/// `(G - 1) · m` transfers of a slice each, over its rail's first link, each step that carries
+/// one paying at least the route's links' latency.
+fn rail_floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> f64 {
+    let Some(route) = groups.rail.first().and_then(|g| g.first()) else {
+        return 0.0;
+    };
+    let Some(&first) = route.first() else {
+        return 0.0;
+    };
+    if shape.rail_halving || groups.count() < 2 {
+        return 0.0;
+    }
+    let link = machine.link(first);
+    let bandwidth = schedule_ir::cost::bytes_per_second(link.bandwidth_gbps);
+    if bandwidth.is_nan() || bandwidth <= 0.0 {
+        return 0.0;
+    }
+    let latency: f64 = route.iter().map(|&l| machine.link(l).latency_us).sum();
+    let transfers = shape.pieces as u64
+        * halves(spec.collective)
+        * (groups.count() as u64 - 1)
+        * shape.slices as u64;
+    let steps = transfers.div_ceil(u64::from(link.lanes.max(1)));
+    let bytes =
+        (transfers * least_chunk(groups, spec, shape)) as f64 * spec.dtype.size_bytes() as f64;
+    steps as f64 * latency * 1e-6 + bytes / bandwidth
+}
+
+/// [`floor`]'s part for member 0's transfers inside its group.
+fn inner_floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> f64 {
     let k = groups.size();
     let Some(routes) = groups.inner.first().and_then(|g| g.first()) else {
         return 0.0;
@@ -177,11 +235,7 @@ fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> 
     if lanes == 0 || !latency.is_finite() || bandwidth.is_nan() || bandwidth <= 0.0 {
         return 0.0;
     }
-    let halves: u64 = if spec.collective == Collective::AllReduce {
-        2
-    } else {
-        1
-    };
+    let halves = halves(spec.collective);
     let per_half = match shape.inside {
         Inside::Halving => u64::from(k.trailing_zeros()),
         Inside::Ring | Inside::Direct => (k - 1) as u64,
@@ -191,9 +245,7 @@ fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> 
     let steps = transfers.div_ceil(lanes);
     // Every chunk holds at least `elements / chunks` elements (rounded down); a shard is
     // `G · m` chunks, and each half sends `k - 1` shards' worth of every piece.
-    let chunks = (shape.pieces * k * groups.count() * shape.slices) as u64;
-    let per_chunk = spec.elements / chunks.max(1);
-    let shard = (groups.count() * shape.slices) as u64 * per_chunk;
+    let shard = (groups.count() * shape.slices) as u64 * least_chunk(groups, spec, shape);
     let bytes = (halves * pieces * (k as u64 - 1) * shard) as f64 * spec.dtype.size_bytes() as f64;
     steps as f64 * latency * 1e-6 + bytes / bandwidth
 }
