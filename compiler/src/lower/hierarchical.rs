@@ -800,6 +800,13 @@ mod tests {
         ))
     }
 
+    /// The collectives `hierarchical` lowers: an allreduce and its halves.
+    const COLLECTIVES: [Collective; 3] = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::AllGather,
+    ];
+
     /// The floor that lets `auto` skip a shape is never above the estimate of the schedule the
     /// shape lowers to, under any lane policy, for every collective and for vectors that do
     /// and do not divide evenly: on hosts with one lane per switch port and with seven.
@@ -818,11 +825,7 @@ mod tests {
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
             let partners = groups::partner_routes(&machine, &groups);
             let ir = machine.to_ir();
-            for collective in [
-                Collective::AllReduce,
-                Collective::ReduceScatter,
-                Collective::AllGather,
-            ] {
+            for collective in COLLECTIVES {
                 for elements in [7, 3001, 1 << 22] {
                     let spec = crate::lower::testing::spec(collective, DType::F32, elements);
                     for shape in candidates(&machine, &groups, partners.is_some(), elements) {
@@ -866,11 +869,7 @@ mod tests {
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
             let partners = groups::partner_routes(&machine, &groups);
             assert!(partners.is_some(), "{hosts} groups have partners");
-            for collective in [
-                Collective::AllReduce,
-                Collective::ReduceScatter,
-                Collective::AllGather,
-            ] {
+            for collective in COLLECTIVES {
                 for elements in [7, 3001] {
                     let spec = crate::lower::testing::spec(collective, DType::I64, elements);
                     let shapes: Vec<Shape> = candidates(&machine, &groups, true, 1 << 20)
