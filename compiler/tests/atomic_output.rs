@@ -339,3 +339,33 @@ fn an_interrupted_write_leaves_no_temporary_file() {
     }
     panic!("the write was never caught in progress in 4 attempts");
 }
+
+/// A full disk (`/dev/full`) is an error that names what could not be written, for a file and
+/// for standard output alike; never a panic.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_is_an_error_naming_the_output() {
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        return;
+    }
+    let out = topoc(&["compile", "examples/ring8.ron", "-o", "/dev/full"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write /dev/full"), "{stderr}");
+    for command in ["compile", "draw"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_topoc"))
+            .args([command, "examples/ring8.ron"])
+            .current_dir(repo())
+            .stdout(std::fs::OpenOptions::new().write(true).open(full).unwrap())
+            .output()
+            .expect("topoc runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(
+            stderr.contains("cannot write to standard output"),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+    }
+}

@@ -212,3 +212,64 @@ fn sixteen_bit_dtypes_round_trip_under_their_own_names() {
     assert!(old.contains("dtype: F32,"));
     assert_eq!(serial::from_str(&old).unwrap().phases[0].dtype, DType::F32);
 }
+
+/// Streaming a schedule writes the bytes of its text, in every format and form.
+#[test]
+fn a_streamed_schedule_is_its_text() {
+    use serial::Form;
+    for s in samples() {
+        for format in [Format::Ron, Format::Json] {
+            for form in [Form::Explicit, Form::Compact] {
+                let mut streamed = Vec::new();
+                serial::write_with(&s, format, form, &mut streamed).unwrap();
+                let text = serial::to_string_with(&s, format, form);
+                assert_eq!(
+                    String::from_utf8(streamed).unwrap(),
+                    text,
+                    "{format:?}, {form:?}"
+                );
+            }
+        }
+    }
+}
+
+/// A writer that takes `room` bytes and then fails as a full disk does.
+struct Full {
+    room: usize,
+}
+
+impl std::io::Write for Full {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.room == 0 {
+            return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        }
+        let n = buf.len().min(self.room);
+        self.room -= n;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The writer's own error comes back, in every format and form, wherever it strikes: the RON
+/// serialiser's formatting errors do not hide it.
+#[test]
+fn a_failing_writer_s_error_is_reported_as_it_was() {
+    use serial::Form;
+    let s = bidir_ring_allreduce(4, 2, 1 << 20);
+    for format in [Format::Ron, Format::Json] {
+        for form in [Form::Explicit, Form::Compact] {
+            let whole = serial::to_string_with(&s, format, form).len();
+            for room in [0, 1, whole / 2, whole - 1] {
+                let e = serial::write_with(&s, format, form, Full { room }).unwrap_err();
+                assert_eq!(
+                    e.kind(),
+                    std::io::ErrorKind::StorageFull,
+                    "{format:?}, {form:?}, {room} bytes: {e}"
+                );
+            }
+            serial::write_with(&s, format, form, Full { room: whole }).unwrap();
+        }
+    }
+}

@@ -1,6 +1,9 @@
 //! `topoc compile`: topology file to schedule file.
 
-use super::{output_file, read, report_error, write_atomic, Emit, ReportFormat};
+use super::{
+    output_file, read, report_error, write_atomic, write_atomic_with, write_stdout, Emit,
+    ReportFormat,
+};
 use schedule_ir::serial::{self, Form, Format};
 use schedule_ir::ProgramItem;
 use serde::Serialize;
@@ -237,9 +240,19 @@ pub fn compile(
         }
     }
     let compiled = compiled.map_err(|e| report_error(path, &text, &e))?;
+    let schedule = compiled.schedule.schedule();
     let out = match emit {
-        Emit::Ron => serial::to_string_with(compiled.schedule.schedule(), Format::Ron, form),
-        Emit::Json => serial::to_string_with(compiled.schedule.schedule(), Format::Json, form),
+        Emit::Ron | Emit::Json => {
+            report(&compiled, report_format)?;
+            let format = if emit == Emit::Json {
+                Format::Json
+            } else {
+                Format::Ron
+            };
+            return write_out(output, "verified schedule", |w| {
+                serial::write_with(schedule, format, form, w)
+            });
+        }
         Emit::Chakra => {
             let Some((options, prefix)) = traces else {
                 return Err("error: --emit chakra needs -o PREFIX".to_string());
@@ -294,18 +307,23 @@ pub fn compile(
         Emit::Mscclpp => "MSCCL++ execution plan of the verified schedule",
         Emit::Ron | Emit::Json | Emit::Chakra => "verified schedule",
     };
-    write_out(output, &out, what)
+    write_out(output, what, |w| w.write_all(out.as_bytes()))
 }
 
-/// Writes `out` to the output file (whole or not at all) and says so, or to standard output.
-fn write_out(output: Option<&Path>, out: &str, what: &str) -> Result<ExitCode, String> {
+/// Writes what `write` writes to the output file (whole or not at all) and says so, or to
+/// standard output; streamed either way.
+fn write_out(
+    output: Option<&Path>,
+    what: &str,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<ExitCode, String> {
     match output {
         Some(o) => {
-            write_atomic(o, out)?;
+            write_atomic_with(o, write)?;
             let to = o.display().to_string();
             eprintln!("{what} written to {}", topoc::visible::line(&to));
         }
-        None => print!("{out}"),
+        None => write_stdout(write)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -330,14 +348,16 @@ fn pattern(
         Format::Ron
     };
     let pattern = compiled.pattern.pattern();
-    let out = serial::pattern_to_string(pattern, format, Form::Compact);
     report_phases(
         &compiled.notes,
         &pattern.phases,
         &pattern.machine,
         request.report,
     )?;
-    write_out(output, &out, "verified schedule, in the pattern form,").map(Some)
+    write_out(output, "verified schedule, in the pattern form,", |w| {
+        serial::write_pattern_with(pattern, format, Form::Compact, w)
+    })
+    .map(Some)
 }
 
 /// The MSCCL files of the banded exchange `--phase` names (or the only one): a file name and

@@ -1,6 +1,8 @@
 //! `topoc draw`: the machine, its embedding or one step's link use, as DOT or SVG.
 
-use super::{is_topology, load_verified, output_file, read, report_error, write_atomic};
+use super::{
+    is_topology, load_verified, output_file, read, report_error, write_atomic, write_stdout,
+};
 use clap::ValueEnum;
 use std::path::Path;
 use std::process::ExitCode;
@@ -90,7 +92,7 @@ pub fn draw(
             let line = format!("{} written to {}", scene.subtitle, o.display());
             eprintln!("{}", topoc::visible::line(&line));
         }
-        None => print!("{out}"),
+        None => write_stdout(|w| w.write_all(out.as_bytes()))?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! `topoc import`: a topology file from NCCL's topology dump or `nvidia-smi topo -m`.
 
-use super::{output_file, read, write_atomic};
+use super::{output_file, read, write_atomic, write_stdout};
 use clap::ValueEnum;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -102,7 +102,7 @@ pub fn import(args: &ImportArgs) -> Result<ExitCode, String> {
             );
             eprintln!("{}", topoc::visible::line(&line));
         }
-        None => print!("{ron}"),
+        None => write_stdout(|w| w.write_all(ron.as_bytes()))?,
     }
     Ok(ExitCode::SUCCESS)
 }

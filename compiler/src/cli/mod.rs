@@ -513,13 +513,22 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// the device with a file, and run as root that turns `-o /dev/null` into a regular file
 /// that every later program's discarded output lands in and is read back from.
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
+    write_atomic_with(path, |out| std::io::Write::write_all(out, text.as_bytes()))
+}
+
+/// [`write_atomic`] of what `write` writes, streamed through a buffer: a schedule of hundreds
+/// of megabytes goes to its file without being held as text first.
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), String> {
     let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-        let mut out = std::fs::OpenOptions::new()
+        let out = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
             .map_err(|e| fail(&e))?;
-        return std::io::Write::write_all(&mut out, text.as_bytes()).map_err(|e| fail(&e));
+        return buffered(out, write).map_err(|e| fail(&e));
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -528,21 +537,42 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
     let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(&e))?;
     // An interrupt from here on removes the temporary file (the destructor would not run).
     cleanup::pending(tmp.path());
-    let written = write_temporary(tmp, path, text);
+    let written = write_temporary(tmp, path, write);
     cleanup::done();
     written
 }
 
+/// Writes to `standard output` what `write` writes, through a buffer; an error (a closed pipe)
+/// is reported, not a panic.
+pub fn write_stdout(
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), String> {
+    buffered(std::io::stdout().lock(), write)
+        .map_err(|e| format!("error: cannot write to standard output: {e}"))
+}
+
+/// Runs `write` on `out` through a buffer of [`WRITE_BUFFER`] bytes, and flushes it.
+fn buffered<W: std::io::Write>(
+    out: W,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(WRITE_BUFFER, out);
+    write(&mut out)?;
+    std::io::Write::flush(&mut out)
+}
+
+/// The buffer between a serialiser's many small writes and the output file.
+const WRITE_BUFFER: usize = 1 << 20;
+
 /// Fills the temporary file and renames it over `path`; on error the temporary file is
 /// removed when `tmp` is dropped.
 fn write_temporary(
-    mut tmp: tempfile::NamedTempFile,
+    tmp: tempfile::NamedTempFile,
     path: &Path,
-    text: &str,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<(), String> {
-    use std::io::Write;
     let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
-    tmp.write_all(text.as_bytes()).map_err(|e| fail(&e))?;
+    buffered(tmp.as_file(), write).map_err(|e| fail(&e))?;
     // Temporary files are private (0600); give the result the permissions of the file it
     // replaces, or those of an ordinary new file (0644).
     #[cfg(unix)]

@@ -12,6 +12,8 @@ pub mod runs;
 use crate::pattern::{ExpandError, Pattern};
 use crate::{Schedule, FORMAT_VERSION};
 use serde::Serialize;
+use std::fmt;
+use std::io::{self, Write};
 use thiserror::Error;
 
 /// The two text formats a schedule can be written in.
@@ -68,19 +70,61 @@ pub fn to_string(schedule: &Schedule, format: Format) -> String {
 
 /// Writes `schedule` in `format` and `form`. Deterministic: equal schedules give equal text.
 pub fn to_string_with(schedule: &Schedule, format: Format, form: Form) -> String {
-    write(schedule, format, form)
+    text(schedule, format, form)
 }
 
 /// Writes a schedule in the pattern form ([`Pattern`]) in `format` and `form`.
 /// Deterministic, like [`to_string_with`].
 pub fn pattern_to_string(pattern: &Pattern, format: Format, form: Form) -> String {
-    write(pattern, format, form)
+    text(pattern, format, form)
 }
 
-/// Writes a schedule of either form.
-fn write<T: Serialize>(schedule: &T, format: Format, form: Form) -> String {
+/// Writes `schedule` in `format` and `form` to `out`: the bytes of [`to_string_with`], streamed,
+/// so that a schedule of hundreds of megabytes is never held as text as well. `out` is written
+/// in many small pieces: give it a buffer. The only errors are `out`'s own.
+pub fn write_with<W: Write>(
+    schedule: &Schedule,
+    format: Format,
+    form: Form,
+    out: W,
+) -> io::Result<()> {
+    write(schedule, format, form, out)
+}
+
+/// [`write_with`] for a schedule in the pattern form: the bytes of [`pattern_to_string`].
+pub fn write_pattern_with<W: Write>(
+    pattern: &Pattern,
+    format: Format,
+    form: Form,
+    out: W,
+) -> io::Result<()> {
+    write(pattern, format, form, out)
+}
+
+/// A schedule of either form as text.
+fn text<T: Serialize>(schedule: &T, format: Format, form: Form) -> String {
+    let mut bytes = Vec::new();
+    // Writing into memory fails only if serialising does.
+    if let Err(e) = write(schedule, format, form, &mut bytes) {
+        return unreachable_serialise(&e.to_string());
+    }
+    String::from_utf8(bytes).unwrap_or_else(|e| unreachable_serialise(&e.to_string()))
+}
+
+/// Writes a schedule of either form to `out`, followed by a newline.
+fn write<T: Serialize, W: Write>(
+    schedule: &T,
+    format: Format,
+    form: Form,
+    out: W,
+) -> io::Result<()> {
     let _runs = runs::Compact::on(form == Form::Compact);
-    let text = match (format, form) {
+    let mut out = Kept { out, error: None };
+    let ron = |out: &mut Kept<W>, config: ron::ser::PrettyConfig| {
+        let written = ron::ser::to_writer_pretty(&mut *out, schedule, config);
+        out.result(written.map_err(|e| e.to_string()))
+    };
+    match (format, form) {
         (Format::Ron, Form::Compact) => {
             // No indentation or spaces, one node, link, chunk or program step (a list of
             // instructions) per line.
@@ -90,11 +134,8 @@ fn write<T: Serialize>(schedule: &T, format: Format, form: Form) -> String {
                 .struct_names(true)
                 .compact_structs(true)
                 .depth_limit(3);
-            ron::ser::to_string_pretty(schedule, config)
-                .unwrap_or_else(|e| unreachable_serialise(&e.to_string()))
+            ron(&mut out, config)?;
         }
-        (Format::Json, Form::Compact) => serde_json::to_string(schedule)
-            .unwrap_or_else(|e| unreachable_serialise(&e.to_string())),
         (Format::Ron, Form::Explicit) => {
             // One struct per line (a node, a link, a chunk, an instruction) and one list
             // nesting level per line below a program: readable, and diffs stay local.
@@ -103,15 +144,39 @@ fn write<T: Serialize>(schedule: &T, format: Format, form: Form) -> String {
                 .struct_names(true)
                 .compact_structs(true)
                 .depth_limit(4);
-            ron::ser::to_string_pretty(schedule, config)
-                .unwrap_or_else(|e| unreachable_serialise(&e.to_string()))
+            ron(&mut out, config)?;
         }
-        (Format::Json, Form::Explicit) => serde_json::to_string_pretty(schedule)
-            .unwrap_or_else(|e| unreachable_serialise(&e.to_string())),
-    };
-    let mut text = text;
-    text.push('\n');
-    text
+        (Format::Json, Form::Compact) => serde_json::to_writer(&mut out.out, schedule)?,
+        (Format::Json, Form::Explicit) => serde_json::to_writer_pretty(&mut out.out, schedule)?,
+    }
+    out.out.write_all(b"\n")
+}
+
+/// An [`io::Write`] seen as the [`fmt::Write`] the RON serialiser writes to, keeping the first
+/// I/O error (which `fmt::Error` cannot carry) to report it as it was.
+struct Kept<W> {
+    out: W,
+    error: Option<io::Error>,
+}
+
+impl<W: Write> Kept<W> {
+    /// The serialiser's result, with the I/O error that stopped it in place of its own.
+    fn result(&mut self, written: Result<(), String>) -> io::Result<()> {
+        match (self.error.take(), written) {
+            (Some(e), _) => Err(e),
+            (None, Err(message)) => Err(io::Error::other(message)),
+            (None, Ok(())) => Ok(()),
+        }
+    }
+}
+
+impl<W: Write> fmt::Write for Kept<W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.out.write_all(s.as_bytes()).map_err(|e| {
+            self.error.get_or_insert(e);
+            fmt::Error
+        })
+    }
 }
 
 /// Serialising plain data structures with no maps keyed by non-strings cannot fail; this keeps
