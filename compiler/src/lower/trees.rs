@@ -48,6 +48,7 @@ use crate::embed::trees::{traffic, Packing};
 use crate::ids::{IdVec, TreeId};
 use crate::machine::Machine;
 use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId, Phase};
+use std::collections::BTreeSet;
 use walk::{broadcast_down, reduce_up, Walk};
 
 /// `trees`: collectives over spanning trees packed by an LP, pipelined.
@@ -154,11 +155,13 @@ impl Lowering for Trees {
 }
 
 /// How tightly the scheduler keeps pipeline chunks in order (see [`lower`]): chunk `q` is
-/// ranked `⌊q · r · RANK_RATE⌋`, `r` the busiest direction's chunks per pipeline chunk. Chosen
-/// on the bundled examples: 0 (order by dependency depth only) lets early chunks' broadcasts
-/// starve behind later chunks' reductions on ladders; 1 (strict pipeline order) leaves links
-/// idle on machines with links of different speeds.
-const RANK_RATE: f64 = 0.25;
+/// ranked `⌊q · r · rate⌋`, `r` the busiest direction's chunks per pipeline chunk. 0 (order by
+/// dependency depth only) lets early chunks' broadcasts starve behind later chunks' reductions
+/// on ladders; 1 (strict pipeline order) leaves links idle on machines with links of different
+/// speeds. The depth is searched at the first rate; the others are then tried at the depth
+/// found, and the cheapest schedule is kept: which order fills a machine's links best depends
+/// on the machine (on the 8 × 8 mesh 0.5, on a ladder of 13 pairs 0.125).
+const RANK_RATES: [f64; 3] = [0.25, 0.125, 0.5];
 
 /// The most transfers a phase's pipeline may grow to on a machine of at most 64 compute
 /// nodes: at 256 MiB the 8 × 8 mesh's best depth, about 1 600 chunks, fits.
@@ -342,14 +345,15 @@ pub fn lower(
     let ir = machine.to_ir();
     let most = most_chunks(machine, spec.collective, spec.elements);
     // The pipeline of `total` chunks: its counts per tree, chunks and transfers.
-    let build = |total: usize| {
+    let build_at = |total: usize, rate: f64| {
         let counts: IdVec<TreeId, usize> = balance::apportion(total as u64, &packing.shares)
             .into_iter()
             .map(|c| c as usize)
             .collect();
-        let (chunks, transfers) = pipeline(spec, machine, packing, &counts);
+        let (chunks, transfers) = pipeline(spec, machine, packing, &counts, rate);
         (total, counts, chunks, transfers)
     };
+    let build = |total: usize| build_at(total, RANK_RATES[0]);
     // Its (estimate in seconds, total, lowering).
     let price = |(total, counts, chunks, transfers): Built| -> Result<Priced, DagError> {
         let lowered = scheduled(spec, algorithm, machine, chunks, &transfers, counts)?;
@@ -358,8 +362,7 @@ pub fn lower(
     };
     // Priced unless its bound ([`least::estimate`]) shows it cannot be below `beat`.
     let size = spec.dtype.size_bytes() as f64;
-    let with_total = |total: usize, beat: f64| -> Result<Option<Priced>, DagError> {
-        let built = build(total);
+    let with_total = |built: Built, beat: f64| -> Result<Option<Priced>, DagError> {
         let least_chunk = built.2.iter().map(|c| c.end - c.start).min().unwrap_or(0) as f64;
         if least::estimate(machine, &built.3, least_chunk * size)? >= beat {
             return Ok(None);
@@ -368,28 +371,43 @@ pub fn lower(
     };
     let start = from.clamp(1, most);
     let mut best = price(build(start))?;
-    let mut tried = std::collections::BTreeSet::from([start]);
+    let mut tried = BTreeSet::from([start]);
     // Doubling until two doublings in a row are no cheaper…
     let (mut total, mut worse) = (start, 0);
     while worse < 2 && total < most {
         total = (2 * total).min(most);
         tried.insert(total);
-        match with_total(total, best.0)? {
+        match with_total(build(total), best.0)? {
             Some(candidate) if candidate.0 < best.0 => (best, worse) = (candidate, 0),
             _ => worse += 1,
         }
     }
-    // …then finer steps around the cheapest.
-    for ratio in [2f64.sqrt(), 2f64.powf(0.25), 2f64.powf(0.125)] {
-        let at = best.1 as f64;
-        for next in [at / ratio, at * ratio] {
-            let next = (next.round() as usize).clamp(1, most);
-            if tried.insert(next) {
-                if let Some(candidate) = with_total(next, best.0)? {
-                    if candidate.0 < best.0 {
-                        best = candidate;
+    // …then finer steps around the cheapest, at ranking rate `rate`.
+    let refine = |best: &mut Priced, rate: f64, tried: &mut BTreeSet<usize>| {
+        for ratio in [2f64.sqrt(), 2f64.powf(0.25), 2f64.powf(0.125)] {
+            let at = best.1 as f64;
+            for next in [at / ratio, at * ratio] {
+                let next = (next.round() as usize).clamp(1, most);
+                if tried.insert(next) {
+                    if let Some(candidate) = with_total(build_at(next, rate), best.0)? {
+                        if candidate.0 < best.0 {
+                            *best = candidate;
+                        }
                     }
                 }
+            }
+        }
+        Ok::<(), DagError>(())
+    };
+    refine(&mut best, RANK_RATES[0], &mut tried)?;
+    // …and the other ranking rates: each at the depth found, and where one is cheaper, finer
+    // steps around that depth at that rate.
+    for &rate in &RANK_RATES[1..] {
+        if let Some(candidate) = with_total(build_at(best.1, rate), best.0)? {
+            if candidate.0 < best.0 {
+                let mut tried = BTreeSet::from([candidate.1]);
+                best = candidate;
+                refine(&mut best, rate, &mut tried)?;
             }
         }
     }
@@ -425,6 +443,7 @@ fn pipeline(
     machine: &Machine,
     packing: &Packing,
     counts: &IdVec<TreeId, usize>,
+    rank_rate: f64,
 ) -> (Vec<Chunk>, Transfers) {
     let compute = machine.compute_nodes();
     let pieces = pieces(machine, spec.collective);
@@ -465,7 +484,7 @@ fn pipeline(
     let walks: IdVec<TreeId, Walk> = packing.trees.iter().map(Walk::of).collect();
 
     // Transfers chunk by chunk, the trees' pipelines interleaved. Pipeline chunk `q` (in that
-    // order) gets rank ⌊q · r / 4⌋, `r` the chunks the busiest direction carries per pipeline
+    // order) gets rank ⌊q · r · rank_rate⌋, `r` the chunks the busiest direction carries per pipeline
     // chunk: the scheduler then prefers earlier chunks over later ones, but only loosely, so
     // that a late chunk can fill a link that an early one cannot use yet.
     let data = BufferId(0);
@@ -496,7 +515,7 @@ fn pipeline(
                 }
             }
         }
-        let rank = (q as f64 * rate * RANK_RATE).floor() as u32;
+        let rank = (q as f64 * rate * rank_rate).floor() as u32;
         transfers.iter_mut().skip(first).for_each(|t| t.rank = rank);
     }
     (chunks, transfers)

@@ -90,7 +90,7 @@ pub fn estimate(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::super::{balance, pipeline, scheduled};
+    use super::super::{balance, pipeline, scheduled, RANK_RATES};
     use crate::embed::trees::pack;
     use crate::ids::{IdVec, TreeId};
     use crate::lower::testing::{machine, spec};
@@ -126,13 +126,16 @@ mod tests {
                 let packing = pack(&m, collective).unwrap();
                 for elements in [100, 1 << 12, 1 << 20] {
                     let spec = spec(collective, DType::F32, elements);
-                    for total in [1, 2, 3, 8, 20, 64] {
+                    for (total, rate) in [1, 2, 3, 8, 20, 64]
+                        .into_iter()
+                        .flat_map(|t| RANK_RATES.map(|r| (t, r)))
+                    {
                         let counts: IdVec<TreeId, usize> =
                             balance::apportion(total, &packing.shares)
                                 .into_iter()
                                 .map(|c| c as usize)
                                 .collect();
-                        let (chunks, transfers) = pipeline(&spec, &m, &packing, &counts);
+                        let (chunks, transfers) = pipeline(&spec, &m, &packing, &counts, rate);
                         let least = chunks.iter().map(|c| c.end - c.start).min().unwrap() as f64;
                         let bound = super::estimate(&m, &transfers, least * 4.0).unwrap();
                         let lowered =
@@ -140,8 +143,8 @@ mod tests {
                         let priced = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
                         assert!(
                             bound <= priced && bound > 0.0,
-                            "{} {collective} {elements} elements, {total} chunks: bound {bound} \
-                             against the estimate {priced}",
+                            "{} {collective} {elements} elements, {total} chunks ranked at \
+                             {rate}: bound {bound} against the estimate {priced}",
                             m.name
                         );
                     }
