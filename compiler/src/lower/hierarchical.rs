@@ -570,7 +570,10 @@ impl Builder<'_> {
             last = into;
         } else if self.inside == Inside::Halving {
             // Recursive halving, high bit first: member i keeps the shards that agree with it
-            // on the bit and sends the others to its partner.
+            // on the bit and sends the others to its partner. What it sends holds every
+            // earlier round's contribution, so it waits for all of them, not only the last
+            // round's (that one's sender waited for its own, not for i's); and its shard is
+            // complete once every round's has landed.
             let mut held: Vec<Vec<usize>> = vec![(0..k).collect(); k];
             for bit in (0..k.trailing_zeros()).rev() {
                 let mut into = vec![Vec::new(); k];
@@ -587,7 +590,9 @@ impl Builder<'_> {
                 for (i, h) in held.iter_mut().enumerate() {
                     h.retain(|s| (s >> bit) & 1 == (i >> bit) & 1);
                 }
-                last = into;
+                for (got, new) in last.iter_mut().zip(into) {
+                    got.extend(new);
+                }
             }
         } else {
             // A ring: in step t member i sends shard i - t - 1 to member i + 1.
@@ -619,7 +624,8 @@ impl Builder<'_> {
                 }
             }
         } else if self.inside == Inside::Halving {
-            // Recursive doubling, low bit first: partners swap everything they hold.
+            // Recursive doubling, low bit first: partners swap everything they hold, so a
+            // member's send waits for its start and every earlier round's arrival.
             let mut held: Vec<Vec<usize>> = (0..k).map(|i| vec![i]).collect();
             for bit in 0..k.trailing_zeros() {
                 let mut into = vec![Vec::new(); k];
@@ -633,7 +639,9 @@ impl Builder<'_> {
                     h.extend(&before[i ^ (1 << bit)]);
                     h.sort_unstable();
                 }
-                last = into;
+                for (got, new) in last.iter_mut().zip(into) {
+                    got.extend(new);
+                }
             }
         } else {
             // A ring: in step t member i sends shard i - t to member i + 1.
@@ -904,6 +912,49 @@ mod tests {
                             .unwrap_or_else(|e| panic!("{case}: {e}"));
                         assert_eq!(run.mismatch, None, "{case}");
                     }
+                }
+            }
+        }
+    }
+
+    /// Hosts of 8 ranks behind one NIC each: the rails into the members share that NIC, so
+    /// they land at very different steps, and a member's halving or doubling round must wait
+    /// for every earlier round's arrival, not only the last one's. Every shape of every
+    /// collective verifies and runs bit-exact (this failed verification before, on
+    /// allgather and allreduce with halving inside).
+    #[test]
+    fn members_sharing_one_nic_verify_under_every_shape() {
+        let machine = crate::lower::testing::machine(
+            r#"Topology(name: "f", machine: Fabric(hosts: 2, ranks_per_host: 8,
+            host_fabric: Switch(link: (bandwidth_gbps: 2000.0))))"#,
+        );
+        let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+        for collective in COLLECTIVES {
+            for elements in [8, 4099] {
+                let spec = crate::lower::testing::spec(collective, DType::I64, elements);
+                for shape in candidates(&machine, &groups, false, 1 << 20) {
+                    let case = format!("{collective:?} × {elements}, {shape:?}");
+                    let phase = lower_shape(
+                        &machine,
+                        &groups,
+                        None,
+                        &spec,
+                        "hierarchical",
+                        shape,
+                        dag::Lanes::Declared,
+                    )
+                    .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    let schedule = schedule_ir::Schedule {
+                        format_version: schedule_ir::FORMAT_VERSION,
+                        machine: machine.to_ir(),
+                        program: Vec::new(),
+                        phases: vec![phase.clone()],
+                    };
+                    let verified =
+                        schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{case}: {e}"));
+                    let run = crate::trial::run_phase(&verified, &phase, 5)
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    assert_eq!(run.mismatch, None, "{case}");
                 }
             }
         }
