@@ -126,7 +126,14 @@ impl Lowering for Trees {
             }
         }
         let (lowered, packing) = match best {
-            Some((_, i, lowered)) => (lowered, &packings[i]),
+            Some((seconds, i, lowered)) => {
+                // The other ranking rates, on the cheapest packing only.
+                let packing = &packings[i];
+                let total = lowered.chunks_per_tree.iter().sum();
+                let search = Search::new(spec, job.name, machine, packing);
+                let (_, _, lowered) = search.rates((seconds, total, lowered)).map_err(failed)?;
+                (lowered, packing)
+            }
             None => {
                 return Err(crate::embed::EmbedError::NotApplicable(
                     "no tree packing was found".to_string(),
@@ -333,8 +340,10 @@ pub struct Lowered {
 
 /// Lowers `spec` onto the trees of `packing` on `machine`, searching the pipeline depth from
 /// `from` chunks up (1 searches every depth; another packing's best depth is a good start for
-/// a second one, as the depth depends mostly on the vector's size). `algorithm` names the
-/// method in the schedule. Returns the lowering and its α-β estimate in seconds.
+/// a second one, as the depth depends mostly on the vector's size) at the first ranking rate
+/// of [`RANK_RATES`] (the others are tried on the cheapest packing only, by [`Trees`]).
+/// `algorithm` names the method in the schedule. Returns the lowering and its α-β estimate in
+/// seconds.
 pub fn lower(
     spec: &PhaseSpec,
     algorithm: &str,
@@ -342,76 +351,129 @@ pub fn lower(
     packing: &Packing,
     from: usize,
 ) -> Result<(f64, Lowered), DagError> {
-    let ir = machine.to_ir();
-    let most = most_chunks(machine, spec.collective, spec.elements);
-    // The pipeline of `total` chunks: its counts per tree, chunks and transfers.
-    let build_at = |total: usize, rate: f64| {
-        let counts: IdVec<TreeId, usize> = balance::apportion(total as u64, &packing.shares)
+    let best = Search::new(spec, algorithm, machine, packing).depth(from)?;
+    Ok((best.0, best.2))
+}
+
+/// The search for a packing's pipeline: its depth, then its ranking rate.
+struct Search<'a> {
+    spec: &'a PhaseSpec,
+    algorithm: &'a str,
+    machine: &'a Machine,
+    packing: &'a Packing,
+    ir: schedule_ir::Machine,
+    /// The most pipeline chunks ([`most_chunks`]).
+    most: usize,
+}
+
+impl<'a> Search<'a> {
+    fn new(
+        spec: &'a PhaseSpec,
+        algorithm: &'a str,
+        machine: &'a Machine,
+        packing: &'a Packing,
+    ) -> Search<'a> {
+        Search {
+            spec,
+            algorithm,
+            machine,
+            packing,
+            ir: machine.to_ir(),
+            most: most_chunks(machine, spec.collective, spec.elements),
+        }
+    }
+
+    /// The pipeline of `total` chunks ranked at `rate`: its counts per tree, chunks and
+    /// transfers.
+    fn build(&self, total: usize, rate: f64) -> Built {
+        let counts: IdVec<TreeId, usize> = balance::apportion(total as u64, &self.packing.shares)
             .into_iter()
             .map(|c| c as usize)
             .collect();
-        let (chunks, transfers) = pipeline(spec, machine, packing, &counts, rate);
+        let (chunks, transfers) = pipeline(self.spec, self.machine, self.packing, &counts, rate);
         (total, counts, chunks, transfers)
-    };
-    let build = |total: usize| build_at(total, RANK_RATES[0]);
-    // Its (estimate in seconds, total, lowering).
-    let price = |(total, counts, chunks, transfers): Built| -> Result<Priced, DagError> {
-        let lowered = scheduled(spec, algorithm, machine, chunks, &transfers, counts)?;
-        let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+    }
+
+    /// Its estimate in seconds, total and lowering.
+    fn price(&self, (total, counts, chunks, transfers): Built) -> Result<Priced, DagError> {
+        let (spec, machine) = (self.spec, self.machine);
+        let lowered = scheduled(spec, self.algorithm, machine, chunks, &transfers, counts)?;
+        let seconds = schedule_ir::cost::estimate(&self.ir, &lowered.phase).seconds;
         Ok((seconds, total, lowered))
-    };
-    // Priced unless its bound ([`least::estimate`]) shows it cannot be below `beat`.
-    let size = spec.dtype.size_bytes() as f64;
-    let with_total = |built: Built, beat: f64| -> Result<Option<Priced>, DagError> {
+    }
+
+    /// Priced unless its bound ([`least::estimate`]) shows it cannot be below `beat`.
+    fn priced_below(&self, built: Built, beat: f64) -> Result<Option<Priced>, DagError> {
+        let size = self.spec.dtype.size_bytes() as f64;
         let least_chunk = built.2.iter().map(|c| c.end - c.start).min().unwrap_or(0) as f64;
-        if least::estimate(machine, &built.3, least_chunk * size)? >= beat {
+        if least::estimate(self.machine, &built.3, least_chunk * size)? >= beat {
             return Ok(None);
         }
-        price(built).map(Some)
-    };
-    let start = from.clamp(1, most);
-    let mut best = price(build(start))?;
-    let mut tried = BTreeSet::from([start]);
-    // Doubling until two doublings in a row are no cheaper…
-    let (mut total, mut worse) = (start, 0);
-    while worse < 2 && total < most {
-        total = (2 * total).min(most);
-        tried.insert(total);
-        match with_total(build(total), best.0)? {
-            Some(candidate) if candidate.0 < best.0 => (best, worse) = (candidate, 0),
-            _ => worse += 1,
-        }
+        self.price(built).map(Some)
     }
-    // …then finer steps around the cheapest, at ranking rate `rate`.
-    let refine = |best: &mut Priced, rate: f64, tried: &mut BTreeSet<usize>| {
+
+    /// `best`, or the pipeline of `total` chunks at `rate` where that prices lower.
+    fn try_total(&self, best: &mut Priced, total: usize, rate: f64) -> Result<(), DagError> {
+        if let Some(candidate) = self.priced_below(self.build(total, rate), best.0)? {
+            if candidate.0 < best.0 {
+                *best = candidate;
+            }
+        }
+        Ok(())
+    }
+
+    /// The cheapest depth at the first ranking rate: doubling from `from` until two doublings
+    /// in a row are no cheaper, then finer steps around the cheapest.
+    fn depth(&self, from: usize) -> Result<Priced, DagError> {
+        let rate = RANK_RATES[0];
+        let start = from.clamp(1, self.most);
+        let mut best = self.price(self.build(start, rate))?;
+        let mut tried = BTreeSet::from([start]);
+        let (mut total, mut worse) = (start, 0);
+        while worse < 2 && total < self.most {
+            total = (2 * total).min(self.most);
+            tried.insert(total);
+            let before = best.0;
+            self.try_total(&mut best, total, rate)?;
+            worse = if best.0 < before { 0 } else { worse + 1 };
+        }
+        self.refine(&mut best, rate, &mut tried)?;
+        Ok(best)
+    }
+
+    /// Depths a factor 2^±½, 2^±¼ and 2^±⅛ from the cheapest so far, at `rate`, skipping
+    /// those in `tried`.
+    fn refine(
+        &self,
+        best: &mut Priced,
+        rate: f64,
+        tried: &mut BTreeSet<usize>,
+    ) -> Result<(), DagError> {
         for ratio in [2f64.sqrt(), 2f64.powf(0.25), 2f64.powf(0.125)] {
             let at = best.1 as f64;
             for next in [at / ratio, at * ratio] {
-                let next = (next.round() as usize).clamp(1, most);
+                let next = (next.round() as usize).clamp(1, self.most);
                 if tried.insert(next) {
-                    if let Some(candidate) = with_total(build_at(next, rate), best.0)? {
-                        if candidate.0 < best.0 {
-                            *best = candidate;
-                        }
-                    }
+                    self.try_total(best, next, rate)?;
                 }
             }
         }
-        Ok::<(), DagError>(())
-    };
-    refine(&mut best, RANK_RATES[0], &mut tried)?;
-    // …and the other ranking rates: each at the depth found, and where one is cheaper, finer
-    // steps around that depth at that rate.
-    for &rate in &RANK_RATES[1..] {
-        if let Some(candidate) = with_total(build_at(best.1, rate), best.0)? {
-            if candidate.0 < best.0 {
-                let mut tried = BTreeSet::from([candidate.1]);
-                best = candidate;
-                refine(&mut best, rate, &mut tried)?;
+        Ok(())
+    }
+
+    /// The other ranking rates, each at `best`'s depth; where one is cheaper, finer depth steps
+    /// around it at that rate.
+    fn rates(&self, mut best: Priced) -> Result<Priced, DagError> {
+        for &rate in &RANK_RATES[1..] {
+            let (before, total) = (best.0, best.1);
+            self.try_total(&mut best, total, rate)?;
+            if best.0 < before {
+                let mut tried = BTreeSet::from([best.1]);
+                self.refine(&mut best, rate, &mut tried)?;
             }
         }
+        Ok(best)
     }
-    Ok((best.0, best.2))
 }
 
 /// The most pipeline chunks a phase may have: within [`max_transfers`] transfers, and at
