@@ -219,7 +219,7 @@ fn check_summarises_the_machine_and_its_rings() {
         "{text}"
     );
     // What `auto` takes, with its estimate against the next best and the weighing in words.
-    assert!(text.contains("  phase `grads`: auto takes ladder-rings (160.801 µs, tied with ring; of equal estimates the first in the registry is taken)\n    auto: cheapest for allreduce at 4 MiB: ladder-rings 160.801 µs < ring 160.801 µs < matching"), "{text}");
+    assert!(text.contains("  phase `grads`: auto takes ladder-rings (160.801 µs, tied with ring; of equal estimates the first in the registry is taken)\n    auto: cheapest for allreduce at 4 MiB: ladder-rings 160.801 µs < ring 160.801 µs < trees"), "{text}");
 }
 
 /// The summary of a machine with switches: devices, failures, routed rings, and a bisection
@@ -237,7 +237,7 @@ fn check_summarises_switched_and_failed_machines() {
     );
     assert!(
         text.contains(
-            "ladder-rings does not apply (`ladder-rings` runs on `Ladder` machines only)"
+            "ladder-rings does not apply (`ladder-rings` runs on intact `Ladder` machines only)"
         ),
         "{text}"
     );
@@ -266,6 +266,23 @@ fn check_summarises_switched_and_failed_machines() {
     let text = stdout(&out);
     assert!(text.contains("  failed     links L231"), "{text}");
     assert!(text.contains("ladder-rings: does not apply: `ladder-rings` runs on intact `Ladder` machines only, and L231 failed"), "{text}");
+    // A machine that was never a ladder is not told that its failures are why.
+    let dir = tempfile::tempdir().unwrap();
+    let cube = dir.path().join("cube-failed.ron");
+    std::fs::write(
+        &cube,
+        r#"Topology(name: "c", machine: Cube(failed_links: ["ab"]), phases: [
+            Exchange(name: "x", collective: AllReduce, elements: 1024)])"#,
+    )
+    .unwrap();
+    let out = topoc(&["check", cube.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "ladder-rings: does not apply: `ladder-rings` runs on intact `Ladder` machines only\n"
+        ),
+        "{text}"
+    );
 
     let out = topoc(&["check", "examples/ladder24.ron"]);
     let text = stdout(&out);

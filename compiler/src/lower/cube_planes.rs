@@ -174,9 +174,10 @@ struct Cube<'a> {
 impl<'a> Cube<'a> {
     fn new(machine: &'a Machine) -> Result<Cube<'a>, EmbedError> {
         let Shape::Cube(layout) = &machine.shape else {
-            return Err(EmbedError::NotApplicable(
-                "`cube-planes` runs on intact `Cube` machines only".to_string(),
-            ));
+            let broke = machine.failed.broke(|s| matches!(s, Shape::Cube(_)));
+            return Err(EmbedError::NotApplicable(format!(
+                "`cube-planes` runs on intact `Cube` machines only{broke}"
+            )));
         };
         let n = machine.node_count();
         let mut opp = vec![IdVec::filled(None, n); layout.faces.len()];

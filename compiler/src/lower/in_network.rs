@@ -79,7 +79,10 @@ fn refuse(why: String) -> EmbedError {
 /// Finds the fabric's layout, or why `in-network` does not apply.
 fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
     if machine.shape != Shape::Fabric {
-        return Err(refuse("runs on intact `Fabric` machines only".into()));
+        let broke = machine.failed.broke(|s| *s == Shape::Fabric);
+        return Err(refuse(format!(
+            "runs on intact `Fabric` machines only{broke}"
+        )));
     }
     let name = |n: NodeId| machine.node(n).name.clone();
     let mut hosts: Vec<Host> = Vec::new();

@@ -96,18 +96,11 @@ fn ring_floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
 fn barley_twist(machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
     let rings = match &machine.shape {
         Shape::Ladder(layout) => embed::ladder::barley_twist(layout)?,
-        _ if !machine.failed.is_empty() => {
-            let mut failed = machine.failed.links.clone();
-            failed.extend(machine.failed.nodes.iter().cloned());
-            return Err(EmbedError::NotApplicable(format!(
-                "`ladder-rings` runs on intact `Ladder` machines only, and {} failed",
-                failed.join(", ")
-            )));
-        }
         _ => {
-            return Err(EmbedError::NotApplicable(
-                "`ladder-rings` runs on `Ladder` machines only".to_string(),
-            ))
+            let broke = machine.failed.broke(|s| matches!(s, Shape::Ladder(_)));
+            return Err(EmbedError::NotApplicable(format!(
+                "`ladder-rings` runs on intact `Ladder` machines only{broke}"
+            )));
         }
     };
     embed::prove_rings(machine, &rings)?;

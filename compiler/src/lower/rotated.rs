@@ -309,10 +309,18 @@ pub fn coordinates(machine: &Machine) -> Result<Coordinates, EmbedError> {
                     )
                 })
         }
-        _ => Err(EmbedError::NotApplicable(
-            "`rotated-hd` runs on intact `Hypercube`, `Cube`, `Ring` and equal-sided `Torus` machines only"
-                .to_string(),
-        )),
+        _ => {
+            let broke = machine.failed.broke(|s| {
+                matches!(
+                    s,
+                    Shape::Hypercube { .. } | Shape::Cube(_) | Shape::Ring | Shape::Torus { .. }
+                )
+            });
+            Err(EmbedError::NotApplicable(format!(
+                "`rotated-hd` runs on intact `Hypercube`, `Cube`, `Ring` and equal-sided `Torus` \
+                 machines only{broke}"
+            )))
+        }
     }
 }
 

@@ -126,9 +126,10 @@ struct Pair {
 /// or why the method does not apply.
 pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>), EmbedError> {
     if machine.shape != Shape::Tree {
-        return Err(EmbedError::NotApplicable(
-            "`tree` runs on intact `Tree` machines only".to_string(),
-        ));
+        let broke = machine.failed.broke(|s| *s == Shape::Tree);
+        return Err(EmbedError::NotApplicable(format!(
+            "`tree` runs on intact `Tree` machines only{broke}"
+        )));
     }
     let tree = rooted(machine)?;
     let Some((reduce_scatter, allgather)) = super::halves(spec.collective) else {
@@ -193,9 +194,10 @@ pub fn lower(spec: &PhaseSpec, machine: &Machine) -> Result<(Phase, Vec<String>)
 /// Whether `tree` applies to `machine`: the stages it would run, one line each, or why not.
 pub fn stages_of(machine: &Machine) -> Result<Vec<String>, EmbedError> {
     if machine.shape != Shape::Tree {
-        return Err(EmbedError::NotApplicable(
-            "`tree` runs on intact `Tree` machines only".to_string(),
-        ));
+        let broke = machine.failed.broke(|s| *s == Shape::Tree);
+        return Err(EmbedError::NotApplicable(format!(
+            "`tree` runs on intact `Tree` machines only{broke}"
+        )));
     }
     let tree = rooted(machine)?;
     let phi = holders(machine, &tree);

@@ -75,6 +75,7 @@ pub fn apply(
     left.failed = Failed {
         links: failed_links.to_vec(),
         nodes: failed_nodes.to_vec(),
+        declared: Some(machine.shape.clone()),
     };
 
     let mut problems = cut_off(&machine, &left, &new_id, &causes);

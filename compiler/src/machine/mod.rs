@@ -118,18 +118,40 @@ pub struct DeviceCaps {
 }
 
 /// Links and nodes declared out of service, by the names the file gives.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Failed {
     /// Failed link ids.
     pub links: Vec<String>,
     /// Failed node names.
     pub nodes: Vec<String>,
+    /// The shape the machine was declared with, before the failures made it a
+    /// [`Shape::Graph`]: a method that needs that shape intact says so only when it was that
+    /// shape.
+    pub declared: Option<Shape>,
 }
 
 impl Failed {
     /// Whether nothing failed.
     pub fn is_empty(&self) -> bool {
         self.links.is_empty() && self.nodes.is_empty()
+    }
+
+    /// `, and L1, N2 failed` when the machine was declared with a shape `was` accepts and
+    /// failures took it away, else nothing: the end of a method's refusal ("runs on intact
+    /// `Cube` machines only"), which names the failures only where they are the reason.
+    pub fn broke(&self, was: impl Fn(&Shape) -> bool) -> String {
+        match &self.declared {
+            Some(shape) if was(shape) => {
+                let failed: Vec<&str> = self
+                    .links
+                    .iter()
+                    .chain(&self.nodes)
+                    .map(String::as_str)
+                    .collect();
+                format!(", and {} failed", failed.join(", "))
+            }
+            _ => String::new(),
+        }
     }
 }
 
