@@ -50,7 +50,7 @@ use crate::machine::Machine;
 use schedule_ir::{BufferId, ChunkIds, DirectionId, LinkId, NodeId, RecvMode};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
-use std::ops::Bound::{Excluded, Unbounded};
+use std::ops::Bound::{Excluded, Included, Unbounded};
 use thiserror::Error;
 
 compiler_id!(
@@ -245,15 +245,24 @@ pub fn schedule_with(
         let start = transfers[t].rank.saturating_add(top[t]);
         (start, Reverse(level[t]), t)
     };
-    // Routes are never empty ([`directions`]), and their directions are in range.
-    let first = |t: TransferId| routes[t][0];
-    let mut ready = Ready::new(DirectionId::count(machine.link_count()));
+    let batch = batch_sizes(machine, batching, &routes);
+    let (class, classes) = send_classes(transfers, &batch);
+    let (route, distinct) = route_numbers(&routes);
+    // A class's transfers share one route ([`SendKey`]).
+    let mut route_of_class = vec![0u32; classes];
+    for (t, &c) in class.iter_enumerated() {
+        if let Some(r) = route_of_class.get_mut(c as usize) {
+            *r = route[t];
+        }
+    }
+    let class_route = |c: u32| route_of_class.get(c as usize).copied();
+    // Where a transfer waits when ready: its route and its class.
+    let place_of = |t: TransferId| (route[t], class[t]);
+    let mut ready = Ready::new(distinct.len(), classes);
     waiting
         .ids()
         .filter(|&t| waiting[t] == 0)
-        .for_each(|t| ready.insert(first(t), key(t)));
-    let batch = batch_sizes(machine, batching, &routes);
-    let (class, classes) = send_classes(transfers, &batch);
+        .for_each(|t| ready.insert(place_of(t), key(t)));
     let mut booking = Booking::new(&routes, (&class, classes), lanes, batch);
     let mut send: IdVec<TransferId, u32> = IdVec::filled(0, n);
     let mut placed = 0;
@@ -272,26 +281,40 @@ pub fn schedule_with(
             // sets. A direction with no lane free and no open send with room is dropped from
             // the walk: every transfer whose route starts there would be refused, now and for
             // the rest of the step.
-            let mut heads: BinaryHeap<Reverse<(Key, DirectionId)>> =
-                ready.heads().map(|(d, k)| Reverse((k, d))).collect();
-            while let Some(Reverse((k, d))) = heads.pop() {
+            let mut heads: BinaryHeap<Reverse<(Key, Stream)>> = ready
+                .heads()
+                .map(|(r, k)| Reverse((k, Stream::Route(r))))
+                .collect();
+            while let Some(Reverse((k, stream))) = heads.pop() {
                 if booking.full() {
                     break;
                 }
-                if booking.blocked(d) {
-                    continue;
+                match stream {
+                    Stream::Route(r) if booking.crosses_full(distinct[r as usize]) => {
+                        // No send opens on this route for the rest of the step (lanes are
+                        // never freed within one): only transfers joining a send already
+                        // open on it can go. Read only their classes, from `k` on.
+                        for c in booking.open_with_room(|c| class_route(c) == Some(r)) {
+                            if let Some(head) = ready.class_from(c, k) {
+                                heads.push(Reverse((head, Stream::Class(c))));
+                            }
+                        }
+                        continue;
+                    }
+                    Stream::Class(c) if !booking.has_room(c) => continue,
+                    _ => {}
                 }
                 let t = k.2;
                 if hold && transfers[t].rank > now {
-                    // Held back: the next transfer of this direction may go.
+                    // Held back: the next transfer of this stream may go.
                 } else if let Some(s) = booking.place(t, &transfers[t]) {
                     send[t] = s;
                     step[t] = now;
                     placed += 1;
                     taken.push(t);
                 }
-                if let Some(next) = ready.after(d, k) {
-                    heads.push(Reverse((next, d)));
+                if let Some(next) = ready.after(stream, k) {
+                    heads.push(Reverse((next, stream)));
                 }
             }
             booked = booking.end_step();
@@ -307,11 +330,11 @@ pub fn schedule_with(
             });
         }
         for t in taken.drain(..) {
-            ready.remove(first(t), key(t));
+            ready.remove(place_of(t), key(t));
             for &s in &successors[t] {
                 waiting[s] -= 1;
                 if waiting[s] == 0 {
-                    ready.insert(first(s), key(s));
+                    ready.insert(place_of(s), key(s));
                 }
             }
         }
@@ -328,51 +351,106 @@ pub fn schedule_with(
 /// first), its id ([module doc](self)).
 type Key = (u32, Reverse<u32>, TransferId);
 
-/// The ready transfers, each under the first direction of its route, in priority order.
-/// Grouping by direction lets a step skip, in one go, every transfer that starts on a
-/// direction already full, instead of reading each of them in every step: on a deep pipeline
-/// thousands of transfers wait behind a handful of busy directions.
+/// The ready transfers, each under its route, in priority order. Grouping by route lets a step
+/// skip, in one go, every transfer whose route crosses a direction already full, instead of
+/// reading each of them in every step: on a deep pipeline thousands of transfers wait behind a
+/// handful of busy directions, and on a machine with switches the full direction may be any
+/// hop of a route, not only its first.
 struct Ready {
-    by_direction: IdVec<DirectionId, BTreeSet<Key>>,
-    /// Directions holding a ready transfer.
-    occupied: BTreeSet<DirectionId>,
+    by_route: Vec<BTreeSet<Key>>,
+    /// Routes holding a ready transfer.
+    occupied: BTreeSet<u32>,
+    /// The same transfers by send class ([`send_classes`]; none where no send carries more
+    /// than one): once a route crosses a full direction, only transfers that join a send
+    /// already open on it can go, and those are read from their classes' sets alone.
+    by_class: Vec<BTreeSet<Key>>,
 }
 
 impl Ready {
-    fn new(directions: usize) -> Self {
+    fn new(routes: usize, classes: usize) -> Self {
         Ready {
-            by_direction: IdVec::filled(BTreeSet::new(), directions),
+            by_route: vec![BTreeSet::new(); routes],
             occupied: BTreeSet::new(),
+            by_class: vec![BTreeSet::new(); classes],
         }
     }
 
-    fn insert(&mut self, d: DirectionId, k: Key) {
-        self.by_direction[d].insert(k);
-        self.occupied.insert(d);
-    }
-
-    fn remove(&mut self, d: DirectionId, k: Key) {
-        let set = &mut self.by_direction[d];
-        set.remove(&k);
-        if set.is_empty() {
-            self.occupied.remove(&d);
+    fn insert(&mut self, (route, class): (u32, u32), k: Key) {
+        if let Some(set) = self.by_route.get_mut(route as usize) {
+            set.insert(k);
+            self.occupied.insert(route);
+        }
+        if let Some(set) = self.by_class.get_mut(class as usize) {
+            set.insert(k);
         }
     }
 
-    /// The first ready transfer of every direction that has one.
-    fn heads(&self) -> impl Iterator<Item = (DirectionId, Key)> + '_ {
-        self.occupied
-            .iter()
-            .filter_map(|&d| self.by_direction[d].first().map(|&k| (d, k)))
+    fn remove(&mut self, (route, class): (u32, u32), k: Key) {
+        if let Some(set) = self.by_route.get_mut(route as usize) {
+            set.remove(&k);
+            if set.is_empty() {
+                self.occupied.remove(&route);
+            }
+        }
+        if let Some(set) = self.by_class.get_mut(class as usize) {
+            set.remove(&k);
+        }
     }
 
-    /// The ready transfer after `k` on direction `d`.
-    fn after(&self, d: DirectionId, k: Key) -> Option<Key> {
-        self.by_direction[d]
-            .range((Excluded(k), Unbounded))
+    /// The first ready transfer of every route that has one.
+    fn heads(&self) -> impl Iterator<Item = (u32, Key)> + '_ {
+        self.occupied.iter().filter_map(|&r| {
+            self.by_route
+                .get(r as usize)
+                .and_then(|set| set.first())
+                .map(|&k| (r, k))
+        })
+    }
+
+    /// The ready transfer after `k` in `stream`.
+    fn after(&self, stream: Stream, k: Key) -> Option<Key> {
+        let set = match stream {
+            Stream::Route(r) => self.by_route.get(r as usize)?,
+            Stream::Class(c) => self.by_class.get(c as usize)?,
+        };
+        set.range((Excluded(k), Unbounded)).next().copied()
+    }
+
+    /// The first ready transfer of class `class` from `k` on.
+    fn class_from(&self, class: u32, k: Key) -> Option<Key> {
+        self.by_class
+            .get(class as usize)?
+            .range((Included(k), Unbounded))
             .next()
             .copied()
     }
+}
+
+/// Where a step's walk over the ready transfers reads next: the transfers of one route, or,
+/// once that route crosses a full direction, those of one class with a send open on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Stream {
+    Route(u32),
+    Class(u32),
+}
+
+/// Numbers the distinct routes (in order of first appearance): each transfer's number, and
+/// each number's route.
+fn route_numbers(
+    routes: &IdVec<TransferId, Vec<DirectionId>>,
+) -> (IdVec<TransferId, u32>, Vec<&[DirectionId]>) {
+    let mut numbers: HashMap<&[DirectionId], u32> = HashMap::new();
+    let mut distinct: Vec<&[DirectionId]> = Vec::new();
+    let number = routes
+        .iter()
+        .map(|r| {
+            *numbers.entry(r.as_slice()).or_insert_with(|| {
+                distinct.push(r.as_slice());
+                distinct.len() as u32 - 1
+            })
+        })
+        .collect();
+    (number, distinct)
 }
 
 /// The lanes and sends of the step being filled.
@@ -402,8 +480,6 @@ struct Booking<'a> {
     opened: Vec<usize>,
     /// The room of all open sends together.
     open_room: u64,
-    /// The room of the open sends whose route starts on each direction.
-    room_from: IdVec<DirectionId, u64>,
     /// Sends opened in this step.
     sends: u32,
 }
@@ -423,7 +499,6 @@ impl<'a> Booking<'a> {
         Booking {
             routes,
             used: IdVec::filled(0, lanes.len()),
-            room_from: IdVec::filled(0, lanes.len()),
             lanes,
             batch,
             touched: Vec::new(),
@@ -452,10 +527,26 @@ impl<'a> Booking<'a> {
         self.free == 0 && self.open_room == 0
     }
 
-    /// Whether no transfer whose route starts on `d` fits in this step: `d` has no lane free
-    /// and no open send starting there has room. Stays true for the rest of the step.
-    fn blocked(&self, d: DirectionId) -> bool {
-        self.used[d] >= self.lanes[d] && self.room_from[d] == 0
+    /// Whether `route` crosses a direction with no lane free: no send opens on it for the rest
+    /// of the step.
+    fn crosses_full(&self, route: &[DirectionId]) -> bool {
+        route.iter().any(|&d| self.used[d] >= self.lanes[d])
+    }
+
+    /// The classes `wanted` with a send open in this step that has room for another transfer.
+    fn open_with_room(&self, wanted: impl Fn(u32) -> bool) -> Vec<u32> {
+        self.opened
+            .iter()
+            .filter_map(|&c| u32::try_from(c).ok())
+            .filter(|&c| wanted(c) && self.has_room(c))
+            .collect()
+    }
+
+    /// Whether class `class` has a send open in this step with room for another transfer.
+    fn has_room(&self, class: u32) -> bool {
+        self.open
+            .get(class as usize)
+            .is_some_and(|o| o.as_ref().is_some_and(|(_, room, _)| *room > 0))
     }
 
     /// Books transfer `id` into this step if it fits, joining an open send with room or
@@ -474,7 +565,6 @@ impl<'a> Booking<'a> {
             if let Some((s, room, carried)) = joins {
                 *room -= 1;
                 self.open_room -= 1;
-                self.room_from[route[0]] -= 1;
                 carried.extend(chunks.iter());
                 return Some(*s);
             }
@@ -502,12 +592,10 @@ impl<'a> Booking<'a> {
             match self.open[class].replace(entry) {
                 Some(old) => {
                     self.open_room -= u64::from(old.1);
-                    self.room_from[route[0]] -= u64::from(old.1);
                 }
                 None => self.opened.push(class),
             }
             self.open_room += u64::from(room);
-            self.room_from[route[0]] += u64::from(room);
         }
         self.sends += 1;
         Some(self.sends - 1)
@@ -518,7 +606,6 @@ impl<'a> Booking<'a> {
         let any = !self.touched.is_empty();
         for d in self.touched.drain(..) {
             self.used[d] = 0;
-            self.room_from[d] = 0;
         }
         any
     }
