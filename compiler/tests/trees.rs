@@ -175,3 +175,26 @@ fn a_switch_with_one_slow_link_lowers_deep_pipelines() {
         assert_eq!(run.mismatch, None, "{collective}");
     }
 }
+
+/// At sizes where every step costs mostly its latency the fewest levels win: a broadcast and a
+/// reduce of 1 KiB on a 3 × 3 torus take as many steps as the root is hops from the farthest
+/// node (2), although two fast wrap-around links draw the load-spreading packings into deeper
+/// trees (4 steps before the breadth-first tree was priced; the machine with one more link
+/// failed was cheaper than the healthy one).
+#[test]
+fn small_broadcasts_take_the_fewest_levels() {
+    for collective in [r#"Broadcast(root: "N(2,0)")"#, r#"Reduce(root: "N(2,0)")"#] {
+        let source = format!(
+            r#"Topology(name: "t", machine: Torus(dims: [3, 3], link_overrides: [
+                (links: ["L(0,2)-(0,0)", "L(1,2)-(1,0)"], bandwidth_gbps: 3159.0)]),
+                phases: [Exchange(name: "x", collective: {collective}, elements: 256)])"#
+        );
+        let compiled = topoc::compile_source(&source, &trees())
+            .unwrap_or_else(|e| panic!("{collective}: {e:?}"));
+        let phase = &compiled.schedule.schedule().phases[0];
+        assert_eq!(phase.steps, 2, "{collective}");
+        let run = trial::run_phase(&compiled.schedule, phase, 3)
+            .unwrap_or_else(|e| panic!("{collective}: {e}"));
+        assert_eq!(run.mismatch, None, "{collective}");
+    }
+}

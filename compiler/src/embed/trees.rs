@@ -296,7 +296,13 @@ pub fn packings(machine: &Machine, collective: Collective) -> Result<Vec<Packing
             let start = fixed_root
                 .or_else(|| compute.get(round % compute.len()).copied())
                 .unwrap_or(first);
-            let Some(tree) = prim(machine, &routes, start, collective, &load) else {
+            let Some(tree) = prim(
+                machine,
+                &routes,
+                start,
+                (collective, Attach::Cheapest),
+                &load,
+            ) else {
                 return Err(EmbedError::NotATree {
                     tree: candidates.len(),
                     detail: "the compute nodes are not connected".to_string(),
@@ -359,6 +365,53 @@ pub fn packings(machine: &Machine, collective: Collective) -> Result<Vec<Packing
     } else {
         Ok(vec![shorter])
     }
+}
+
+/// The most starts [`shallow`] tries for a tree of least height.
+const SHALLOW_STARTS: usize = 32;
+
+/// One breadth-first tree carrying the whole vector, proved: rooted at the collective's root,
+/// or else at the start (of up to [`SHALLOW_STARTS`] compute nodes spread over the machine)
+/// whose tree is lowest. The packings trade levels for spread load; at sizes where every step
+/// costs mostly its latency the fewest levels win, so the lowering prices this one too (on a
+/// 3 × 3 torus with two fast links, a broadcast of 1 KiB in 3 steps instead of 4).
+pub fn shallow(machine: &Machine, collective: Collective) -> Result<Packing, EmbedError> {
+    let routes = Routes::new(machine);
+    let compute = machine.compute_nodes();
+    let load: IdVec<DirectionId, f64> =
+        IdVec::filled(0.0, DirectionId::count(machine.link_count()));
+    let starts: Vec<NodeId> = match collective {
+        Collective::Broadcast { root } | Collective::Reduce { root } => vec![root],
+        _ => {
+            let every = compute.len().div_ceil(SHALLOW_STARTS).max(1);
+            compute.iter().step_by(every).copied().collect()
+        }
+    };
+    let tree = starts
+        .into_iter()
+        .filter_map(|start| {
+            prim(
+                machine,
+                &routes,
+                start,
+                (collective, Attach::Shallowest),
+                &load,
+            )
+        })
+        .min_by_key(Tree::height)
+        .ok_or_else(|| EmbedError::NotATree {
+            tree: 0,
+            detail: "the compute nodes are not connected".to_string(),
+        })?;
+    let trees: IdVec<TreeId, Tree> = IdVec::from_fn(1, |_| tree.clone());
+    prove_trees(machine, &trees)?;
+    let load = traffic(machine, &tree, collective);
+    let busiest = load.seconds.values().copied().fold(0.0, f64::max);
+    Ok(Packing {
+        trees,
+        shares: IdVec::from_fn(1, |_| 1.0),
+        busiest,
+    })
 }
 
 /// How many trees to try: about four times the Nash-Williams estimate of how many fit, so that
@@ -490,18 +543,30 @@ impl Routes {
     }
 }
 
-/// Prim's frontier: `(length bits, depth, node, route from the tree, from)`, smallest first.
-/// Lengths are positive and finite, and such floats order like their bit patterns.
-type Frontier = BinaryHeap<Reverse<(u64, usize, NodeId, Vec<LinkId>, NodeId)>>;
+/// Prim's frontier: `(first key, second key, node, route from the tree, from)`, smallest
+/// first; the keys are a length's bits and a depth, in the order of [`Attach`]. Lengths are
+/// positive and finite, and such floats order like their bit patterns.
+type Frontier = BinaryHeap<Reverse<(u64, u64, NodeId, Vec<LinkId>, NodeId)>>;
 
-/// Prim's algorithm from `start` under direction lengths `exp(η · load)`: the cheapest
-/// attachment first (a route costs the sum of its directions), then the shallowest, then the
-/// lowest node and link ids. `None` when some compute node cannot be reached.
+/// Which attachment [`prim`] takes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attach {
+    /// The cheapest (a route costs the sum of its directions' lengths), then the shallowest:
+    /// trees that spread the load.
+    Cheapest,
+    /// The shallowest, then the cheapest: a breadth-first tree, the fewest levels from the
+    /// start.
+    Shallowest,
+}
+
+/// Prim's algorithm from `start` under direction lengths `exp(η · load)`, attaching in the
+/// order `attach` gives, then by the lowest node and link ids. `None` when some compute node
+/// cannot be reached.
 fn prim(
     machine: &Machine,
     routes: &Routes,
     start: NodeId,
-    collective: Collective,
+    (collective, attach): (Collective, Attach),
     load: &IdVec<DirectionId, f64>,
 ) -> Option<Tree> {
     let n = machine.node_count();
@@ -525,14 +590,23 @@ fn prim(
                     _ => length(away) + length(back),
                 };
             }
-            heap.push(Reverse((cost.to_bits(), depth_u + 1, *v, route.clone(), u)));
+            let depth = depth_u as u64 + 1;
+            let keys = match attach {
+                Attach::Cheapest => (cost.to_bits(), depth),
+                Attach::Shallowest => (depth, cost.to_bits()),
+            };
+            heap.push(Reverse((keys.0, keys.1, *v, route.clone(), u)));
         }
     };
     // Nodes come from the machine's own links, in range of every table of nodes.
     inside[start] = true;
     let mut reached = 1;
     push(&mut heap, start, 0);
-    while let Some(Reverse((_, d, v, route, u))) = heap.pop() {
+    while let Some(Reverse((first, second, v, route, u))) = heap.pop() {
+        let d = match attach {
+            Attach::Cheapest => second,
+            Attach::Shallowest => first,
+        } as usize;
         if std::mem::replace(&mut inside[v], true) {
             continue;
         }

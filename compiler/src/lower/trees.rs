@@ -112,9 +112,9 @@ impl Lowering for Trees {
             crate::embed::EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"))
         };
         // Every packing is lowered and priced; the cheapest schedule is kept (the first on a
-        // tie).
+        // tie), and the other ranking rates are tried on it.
         let mut best: Option<(f64, usize, Lowered)> = None;
-        let packings = crate::embed::trees::packings(machine, spec.collective)?;
+        let mut packings = crate::embed::trees::packings(machine, spec.collective)?;
         for (i, packing) in packings.iter().enumerate() {
             let from = best
                 .as_ref()
@@ -125,21 +125,23 @@ impl Lowering for Trees {
                 best = Some((seconds, i, lowered));
             }
         }
-        let (lowered, packing) = match best {
-            Some((seconds, i, lowered)) => {
-                // The other ranking rates, on the cheapest packing only.
-                let packing = &packings[i];
-                let total = lowered.chunks_per_tree.iter().sum();
-                let search = Search::new(spec, job.name, machine, packing);
-                let (_, _, lowered) = search.rates((seconds, total, lowered)).map_err(failed)?;
-                (lowered, packing)
-            }
-            None => {
-                return Err(crate::embed::EmbedError::NotApplicable(
-                    "no tree packing was found".to_string(),
-                ))
-            }
+        let Some((seconds, mut index, lowered)) = best else {
+            return Err(crate::embed::EmbedError::NotApplicable(
+                "no tree packing was found".to_string(),
+            ));
         };
+        let mut best = Search::new(spec, job.name, machine, &packings[index])
+            .ranked((seconds, lowered))
+            .map_err(failed)?;
+        // Then one breadth-first tree, where its fewer levels beat them.
+        let shallow = crate::embed::trees::shallow(machine, spec.collective)?;
+        let search = Search::new(spec, job.name, machine, &shallow);
+        if let Some(found) = search.depth_below(best.0).map_err(failed)? {
+            best = search.ranked((found.0, found.2)).map_err(failed)?;
+            index = packings.len();
+        }
+        packings.push(shallow);
+        let (lowered, packing) = (best.2, &packings[index]);
         let total: usize = lowered.chunks_per_tree.iter().sum();
         let used: Vec<(&crate::embed::trees::Tree, usize)> = packing
             .trees
@@ -425,11 +427,36 @@ impl<'a> Search<'a> {
     /// The cheapest depth at the first ranking rate: doubling from `from` until two doublings
     /// in a row are no cheaper, then finer steps around the cheapest.
     fn depth(&self, from: usize) -> Result<Priced, DagError> {
-        let rate = RANK_RATES[0];
         let start = from.clamp(1, self.most);
-        let mut best = self.price(self.build(start, rate))?;
-        let mut tried = BTreeSet::from([start]);
-        let (mut total, mut worse) = (start, 0);
+        let best = self.price(self.build(start, RANK_RATES[0]))?;
+        self.deepen(best, BTreeSet::from([start]))
+    }
+
+    /// [`Search::depth`] from one chunk, keeping only depths priced below `beat` (another
+    /// packing's cheapest): `None` when none is. A depth whose bound shows it cannot beat
+    /// `beat` is not scheduled, so a packing that cannot win at this size costs little more
+    /// than building its pipelines.
+    fn depth_below(&self, beat: f64) -> Result<Option<Priced>, DagError> {
+        let rate = RANK_RATES[0];
+        let mut tried = BTreeSet::new();
+        let mut total = 1;
+        while tried.len() < 3 && total <= self.most {
+            tried.insert(total);
+            if let Some(first) = self.priced_below(self.build(total, rate), beat)? {
+                if first.0 < beat {
+                    return self.deepen(first, tried).map(Some);
+                }
+            }
+            total *= 2;
+        }
+        Ok(None)
+    }
+
+    /// Doubling the depth from `best` until two doublings in a row are no cheaper, then finer
+    /// steps around the cheapest; `tried` holds the depths already priced.
+    fn deepen(&self, mut best: Priced, mut tried: BTreeSet<usize>) -> Result<Priced, DagError> {
+        let rate = RANK_RATES[0];
+        let (mut total, mut worse) = (best.1, 0);
         while worse < 2 && total < self.most {
             total = (2 * total).min(self.most);
             tried.insert(total);
@@ -459,6 +486,12 @@ impl<'a> Search<'a> {
             }
         }
         Ok(())
+    }
+
+    /// [`Search::rates`] of a lowering priced at `seconds`.
+    fn ranked(&self, (seconds, lowered): (f64, Lowered)) -> Result<Priced, DagError> {
+        let total = lowered.chunks_per_tree.iter().sum();
+        self.rates((seconds, total, lowered))
     }
 
     /// The other ranking rates, each at `best`'s depth; where one is cheaper, finer depth steps
