@@ -142,7 +142,7 @@ fn svg_of_the_ladder_shows_both_rings_in_distinct_colours() {
 #[test]
 fn svg_of_a_trees_schedule_shows_each_tree_in_its_own_colour() {
     let source = r#"Topology(name: "mesh", machine: Mesh(dims: [3, 3]), phases: [
-        Exchange(name: "g", collective: AllReduce, op: Sum, dtype: F32, elements: 4096,
+        Exchange(name: "g", collective: AllReduce, op: Sum, dtype: F32, elements: 4194304,
             algorithm: "trees"),
     ])"#;
     let compiled = topoc::compile_source(source, &topoc::Options::default()).expect("compiles");
