@@ -277,10 +277,10 @@ pub fn schedule_with(
             .take(1 + usize::from(hold_to_rank))
         {
             booking.start_step();
-            // The ready transfers in priority order, as one merged walk over the directions'
-            // sets. A direction with no lane free and no open send with room is dropped from
-            // the walk: every transfer whose route starts there would be refused, now and for
-            // the rest of the step.
+            // The ready transfers in priority order, as one merged walk over the routes' sets.
+            // A route that crosses a direction with no lane free leaves the walk: each of its
+            // transfers would be refused, now and for the rest of the step, unless it joins a
+            // send already open, and those are walked by class instead.
             let mut heads: BinaryHeap<Reverse<(Key, Stream)>> = ready
                 .heads()
                 .map(|(r, k)| Reverse((k, Stream::Route(r))))
