@@ -890,31 +890,43 @@ mod tests {
                         let case = format!(
                             "{hosts} hosts, {collective:?} × {elements}, {shape:?}, {lanes:?}"
                         );
-                        let phase = lower_shape(
-                            &machine,
-                            &groups,
-                            partners.as_ref(),
-                            &spec,
-                            "hierarchical",
-                            shape,
-                            lanes,
-                        )
-                        .unwrap_or_else(|e| panic!("{case}: {e}"));
-                        let schedule = schedule_ir::Schedule {
-                            format_version: schedule_ir::FORMAT_VERSION,
-                            machine: machine.to_ir(),
-                            program: Vec::new(),
-                            phases: vec![phase.clone()],
-                        };
-                        let verified =
-                            schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{case}: {e}"));
-                        let run = crate::trial::run_phase(&verified, &phase, 5)
-                            .unwrap_or_else(|e| panic!("{case}: {e}"));
-                        assert_eq!(run.mismatch, None, "{case}");
+                        let shaped = (partners.as_ref(), shape, lanes);
+                        verifies_and_runs(&machine, &groups, &spec, shaped, &case);
                     }
                 }
             }
         }
+    }
+
+    /// `spec` lowered with one shape (its partner routes, shape and lane policy), verified on
+    /// its own and run bit-exact against the reference; `case` names it in a failure.
+    fn verifies_and_runs(
+        machine: &Machine,
+        groups: &Groups,
+        spec: &PhaseSpec,
+        (partners, shape, lanes): (Option<&Partners>, Shape, dag::Lanes),
+        case: &str,
+    ) {
+        let phase = lower_shape(
+            machine,
+            groups,
+            partners,
+            spec,
+            "hierarchical",
+            shape,
+            lanes,
+        )
+        .unwrap_or_else(|e| panic!("{case}: {e}"));
+        let schedule = schedule_ir::Schedule {
+            format_version: schedule_ir::FORMAT_VERSION,
+            machine: machine.to_ir(),
+            program: Vec::new(),
+            phases: vec![phase.clone()],
+        };
+        let verified = schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{case}: {e}"));
+        let run =
+            crate::trial::run_phase(&verified, &phase, 5).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(run.mismatch, None, "{case}");
     }
 
     /// Hosts of 8 ranks behind one NIC each: the rails into the members share that NIC, so
@@ -934,27 +946,8 @@ mod tests {
                 let spec = crate::lower::testing::spec(collective, DType::I64, elements);
                 for shape in candidates(&machine, &groups, false, 1 << 20) {
                     let case = format!("{collective:?} × {elements}, {shape:?}");
-                    let phase = lower_shape(
-                        &machine,
-                        &groups,
-                        None,
-                        &spec,
-                        "hierarchical",
-                        shape,
-                        dag::Lanes::Declared,
-                    )
-                    .unwrap_or_else(|e| panic!("{case}: {e}"));
-                    let schedule = schedule_ir::Schedule {
-                        format_version: schedule_ir::FORMAT_VERSION,
-                        machine: machine.to_ir(),
-                        program: Vec::new(),
-                        phases: vec![phase.clone()],
-                    };
-                    let verified =
-                        schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{case}: {e}"));
-                    let run = crate::trial::run_phase(&verified, &phase, 5)
-                        .unwrap_or_else(|e| panic!("{case}: {e}"));
-                    assert_eq!(run.mismatch, None, "{case}");
+                    let shaped = (None, shape, dag::Lanes::Declared);
+                    verifies_and_runs(&machine, &groups, &spec, shaped, &case);
                 }
             }
         }
