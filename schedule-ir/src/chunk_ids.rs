@@ -8,7 +8,7 @@
 //! ([`crate::serial`]), and iteration yields ids in order, so nothing downstream sees runs
 //! unless it asks for them ([`ChunkIds::runs`]).
 
-use crate::{ChunkId, Phase};
+use crate::{Chunk, ChunkId, DType, Phase};
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -320,11 +320,16 @@ pub struct ChunkBytes {
 impl ChunkBytes {
     /// The prefix sums of `phase`'s chunks, in bytes of its dtype.
     pub fn of(phase: &Phase) -> ChunkBytes {
-        let mut prefix = Vec::with_capacity(phase.chunks.len() + 1);
+        ChunkBytes::new(&phase.chunks, phase.dtype)
+    }
+
+    /// The prefix sums of `chunks` in bytes of `dtype`: for a phase not yet built.
+    pub fn new(chunks: &[Chunk], dtype: DType) -> ChunkBytes {
+        let mut prefix = Vec::with_capacity(chunks.len() + 1);
         let mut sum = 0u64;
         prefix.push(0);
-        for c in &phase.chunks {
-            sum = sum.saturating_add(c.len().saturating_mul(phase.dtype.size_bytes()));
+        for c in chunks {
+            sum = sum.saturating_add(c.len().saturating_mul(dtype.size_bytes()));
             prefix.push(sum);
         }
         ChunkBytes { prefix }

@@ -47,7 +47,8 @@
 use super::plan::{Move, Step};
 use crate::ids::{compiler_id, IdVec};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, ChunkIds, DirectionId, LinkId, NodeId, RecvMode};
+use schedule_ir::cost::{StepLoad, StepTally};
+use schedule_ir::{BufferId, ChunkBytes, ChunkIds, DirectionId, LinkId, NodeId, RecvMode};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::ops::Bound::{Excluded, Included, Unbounded};
@@ -808,6 +809,55 @@ pub fn steps(transfers: &Transfers, timetable: &Timetable) -> Vec<Step> {
                     })
                     .collect(),
             )
+        })
+        .collect()
+}
+
+/// The traffic of every step of `timetable`, as [`schedule_ir::cost::step_loads`] reads it from
+/// the programs that [`steps`] and the assembler write: the same sends, merged the same way, so
+/// the estimate is the same to the bit. A lowering that list-schedules many candidates prices
+/// each from this and writes programs for the one it keeps.
+pub fn step_loads(
+    machine: &schedule_ir::Machine,
+    transfers: &Transfers,
+    timetable: &Timetable,
+    bytes: &ChunkBytes,
+) -> Vec<StepLoad> {
+    let mut by_step: Vec<Vec<TransferId>> = vec![Vec::new(); timetable.steps as usize];
+    for (t, &s) in timetable.step.iter_enumerated() {
+        if let Some(list) = by_step.get_mut(s as usize) {
+            list.push(t);
+        }
+    }
+    let mut tally = StepTally::new(machine);
+    // Each send of a step, by its number: its first transfer and its bytes so far.
+    let mut sends: Vec<Option<(TransferId, u64)>> = Vec::new();
+    by_step
+        .iter()
+        .enumerate()
+        .map(|(k, members)| {
+            sends.clear();
+            for &t in members {
+                let s = timetable.send[t] as usize;
+                if sends.len() <= s {
+                    sends.resize(s + 1, None);
+                }
+                let b = bytes.bytes(&transfers[t].what.chunks);
+                match &mut sends[s] {
+                    Some((_, sum)) => *sum = sum.saturating_add(b),
+                    empty => *empty = Some((t, b)),
+                }
+            }
+            for &(t, b) in sends.iter().flatten() {
+                let m = &transfers[t].what;
+                if let Some((&first, via)) = m.route.split_first() {
+                    tally.send(m.from, first, via, b);
+                }
+                if m.mode == RecvMode::Reduce {
+                    tally.combine(m.to, 0, b);
+                }
+            }
+            tally.finish(k)
         })
         .collect()
 }

@@ -40,14 +40,14 @@ mod least;
 mod walk;
 
 use super::balance;
-use super::dag::{self, DagError, Transfers};
+use super::dag::{self, DagError, Timetable, Transfers};
 use super::floor::Floor;
 use super::plan::{self, Plan};
 use super::{data_buffer, Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
 use crate::embed::trees::{traffic, Packing};
 use crate::ids::{IdVec, TreeId};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId, Phase};
+use schedule_ir::{BufferId, Chunk, ChunkBytes, ChunkId, Collective, DirectionId, NodeId, Phase};
 use std::collections::BTreeSet;
 use walk::{broadcast_down, reduce_up, Walk};
 
@@ -119,8 +119,7 @@ impl Lowering for Trees {
             let from = best
                 .as_ref()
                 .map_or(1, |b| b.2.chunks_per_tree.iter().sum());
-            let (seconds, lowered) =
-                lower(spec, job.name, machine, packing, from).map_err(failed)?;
+            let (seconds, lowered) = lower(spec, machine, packing, from).map_err(failed)?;
             if best.as_ref().is_none_or(|b| seconds < b.0) {
                 best = Some((seconds, i, lowered));
             }
@@ -130,12 +129,12 @@ impl Lowering for Trees {
                 "no tree packing was found".to_string(),
             ));
         };
-        let mut best = Search::new(spec, job.name, machine, &packings[index])
+        let mut best = Search::new(spec, machine, &packings[index])
             .ranked((seconds, lowered))
             .map_err(failed)?;
         // Then one breadth-first tree, where its fewer levels beat them.
         let shallow = crate::embed::trees::shallow(machine, spec.collective)?;
-        let search = Search::new(spec, job.name, machine, &shallow);
+        let search = Search::new(spec, machine, &shallow);
         if let Some(found) = search.depth_below(best.0).map_err(failed)? {
             best = search.ranked((found.0, found.2)).map_err(failed)?;
             index = packings.len();
@@ -155,7 +154,7 @@ impl Lowering for Trees {
                 .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
                 .collect(),
             trees: used.iter().map(|(t, _)| (*t).clone()).collect(),
-            ..Planned::phase(lowered.phase)
+            ..Planned::phase(lowered.phase(spec, job.name, machine))
         })
     }
     fn sized(&self) -> bool {
@@ -330,37 +329,82 @@ fn by_count(machine: &Machine, compute: &[NodeId]) -> u64 {
         .unwrap_or(0)
 }
 
-/// A lowered phase and how many pipeline chunks each tree of the packing carries (a tree whose
-/// rounded share is zero carries none).
+/// A pipeline list-scheduled, and how many pipeline chunks each tree of the packing carries (a
+/// tree whose rounded share is zero carries none). It is priced from its timetable
+/// ([`dag::step_loads`]): the depth search schedules dozens of candidates, and only the one
+/// kept is written into programs ([`Lowered::phase`]).
 #[derive(Clone, Debug)]
 pub struct Lowered {
-    /// The phase.
-    pub phase: Phase,
     /// Pipeline chunks per tree of the packing.
     pub chunks_per_tree: IdVec<TreeId, usize>,
+    /// The vector's chunks.
+    chunks: Vec<Chunk>,
+    /// The pipeline's transfers.
+    transfers: Transfers,
+    /// Their steps.
+    timetable: Timetable,
+}
+
+impl Lowered {
+    /// The pipeline list-scheduled from `transfers` over `chunks`, with `counts[i]` chunks on
+    /// tree `i`.
+    fn scheduled(
+        machine: &Machine,
+        chunks: Vec<Chunk>,
+        transfers: Transfers,
+        counts: IdVec<TreeId, usize>,
+    ) -> Result<Lowered, DagError> {
+        let timetable = dag::schedule(machine, &transfers, dag::Batching::ByBandwidth)?;
+        Ok(Lowered {
+            chunks_per_tree: counts,
+            chunks,
+            transfers,
+            timetable,
+        })
+    }
+
+    /// The cost model's estimate in seconds, the same as [`schedule_ir::cost::estimate`] of
+    /// [`Lowered::phase`].
+    fn seconds(&self, spec: &PhaseSpec, ir: &schedule_ir::Machine) -> f64 {
+        let bytes = ChunkBytes::new(&self.chunks, spec.dtype);
+        let loads = dag::step_loads(ir, &self.transfers, &self.timetable, &bytes);
+        schedule_ir::cost::estimate_loads(ir, &loads).seconds
+    }
+
+    /// The phase, its programs written from the timetable, as method `algorithm`.
+    pub fn phase(self, spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Phase {
+        plan::assemble(
+            spec,
+            algorithm,
+            machine,
+            Plan {
+                chunks: self.chunks,
+                buffers: data_buffer(),
+                steps: dag::steps(&self.transfers, &self.timetable),
+                packing: plan::Packing::AsGiven,
+            },
+        )
+    }
 }
 
 /// Lowers `spec` onto the trees of `packing` on `machine`, searching the pipeline depth from
 /// `from` chunks up (1 searches every depth; another packing's best depth is a good start for
 /// a second one, as the depth depends mostly on the vector's size) at the first ranking rate
 /// of [`RANK_RATES`] (the others are tried on the cheapest packing only, by [`Trees`]).
-/// `algorithm` names the method in the schedule. Returns the lowering and its α-β estimate in
-/// seconds.
+/// Returns the lowering and its α-β estimate in seconds.
 pub fn lower(
     spec: &PhaseSpec,
-    algorithm: &str,
     machine: &Machine,
     packing: &Packing,
     from: usize,
 ) -> Result<(f64, Lowered), DagError> {
-    let best = Search::new(spec, algorithm, machine, packing).depth(from)?;
+    let best = Search::new(spec, machine, packing).depth(from)?;
     Ok((best.0, best.2))
 }
 
 /// The search for a packing's pipeline: its depth, then its ranking rate.
 struct Search<'a> {
     spec: &'a PhaseSpec,
-    algorithm: &'a str,
     machine: &'a Machine,
     packing: &'a Packing,
     ir: schedule_ir::Machine,
@@ -369,15 +413,9 @@ struct Search<'a> {
 }
 
 impl<'a> Search<'a> {
-    fn new(
-        spec: &'a PhaseSpec,
-        algorithm: &'a str,
-        machine: &'a Machine,
-        packing: &'a Packing,
-    ) -> Search<'a> {
+    fn new(spec: &'a PhaseSpec, machine: &'a Machine, packing: &'a Packing) -> Search<'a> {
         Search {
             spec,
-            algorithm,
             machine,
             packing,
             ir: machine.to_ir(),
@@ -398,9 +436,8 @@ impl<'a> Search<'a> {
 
     /// Its estimate in seconds, total and lowering.
     fn price(&self, (total, counts, chunks, transfers): Built) -> Result<Priced, DagError> {
-        let (spec, machine) = (self.spec, self.machine);
-        let lowered = scheduled(spec, self.algorithm, machine, chunks, &transfers, counts)?;
-        let seconds = schedule_ir::cost::estimate(&self.ir, &lowered.phase).seconds;
+        let lowered = Lowered::scheduled(self.machine, chunks, transfers, counts)?;
+        let seconds = lowered.seconds(self.spec, &self.ir);
         Ok((seconds, total, lowered))
     }
 
@@ -616,34 +653,6 @@ fn pipeline(
     (chunks, transfers)
 }
 
-/// Lowers the pipeline of `chunks` and `transfers` (with `counts[i]` chunks on tree `i`):
-/// list-scheduled and assembled into a phase.
-fn scheduled(
-    spec: &PhaseSpec,
-    algorithm: &str,
-    machine: &Machine,
-    chunks: Vec<Chunk>,
-    transfers: &Transfers,
-    counts: IdVec<TreeId, usize>,
-) -> Result<Lowered, DagError> {
-    let timetable = dag::schedule(machine, transfers, dag::Batching::ByBandwidth)?;
-    let phase = plan::assemble(
-        spec,
-        algorithm,
-        machine,
-        Plan {
-            chunks,
-            buffers: data_buffer(),
-            steps: dag::steps(transfers, &timetable),
-            packing: plan::Packing::AsGiven,
-        },
-    );
-    Ok(Lowered {
-        phase,
-        chunks_per_tree: counts,
-    })
-}
-
 /// `(tree, chunk)` pairs with the trees' pipelines interleaved: ordered by how far through its
 /// tree's share the chunk lies, then by tree.
 fn interleave(counts: &IdVec<TreeId, usize>) -> Vec<(TreeId, usize)> {
@@ -734,7 +743,7 @@ mod tests {
                 dtype: schedule_ir::DType::F32,
                 elements,
             };
-            let (_, lowered) = lower(&spec, "trees", &m, &packing, 1).unwrap();
+            let (_, lowered) = lower(&spec, &m, &packing, 1).unwrap();
             lowered.chunks_per_tree.iter().sum::<usize>()
         };
         let (small, large) = (chunks(1 << 10), chunks(1 << 26));

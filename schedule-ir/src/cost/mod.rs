@@ -128,95 +128,148 @@ fn step_count(phase: &Phase) -> usize {
 /// send along its whole route.
 pub fn step_loads(machine: &Machine, phase: &Phase) -> Vec<StepLoad> {
     let steps = step_count(phase);
-    let directions = machine.links.len().saturating_mul(2);
-    let mut bytes = vec![0u64; directions];
-    let mut transfers = vec![0u32; directions];
-    let mut touched: Vec<usize> = Vec::new();
+    let mut tally = StepTally::new(machine);
     let mut out = Vec::with_capacity(steps);
     let chunk_bytes = crate::ChunkBytes::of(phase);
     for k in 0..steps {
-        let mut bytes_sent = 0u64;
-        let mut sends = 0u32;
-        let mut slowest = 0.0f64;
-        let mut reductions = Vec::new();
         for (n, program) in phase.programs.iter().enumerate() {
             let Some(step) = program.steps.get(k) else {
                 continue;
             };
             let Ok(n) = u32::try_from(n) else { continue };
-            let bytes_of = |chunks: &crate::ChunkIds| chunk_bytes.bytes(chunks);
-            let computes = machine
-                .nodes
-                .get(n as usize)
-                .is_some_and(|node| node.kind == NodeKind::Compute);
-            let mut reduce = NodeReduce {
-                node: NodeId(n),
-                local_bytes: 0,
-                arrival_bytes: 0,
-            };
+            let node = NodeId(n);
             for instr in step {
-                let (link, via, chunks) = match instr {
+                match instr {
                     crate::Instr::Send {
                         link, via, chunks, ..
-                    } => (link, via, chunks),
-                    crate::Instr::Reduce { chunks, .. } if computes => {
-                        reduce.local_bytes = reduce.local_bytes.saturating_add(bytes_of(chunks));
-                        continue;
+                    } => tally.send(node, *link, via, chunk_bytes.bytes(chunks)),
+                    crate::Instr::Reduce { chunks, .. } => {
+                        tally.combine(node, chunk_bytes.bytes(chunks), 0)
                     }
                     crate::Instr::Recv {
                         chunks,
                         mode: crate::RecvMode::Reduce,
                         ..
-                    } if computes => {
-                        reduce.arrival_bytes =
-                            reduce.arrival_bytes.saturating_add(bytes_of(chunks));
-                        continue;
-                    }
-                    _ => continue,
-                };
-                let size = bytes_of(chunks);
-                bytes_sent = bytes_sent.saturating_add(size);
-                sends = sends.saturating_add(1);
-                slowest = slowest.max(latency::route_seconds(machine, NodeId(n), *link, via));
-                for hop in machine.route(NodeId(n), *link, via) {
-                    let d = hop.direction();
-                    if let (Some(b), Some(t)) = (bytes.get_mut(d), transfers.get_mut(d)) {
-                        if *t == 0 {
-                            touched.push(d);
-                        }
-                        *b = b.saturating_add(size);
-                        *t = t.saturating_add(1);
-                    }
+                    } => tally.combine(node, 0, chunk_bytes.bytes(chunks)),
+                    _ => {}
                 }
             }
-            if reduce.local_bytes > 0 || reduce.arrival_bytes > 0 {
-                reductions.push(reduce);
+        }
+        out.push(tally.finish(k));
+    }
+    out
+}
+
+/// One step's traffic, gathered send by send: what [`step_loads`] reads from a phase's
+/// programs, and what a lowering that prices candidate timetables before writing any program
+/// reads from its own transfers, so that both price a step the same way to the bit.
+pub struct StepTally<'m> {
+    machine: &'m Machine,
+    /// Bytes and sends on each link direction so far, by direction index.
+    bytes: Vec<u64>,
+    transfers: Vec<u32>,
+    /// Directions carrying something, to read and clear at the end of the step.
+    touched: Vec<usize>,
+    bytes_sent: u64,
+    sends: u32,
+    slowest: f64,
+    /// Combining by compute nodes, in the order it was reported.
+    reductions: Vec<NodeReduce>,
+}
+
+impl<'m> StepTally<'m> {
+    /// An empty step on `machine`.
+    pub fn new(machine: &'m Machine) -> Self {
+        let directions = machine.links.len().saturating_mul(2);
+        StepTally {
+            machine,
+            bytes: vec![0; directions],
+            transfers: vec![0; directions],
+            touched: Vec::new(),
+            bytes_sent: 0,
+            sends: 0,
+            slowest: 0.0,
+            reductions: Vec::new(),
+        }
+    }
+
+    /// A send of `bytes` leaving `from` on `link` and crossing `via` after it.
+    pub fn send(&mut self, from: NodeId, link: crate::LinkId, via: &[crate::LinkId], bytes: u64) {
+        self.bytes_sent = self.bytes_sent.saturating_add(bytes);
+        self.sends = self.sends.saturating_add(1);
+        let latency = latency::route_seconds(self.machine, from, link, via);
+        self.slowest = self.slowest.max(latency);
+        for hop in self.machine.route(from, link, via) {
+            let d = hop.direction();
+            if let (Some(b), Some(t)) = (self.bytes.get_mut(d), self.transfers.get_mut(d)) {
+                if *t == 0 {
+                    self.touched.push(d);
+                }
+                *b = b.saturating_add(bytes);
+                *t = t.saturating_add(1);
             }
         }
-        touched.sort_unstable();
-        let loads = touched
+    }
+
+    /// Combining on `node`: `local` bytes by local reductions, `arrival` bytes by receives
+    /// that reduce. Only compute nodes are charged; devices combine at line rate.
+    pub fn combine(&mut self, node: NodeId, local: u64, arrival: u64) {
+        let computes = self
+            .machine
+            .nodes
+            .get(node.index())
+            .is_some_and(|n| n.kind == NodeKind::Compute);
+        if computes && (local > 0 || arrival > 0) {
+            self.reductions.push(NodeReduce {
+                node,
+                local_bytes: local,
+                arrival_bytes: arrival,
+            });
+        }
+    }
+
+    /// The step's load, numbered `step`; the tally is empty again for the next step.
+    pub fn finish(&mut self, step: usize) -> StepLoad {
+        self.touched.sort_unstable();
+        let loads = self
+            .touched
             .drain(..)
             .map(|d| {
                 let load = DirectionLoad {
                     direction: d,
-                    bytes: bytes[d],
-                    transfers: transfers[d],
+                    bytes: self.bytes[d],
+                    transfers: self.transfers[d],
                 };
-                bytes[d] = 0;
-                transfers[d] = 0;
+                self.bytes[d] = 0;
+                self.transfers[d] = 0;
                 load
             })
             .collect();
-        out.push(StepLoad {
-            step: StepId(u32::try_from(k).unwrap_or(u32::MAX)),
+        // One entry per node, by node.
+        let mut reductions: Vec<NodeReduce> = Vec::new();
+        self.reductions.sort_by_key(|r| r.node);
+        for r in self.reductions.drain(..) {
+            match reductions.last_mut() {
+                Some(last) if last.node == r.node => {
+                    last.local_bytes = last.local_bytes.saturating_add(r.local_bytes);
+                    last.arrival_bytes = last.arrival_bytes.saturating_add(r.arrival_bytes);
+                }
+                _ => reductions.push(r),
+            }
+        }
+        let load = StepLoad {
+            step: StepId(u32::try_from(step).unwrap_or(u32::MAX)),
             loads,
-            bytes_sent,
-            transfers: sends,
-            latency_seconds: slowest,
+            bytes_sent: self.bytes_sent,
+            transfers: self.sends,
+            latency_seconds: self.slowest,
             reductions,
-        });
+        };
+        self.bytes_sent = 0;
+        self.sends = 0;
+        self.slowest = 0.0;
+        load
     }
-    out
 }
 
 /// The α-β-γ estimate of a phase.

@@ -90,7 +90,7 @@ pub fn estimate(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::super::{balance, pipeline, scheduled, RANK_RATES};
+    use super::super::{balance, pipeline, Lowered, RANK_RATES};
     use crate::embed::trees::pack;
     use crate::ids::{IdVec, TreeId};
     use crate::lower::testing::{machine, spec};
@@ -98,12 +98,15 @@ mod tests {
 
     /// Every pipeline depth's schedule is priced at no less than its bound, on machines whose
     /// links differ in speed, lanes and latency and that route through switches: the bound
-    /// that lets `trees` skip a depth without changing its pick.
+    /// that lets `trees` skip a depth without changing its pick. And the price read from the
+    /// timetable, which the depth search compares, is the estimate of the phase written from it,
+    /// to the bit, step by step.
     #[test]
     fn no_depth_is_priced_below_its_bound() {
         let machines = [
             r#"Topology(name: "t", machine: Torus(dims: [4, 4]))"#,
             r#"Topology(name: "l", machine: Ladder(pairs: 5))"#,
+            r#"Topology(name: "r", reduce_gbps: 100.0, machine: Ladder(pairs: 3))"#,
             include_str!("../../../../examples/cube.ron"),
             r#"Topology(name: "g", machine: Graph(nodes: ["a", "b", "c", "d"], links: [
                 (id: "ab", between: ("a", "b"), bandwidth_gbps: 400.0, latency_us: 0.3, lanes: 2),
@@ -138,9 +141,17 @@ mod tests {
                         let (chunks, transfers) = pipeline(&spec, &m, &packing, &counts, rate);
                         let least = chunks.iter().map(|c| c.end - c.start).min().unwrap() as f64;
                         let bound = super::estimate(&m, &transfers, least * 4.0).unwrap();
-                        let lowered =
-                            scheduled(&spec, "trees", &m, chunks, &transfers, counts).unwrap();
-                        let priced = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+                        let lowered = Lowered::scheduled(&m, chunks, transfers, counts).unwrap();
+                        let from_timetable = lowered.seconds(&spec, &ir);
+                        let phase = lowered.phase(&spec, "trees", &m);
+                        let priced = schedule_ir::cost::estimate(&ir, &phase).seconds;
+                        assert_eq!(
+                            from_timetable.to_bits(),
+                            priced.to_bits(),
+                            "{} {collective} {elements} elements, {total} chunks: priced \
+                             {from_timetable} from the timetable, {priced} as a phase",
+                            m.name
+                        );
                         assert!(
                             bound <= priced && bound > 0.0,
                             "{} {collective} {elements} elements, {total} chunks ranked at \
