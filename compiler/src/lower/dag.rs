@@ -44,11 +44,14 @@
 //! transfer that reads the old value there, or run in the same step as the read at the latest
 //! (reads see the start-of-step state).
 
-use super::plan::{Move, Step};
+use super::plan::{self, Move, Packing, Plan, Step};
+use super::PhaseSpec;
 use crate::ids::{compiler_id, IdVec};
 use crate::machine::Machine;
 use schedule_ir::cost::{StepLoad, StepTally};
-use schedule_ir::{BufferId, ChunkBytes, ChunkIds, DirectionId, LinkId, NodeId, RecvMode};
+use schedule_ir::{
+    BufferId, Chunk, ChunkBytes, ChunkIds, DType, DirectionId, LinkId, NodeId, Phase, RecvMode,
+};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::ops::Bound::{Excluded, Included, Unbounded};
@@ -811,6 +814,42 @@ pub fn steps(transfers: &Transfers, timetable: &Timetable) -> Vec<Step> {
             )
         })
         .collect()
+}
+
+/// A DAG of transfers over `chunks`, list-scheduled: what a lowering that weighs many
+/// candidates keeps of each. It is priced from its timetable ([`Scheduled::seconds`], the
+/// estimate of the phase to the bit), and only the candidate kept is written into programs
+/// ([`Scheduled::phase`]).
+#[derive(Clone, Debug)]
+pub struct Scheduled {
+    /// The vector's chunks.
+    pub chunks: Vec<Chunk>,
+    /// The transfers.
+    pub transfers: Transfers,
+    /// Their steps.
+    pub timetable: Timetable,
+}
+
+impl Scheduled {
+    /// The cost model's estimate in seconds for elements of `dtype`: the same as
+    /// [`schedule_ir::cost::estimate`] of [`Scheduled::phase`].
+    pub fn seconds(&self, dtype: DType, machine: &schedule_ir::Machine) -> f64 {
+        let bytes = ChunkBytes::new(&self.chunks, dtype);
+        let loads = step_loads(machine, &self.transfers, &self.timetable, &bytes);
+        schedule_ir::cost::estimate_loads(machine, &loads).seconds
+    }
+
+    /// The phase `spec` asks for, as method `algorithm`: one BSP step per step of the
+    /// timetable, over the data buffer.
+    pub fn phase(self, spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Phase {
+        let plan = Plan {
+            chunks: self.chunks,
+            buffers: super::data_buffer(),
+            steps: steps(&self.transfers, &self.timetable),
+            packing: Packing::AsGiven,
+        };
+        plan::assemble(spec, algorithm, machine, plan)
+    }
 }
 
 /// The traffic of every step of `timetable`, as [`schedule_ir::cost::step_loads`] reads it from

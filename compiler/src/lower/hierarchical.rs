@@ -31,14 +31,14 @@
 //! are different links. The piece count `n` and slice count `m` are chosen per phase size: the
 //! method lowers a few candidates and keeps the one the cost model prices lowest.
 
-use super::dag::{self, Transfer, TransferId, Transfers};
-use super::plan::{self, Move, Packing, Plan};
+use super::dag::{self, Scheduled, Transfer, TransferId, Transfers};
+use super::plan::Move;
 use super::{vector_chunks, Embedding, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::groups::{self, Groups};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::Machine;
-use schedule_ir::{ChunkId, Collective, Phase, RecvMode};
+use schedule_ir::{ChunkId, Collective, RecvMode};
 
 /// The piece counts tried.
 const PIECES: [usize; 6] = [1, 2, 3, 4, 6, 8];
@@ -86,7 +86,7 @@ impl Lowering for Hierarchical {
             .flatten()
             .flatten()
             .any(|&l| machine.link(l).lanes > 1);
-        let mut best: Option<(f64, Phase, Shape)> = None;
+        let mut best: Option<(f64, Scheduled, Shape)> = None;
         for shape in candidates(machine, &groups, partners.is_some(), spec.elements) {
             // A shape whose floor is not below the cheapest so far cannot win: not lowered.
             let least = floor(machine, &groups, spec, shape);
@@ -97,34 +97,26 @@ impl Lowering for Hierarchical {
                 continue;
             }
             for lanes in lane_policies(shape, groups.size(), many_lanes) {
-                let lowered = lower_shape(
-                    machine,
-                    &groups,
-                    partners.as_ref(),
-                    spec,
-                    job.name,
-                    shape,
-                    lanes,
-                );
+                let lowered = lower_shape(machine, &groups, partners.as_ref(), spec, shape, lanes);
                 // A route that crosses a direction twice needs its lanes: then only the
                 // declared lanes are tried.
-                let phase = match (lowered, lanes) {
-                    (Ok(phase), _) => phase,
+                let scheduled = match (lowered, lanes) {
+                    (Ok(scheduled), _) => scheduled,
                     (Err(_), dag::Lanes::AtMost(_)) => continue,
                     (Err(e), dag::Lanes::Declared) => return Err(e),
                 };
-                let seconds = schedule_ir::cost::estimate(&ir, &phase).seconds;
+                let seconds = scheduled.seconds(spec.dtype, &ir);
                 if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
-                    best = Some((seconds, phase, shape));
+                    best = Some((seconds, scheduled, shape));
                 }
             }
         }
-        let Some((_, phase, shape)) = best else {
+        let Some((_, scheduled, shape)) = best else {
             return Err(EmbedError::NotApplicable(
                 "`hierarchical` found no pipeline shape".to_string(),
             ));
         };
-        let mut lowered = Lowered::phase(phase);
+        let mut lowered = Lowered::phase(scheduled.phase(spec, job.name, machine));
         lowered.rings = groups.describe(machine);
         lowered.detail = Some(format!(
             "{} pieces, {} inside groups, {} along the rails, {} slice(s) per block",
@@ -395,10 +387,9 @@ fn lower_shape(
     groups: &Groups,
     partners: Option<&Partners>,
     spec: &PhaseSpec,
-    algorithm: &str,
     shape: Shape,
     lanes: dag::Lanes,
-) -> Result<Phase, EmbedError> {
+) -> Result<Scheduled, EmbedError> {
     let layout = Layout {
         k: groups.size(),
         g: groups.count(),
@@ -448,13 +439,11 @@ fn lower_shape(
     };
     let timetable = dag::schedule_with(machine, &b.transfers, options)
         .map_err(|e| EmbedError::NotApplicable(format!("`hierarchical`: {e}")))?;
-    let plan = Plan {
+    Ok(Scheduled {
         chunks,
-        buffers: super::data_buffer(),
-        steps: dag::steps(&b.transfers, &timetable),
-        packing: Packing::AsGiven,
-    };
-    Ok(plan::assemble(spec, algorithm, machine, plan))
+        transfers: b.transfers,
+        timetable,
+    })
 }
 
 /// How chunks are numbered.
@@ -839,18 +828,21 @@ mod tests {
                     for shape in candidates(&machine, &groups, partners.is_some(), elements) {
                         let least = floor(&machine, &groups, &spec, shape);
                         for lanes in lane_policies(shape, groups.size(), true) {
-                            let Ok(phase) = lower_shape(
+                            let Ok(scheduled) = lower_shape(
                                 &machine,
                                 &groups,
                                 partners.as_ref(),
                                 &spec,
-                                "hierarchical",
                                 shape,
                                 lanes,
                             ) else {
                                 continue;
                             };
+                            let priced = scheduled.seconds(spec.dtype, &ir);
+                            let phase = scheduled.phase(&spec, "hierarchical", &machine);
                             let estimate = schedule_ir::cost::estimate(&ir, &phase).seconds;
+                            // The price the shapes are weighed by is the phase's estimate.
+                            assert_eq!(priced.to_bits(), estimate.to_bits(), "{shape:?}");
                             tightest = tightest.max(least / estimate);
                             assert!(
                                 least * (1.0 - FLOOR_ROUNDING) <= estimate,
@@ -907,16 +899,9 @@ mod tests {
         (partners, shape, lanes): (Option<&Partners>, Shape, dag::Lanes),
         case: &str,
     ) {
-        let phase = lower_shape(
-            machine,
-            groups,
-            partners,
-            spec,
-            "hierarchical",
-            shape,
-            lanes,
-        )
-        .unwrap_or_else(|e| panic!("{case}: {e}"));
+        let phase = lower_shape(machine, groups, partners, spec, shape, lanes)
+            .unwrap_or_else(|e| panic!("{case}: {e}"))
+            .phase(spec, "hierarchical", machine);
         let schedule = schedule_ir::Schedule {
             format_version: schedule_ir::FORMAT_VERSION,
             machine: machine.to_ir(),
@@ -974,11 +959,11 @@ mod tests {
                 &groups,
                 partners.as_ref(),
                 &spec,
-                "hierarchical",
                 shape,
                 dag::Lanes::Declared,
             )
             .unwrap_or_else(|e| panic!("{e}"))
+            .timetable
             .steps
         };
         assert_eq!(steps(true), 2 + 3 + 3 + 2);

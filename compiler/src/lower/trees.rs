@@ -40,14 +40,13 @@ mod least;
 mod walk;
 
 use super::balance;
-use super::dag::{self, DagError, Timetable, Transfers};
+use super::dag::{self, DagError, Scheduled, Transfers};
 use super::floor::Floor;
-use super::plan::{self, Plan};
-use super::{data_buffer, Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
+use super::{Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
 use crate::embed::trees::{traffic, Packing};
 use crate::ids::{IdVec, TreeId};
 use crate::machine::Machine;
-use schedule_ir::{BufferId, Chunk, ChunkBytes, ChunkId, Collective, DirectionId, NodeId, Phase};
+use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId};
 use std::collections::BTreeSet;
 use walk::{broadcast_down, reduce_up, Walk};
 
@@ -154,7 +153,7 @@ impl Lowering for Trees {
                 .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
                 .collect(),
             trees: used.iter().map(|(t, _)| (*t).clone()).collect(),
-            ..Planned::phase(lowered.phase(spec, job.name, machine))
+            ..Planned::phase(lowered.scheduled.phase(spec, job.name, machine))
         })
     }
     fn sized(&self) -> bool {
@@ -330,61 +329,14 @@ fn by_count(machine: &Machine, compute: &[NodeId]) -> u64 {
 }
 
 /// A pipeline list-scheduled, and how many pipeline chunks each tree of the packing carries (a
-/// tree whose rounded share is zero carries none). It is priced from its timetable
-/// ([`dag::step_loads`]): the depth search schedules dozens of candidates, and only the one
-/// kept is written into programs ([`Lowered::phase`]).
+/// tree whose rounded share is zero carries none). The depth search schedules dozens of
+/// candidates and prices each from its timetable; only the one kept is written into programs.
 #[derive(Clone, Debug)]
 pub struct Lowered {
     /// Pipeline chunks per tree of the packing.
     pub chunks_per_tree: IdVec<TreeId, usize>,
-    /// The vector's chunks.
-    chunks: Vec<Chunk>,
-    /// The pipeline's transfers.
-    transfers: Transfers,
-    /// Their steps.
-    timetable: Timetable,
-}
-
-impl Lowered {
-    /// The pipeline list-scheduled from `transfers` over `chunks`, with `counts[i]` chunks on
-    /// tree `i`.
-    fn scheduled(
-        machine: &Machine,
-        chunks: Vec<Chunk>,
-        transfers: Transfers,
-        counts: IdVec<TreeId, usize>,
-    ) -> Result<Lowered, DagError> {
-        let timetable = dag::schedule(machine, &transfers, dag::Batching::ByBandwidth)?;
-        Ok(Lowered {
-            chunks_per_tree: counts,
-            chunks,
-            transfers,
-            timetable,
-        })
-    }
-
-    /// The cost model's estimate in seconds, the same as [`schedule_ir::cost::estimate`] of
-    /// [`Lowered::phase`].
-    fn seconds(&self, spec: &PhaseSpec, ir: &schedule_ir::Machine) -> f64 {
-        let bytes = ChunkBytes::new(&self.chunks, spec.dtype);
-        let loads = dag::step_loads(ir, &self.transfers, &self.timetable, &bytes);
-        schedule_ir::cost::estimate_loads(ir, &loads).seconds
-    }
-
-    /// The phase, its programs written from the timetable, as method `algorithm`.
-    pub fn phase(self, spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Phase {
-        plan::assemble(
-            spec,
-            algorithm,
-            machine,
-            Plan {
-                chunks: self.chunks,
-                buffers: data_buffer(),
-                steps: dag::steps(&self.transfers, &self.timetable),
-                packing: plan::Packing::AsGiven,
-            },
-        )
-    }
+    /// The pipeline.
+    pub scheduled: Scheduled,
 }
 
 /// Lowers `spec` onto the trees of `packing` on `machine`, searching the pipeline depth from
@@ -436,8 +388,17 @@ impl<'a> Search<'a> {
 
     /// Its estimate in seconds, total and lowering.
     fn price(&self, (total, counts, chunks, transfers): Built) -> Result<Priced, DagError> {
-        let lowered = Lowered::scheduled(self.machine, chunks, transfers, counts)?;
-        let seconds = lowered.seconds(self.spec, &self.ir);
+        let timetable = dag::schedule(self.machine, &transfers, dag::Batching::ByBandwidth)?;
+        let scheduled = Scheduled {
+            chunks,
+            transfers,
+            timetable,
+        };
+        let seconds = scheduled.seconds(self.spec.dtype, &self.ir);
+        let lowered = Lowered {
+            chunks_per_tree: counts,
+            scheduled,
+        };
         Ok((seconds, total, lowered))
     }
 

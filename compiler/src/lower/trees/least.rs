@@ -90,9 +90,10 @@ pub fn estimate(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use super::super::{balance, pipeline, Lowered, RANK_RATES};
+    use super::super::{balance, pipeline, RANK_RATES};
     use crate::embed::trees::pack;
     use crate::ids::{IdVec, TreeId};
+    use crate::lower::dag::{self, Scheduled};
     use crate::lower::testing::{machine, spec};
     use schedule_ir::{Collective, DType};
 
@@ -141,9 +142,15 @@ mod tests {
                         let (chunks, transfers) = pipeline(&spec, &m, &packing, &counts, rate);
                         let least = chunks.iter().map(|c| c.end - c.start).min().unwrap() as f64;
                         let bound = super::estimate(&m, &transfers, least * 4.0).unwrap();
-                        let lowered = Lowered::scheduled(&m, chunks, transfers, counts).unwrap();
-                        let from_timetable = lowered.seconds(&spec, &ir);
-                        let phase = lowered.phase(&spec, "trees", &m);
+                        let timetable =
+                            dag::schedule(&m, &transfers, dag::Batching::ByBandwidth).unwrap();
+                        let scheduled = Scheduled {
+                            chunks,
+                            transfers,
+                            timetable,
+                        };
+                        let from_timetable = scheduled.seconds(spec.dtype, &ir);
+                        let phase = scheduled.phase(&spec, "trees", &m);
                         let priced = schedule_ir::cost::estimate(&ir, &phase).seconds;
                         assert_eq!(
                             from_timetable.to_bits(),
