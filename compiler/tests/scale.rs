@@ -208,3 +208,23 @@ fn a_4096_node_torus_compiles_and_verifies_past_the_old_chunk_id_limit() {
     assert!(ids > 1 << 25, "{ids} chunk ids");
     assert!(runs <= 2 * instrs, "{runs} runs in {instrs} instructions");
 }
+
+/// A hypercube of 15 dimensions (32 768 nodes): `auto` compiles and proves `rotated-hd`'s
+/// allreduce in the pattern form. Its fibre holds about half a million distinct input sets
+/// of 512 words; dense they were over the verifier's memory limit and the phase was refused;
+/// stored sparse (`docs/ir.md`, "Scaling the symbolic state") they fit. Runs with
+/// `TOPOC_LARGE_EXAMPLES=1` only (a release build takes about 6 s and 0.5 GB; BENCHMARKS.md).
+#[test]
+fn a_32768_node_hypercube_compiles_and_verifies() {
+    if std::env::var_os("TOPOC_LARGE_EXAMPLES").is_none() {
+        return;
+    }
+    let text = "Topology(name: \"h\", machine: Hypercube(dims: 15), phases: [Exchange(name: \
+                \"p\", collective: AllReduce, op: Sum, dtype: F32, elements: 16777216)])";
+    let loaded = topoc::load(text).unwrap_or_else(|e| panic!("{e}"));
+    let compiled = topoc::compile::pattern::compile_pattern(&loaded, &topoc::Options::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .expect("a hypercube's allreduce is a pattern");
+    assert_eq!(compiled.notes.len(), 1);
+    assert_eq!(compiled.notes[0].method.to_string(), "rotated-hd");
+}

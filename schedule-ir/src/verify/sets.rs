@@ -1,12 +1,19 @@
-//! Input sets for the correctness pass, each distinct set stored once.
+//! Input sets for the correctness pass, each distinct set stored once, and stored small.
 //!
 //! A set of compute nodes is a bitset of `words` `u64`s. Schedules hold few distinct sets —
 //! a ring's partial sums are runs of consecutive ring positions, halving-doubling's are the
 //! ranks that share some bits, and the end state of an allreduce is the same full set on every
 //! node and chunk — while the (node, buffer, chunk) slots that hold them are many. So the
 //! table keeps each distinct set once and a slot holds its [`SetId`]: four bytes per slot
-//! instead of `words · 8`, and equal sets have equal ids. The sets are exact; only their
-//! storage is shared, so every check sees the same sets as with one bitset per slot.
+//! instead of `words · 8`, and equal sets have equal ids.
+//!
+//! Most of those sets are also small: every input alone, and the partial sums of the first
+//! rounds of a halving or a tree, which combine a handful of inputs. A set whose nonzero words
+//! are fewer than half its words is stored **sparse**, as (word index, word) pairs: an input
+//! alone takes two words instead of `words`, so on a 32 768-node hypercube (512 words a set)
+//! the sets of a halving's first nine rounds take a few megabytes instead of gigabytes. The
+//! sets are exact; only their storage differs, so every check sees the same sets as with one
+//! bitset per slot.
 
 use std::collections::HashMap;
 
@@ -19,60 +26,177 @@ impl SetId {
     pub(super) const EMPTY: SetId = SetId(0);
 }
 
+/// Where a set's words are in [`SetTable::data`].
+#[derive(Clone, Copy, Debug)]
+struct Stored {
+    /// The first word.
+    start: usize,
+    /// Dense: the set's `words` words. Sparse: `2 · nonzero` words, each nonzero word's index
+    /// then the word, by increasing index.
+    sparse: bool,
+}
+
+/// Bookkeeping words a set costs beyond its data: where it is stored and its index entry.
+pub(super) const SET_OVERHEAD_WORDS: usize = 4;
+
 /// Every distinct set met so far.
 pub(super) struct SetTable {
     words: usize,
-    /// Set `i` at `data[i * words..(i + 1) * words]`.
+    /// Every set's words, as [`Stored`] says.
     data: Vec<u64>,
-    /// Hash of a set's words → the ids with that hash.
+    /// By set id.
+    stored: Vec<Stored>,
+    /// Hash of a set ([`hash`]) → the ids with that hash.
     index: HashMap<u64, Vec<u32>>,
-    /// The most sets the table may hold.
-    max_sets: usize,
+    /// The most words the table may hold, data and bookkeeping ([`SET_OVERHEAD_WORDS`] per
+    /// set) together.
+    max_words: usize,
     /// Room for one set being built.
     scratch: Vec<u64>,
 }
 
 impl SetTable {
-    /// A table of sets of `words` words holding at most `max_sets` sets (at least the empty
-    /// one).
-    pub(super) fn new(words: usize, max_sets: usize) -> Self {
+    /// A table of sets of `words` words holding at most `max_words` words in all (and at
+    /// least the empty set).
+    pub(super) fn new(words: usize, max_words: usize) -> Self {
         let mut table = SetTable {
-            words,
+            words: words.max(1),
             data: Vec::new(),
+            stored: Vec::new(),
             index: HashMap::new(),
-            max_sets: max_sets.max(1),
-            scratch: vec![0; words],
+            max_words,
+            scratch: vec![0; words.max(1)],
         };
-        let empty = vec![0; words];
-        let _ = table.intern(&empty);
+        let empty = vec![0; table.words];
+        table.insert(&empty);
         table
     }
 
     /// How many distinct sets the table holds.
     pub(super) fn len(&self) -> usize {
-        self.data.len() / self.words.max(1)
+        self.stored.len()
     }
 
-    /// The words of `id`.
-    pub(super) fn get(&self, id: SetId) -> &[u64] {
-        let i = id.0 as usize * self.words;
-        &self.data[i..i + self.words]
+    /// How many words the table holds, bookkeeping included.
+    pub(super) fn used_words(&self) -> usize {
+        self.data.len() + SET_OVERHEAD_WORDS * self.stored.len()
+    }
+
+    /// The words of `id`, dense (for messages and the few checks that read a whole set).
+    pub(super) fn dense(&self, id: SetId) -> Vec<u64> {
+        let mut set = vec![0; self.words];
+        self.or_into(id, &mut set);
+        set
+    }
+
+    /// ORs the words of `id` into `set`.
+    fn or_into(&self, id: SetId, set: &mut [u64]) {
+        let s = self.stored[id.0 as usize];
+        if s.sparse {
+            for pair in self.sparse_pairs(id) {
+                if let Some(w) = set.get_mut(pair[0] as usize) {
+                    *w |= pair[1];
+                }
+            }
+        } else {
+            for (w, &x) in set
+                .iter_mut()
+                .zip(&self.data[s.start..s.start + self.words])
+            {
+                *w |= x;
+            }
+        }
+    }
+
+    /// The (index, word) pairs of a sparse set, flat.
+    fn pair_words(&self, id: SetId) -> &[u64] {
+        let i = id.0 as usize;
+        let start = self.stored[i].start;
+        let end = self
+            .stored
+            .get(i + 1)
+            .map_or(self.data.len(), |next| next.start);
+        &self.data[start..end]
+    }
+
+    /// The (index, word) pairs of a sparse set.
+    fn sparse_pairs(&self, id: SetId) -> std::slice::ChunksExact<'_, u64> {
+        self.pair_words(id).chunks_exact(2)
+    }
+
+    /// Word `k` of `id`.
+    fn word(&self, id: SetId, k: u64) -> u64 {
+        let s = self.stored[id.0 as usize];
+        if !s.sparse {
+            return usize::try_from(k)
+                .ok()
+                .and_then(|k| self.data.get(s.start + k))
+                .copied()
+                .unwrap_or(0);
+        }
+        // Binary search over the pairs, by index.
+        let flat = self.pair_words(id);
+        let (mut lo, mut hi) = (0, flat.len() / 2);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match flat[2 * mid].cmp(&k) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return flat[2 * mid + 1],
+            }
+        }
+        0
+    }
+
+    /// Whether `id` is the set whose dense words are `set`.
+    fn is(&self, id: SetId, set: &[u64]) -> bool {
+        let s = self.stored[id.0 as usize];
+        if s.sparse {
+            let mut pairs = self.sparse_pairs(id).peekable();
+            set.iter().enumerate().all(|(k, &w)| match pairs.peek() {
+                Some(p) if p[0] as usize == k => {
+                    let equal = p[1] == w;
+                    pairs.next();
+                    equal
+                }
+                _ => w == 0,
+            })
+        } else {
+            &self.data[s.start..s.start + self.words] == set
+        }
+    }
+
+    /// Adds `set` (dense) as a new set, sparse where that is smaller; `None` when the table
+    /// has no room for it.
+    fn insert(&mut self, set: &[u64]) -> Option<SetId> {
+        let nonzero = set.iter().filter(|&&w| w != 0).count();
+        let sparse = 2 * nonzero < set.len();
+        let size = if sparse { 2 * nonzero } else { set.len() };
+        let id = u32::try_from(self.stored.len()).ok()?;
+        // The empty set always fits: a table too small for anything still starts.
+        if id > 0 && self.used_words() + size + SET_OVERHEAD_WORDS > self.max_words {
+            return None;
+        }
+        let start = self.data.len();
+        if sparse {
+            for (k, &w) in set.iter().enumerate().filter(|(_, &w)| w != 0) {
+                self.data.push(k as u64);
+                self.data.push(w);
+            }
+        } else {
+            self.data.extend_from_slice(set);
+        }
+        self.stored.push(Stored { start, sparse });
+        self.index.entry(hash(set)).or_default().push(id);
+        Some(SetId(id))
     }
 
     /// The id of `set`, adding it if it is new; `None` when the table is full.
     pub(super) fn intern(&mut self, set: &[u64]) -> Option<SetId> {
-        if let Some(id) = self.find(set) {
-            return Some(id);
+        match self.find(set) {
+            Some(id) => Some(id),
+            None => self.insert(set),
         }
-        let hash = hash(set);
-        let next = self.len();
-        if next >= self.max_sets {
-            return None;
-        }
-        let id = u32::try_from(next).ok()?;
-        self.data.extend_from_slice(set);
-        self.index.entry(hash).or_default().push(id);
-        Some(SetId(id))
     }
 
     /// The set of the one input `bit`.
@@ -99,9 +223,7 @@ impl SetTable {
     /// The id of `set`, if the table holds it.
     fn find(&self, set: &[u64]) -> Option<SetId> {
         let ids = self.index.get(&hash(set))?;
-        ids.iter()
-            .map(|&id| SetId(id))
-            .find(|&id| self.get(id) == set)
+        ids.iter().map(|&id| SetId(id)).find(|&id| self.is(id, set))
     }
 
     /// `a ∪ b`.
@@ -113,9 +235,9 @@ impl SetTable {
             return Some(b);
         }
         let mut set = std::mem::take(&mut self.scratch);
-        for ((s, x), y) in set.iter_mut().zip(self.get(a)).zip(self.get(b)) {
-            *s = x | y;
-        }
+        set.iter_mut().for_each(|w| *w = 0);
+        self.or_into(a, &mut set);
+        self.or_into(b, &mut set);
         let id = self.intern(&set);
         self.scratch = set;
         id
@@ -123,35 +245,52 @@ impl SetTable {
 
     /// `a ∩ b`, as words (for messages).
     pub(super) fn both(&self, a: SetId, b: SetId) -> Vec<u64> {
-        self.get(a)
-            .iter()
-            .zip(self.get(b))
-            .map(|(x, y)| x & y)
-            .collect()
+        let b = self.dense(b);
+        let mut set = self.dense(a);
+        set.iter_mut().zip(&b).for_each(|(x, y)| *x &= y);
+        set
     }
 
     /// `a \ b`, as words (for messages).
     pub(super) fn minus(&self, a: SetId, b: SetId) -> Vec<u64> {
-        self.get(a)
-            .iter()
-            .zip(self.get(b))
-            .map(|(x, y)| x & !y)
-            .collect()
+        let b = self.dense(b);
+        let mut set = self.dense(a);
+        set.iter_mut().zip(&b).for_each(|(x, y)| *x &= !y);
+        set
     }
 
-    /// Whether `a` and `b` share an input.
+    /// Whether `a` and `b` share an input: the nonzero words of one stored sparse against the
+    /// same words of the other, or word by word where both are dense.
     pub(super) fn overlap(&self, a: SetId, b: SetId) -> bool {
-        a != SetId::EMPTY
-            && b != SetId::EMPTY
-            && self.get(a).iter().zip(self.get(b)).any(|(x, y)| x & y != 0)
+        if a == SetId::EMPTY || b == SetId::EMPTY {
+            return false;
+        }
+        let (sa, sb) = (self.stored[a.0 as usize], self.stored[b.0 as usize]);
+        let against = |few: SetId, other: SetId| {
+            self.sparse_pairs(few)
+                .any(|p| p[1] & self.word(other, p[0]) != 0)
+        };
+        match (sa.sparse, sb.sparse) {
+            (true, _) => against(a, b),
+            (false, true) => against(b, a),
+            (false, false) => self.data[sa.start..sa.start + self.words]
+                .iter()
+                .zip(&self.data[sb.start..sb.start + self.words])
+                .any(|(x, y)| x & y != 0),
+        }
     }
 }
 
-/// A set's hash, for the table's index.
+/// A set's hash, for the table's index: of its nonzero words and their indices only, so that
+/// it does not depend on how the set is stored.
 fn hash(set: &[u64]) -> u64 {
-    set.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &w| {
-        (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(5)
-    })
+    set.iter()
+        .enumerate()
+        .filter(|(_, &w)| w != 0)
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, (k, &w)| {
+            let h = (h ^ k as u64).wrapping_mul(0x0100_0000_01b3).rotate_left(5);
+            (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(5)
+        })
 }
 
 #[cfg(test)]
@@ -161,11 +300,13 @@ mod tests {
 
     #[test]
     fn equal_sets_share_an_id_and_the_table_is_bounded() {
-        let mut t = SetTable::new(2, 5);
+        // Sets of 2 words: one nonzero word is not fewer than half, so these are dense.
+        let room = |sets: usize| sets * (2 + SET_OVERHEAD_WORDS);
+        let mut t = SetTable::new(2, room(5));
         let a = t.single(3).unwrap();
         let b = t.single(70).unwrap();
         let ab = t.union(a, b).unwrap();
-        assert_eq!(t.get(ab), &[1 << 3, 1 << 6]);
+        assert_eq!(t.dense(ab), [1 << 3, 1 << 6]);
         assert_eq!(t.union(b, a), Some(ab));
         assert_eq!(t.single(3), Some(a));
         assert!(t.overlap(ab, a));
@@ -180,5 +321,48 @@ mod tests {
         assert_eq!(t.union(c, a), None);
         assert_eq!(t.union(a, SetId::EMPTY), Some(a));
         assert_eq!(t.union(a, b), Some(ab));
+    }
+
+    /// Small sets of a wide table are stored as their nonzero words, and every operation
+    /// gives what it gives on the dense words, whichever way each operand is stored.
+    #[test]
+    fn sparse_and_dense_sets_are_the_same_sets() {
+        let words = 8;
+        let mut t = SetTable::new(words, usize::MAX);
+        let bits = |list: &[usize]| {
+            let mut set = vec![0u64; words];
+            for &b in list {
+                set[b / 64] |= 1 << (b % 64);
+            }
+            set
+        };
+        let lists: [&[usize]; 6] = [
+            &[0],
+            &[511],
+            &[1, 65, 300],
+            &[0, 64, 128, 192, 256, 320, 384, 448],
+            &[5, 70, 130, 200, 260, 330, 390, 450, 500],
+            &[300, 301],
+        ];
+        let ids: Vec<SetId> = lists.iter().map(|l| t.intern(&bits(l)).unwrap()).collect();
+        // One input takes two words, not eight.
+        assert!(t.stored[ids[0].0 as usize].sparse);
+        assert!(!t.stored[ids[3].0 as usize].sparse);
+        for (i, &x) in ids.iter().enumerate() {
+            assert_eq!(t.dense(x), bits(lists[i]));
+            assert_eq!(t.intern(&bits(lists[i])), Some(x), "found again: {i}");
+            for (j, &y) in ids.iter().enumerate() {
+                let (dx, dy) = (bits(lists[i]), bits(lists[j]));
+                let or: Vec<u64> = dx.iter().zip(&dy).map(|(a, b)| a | b).collect();
+                let and: Vec<u64> = dx.iter().zip(&dy).map(|(a, b)| a & b).collect();
+                let not: Vec<u64> = dx.iter().zip(&dy).map(|(a, b)| a & !b).collect();
+                let u = t.union(x, y).unwrap();
+                assert_eq!(t.dense(u), or, "{i} ∪ {j}");
+                assert_eq!(t.intern(&or), Some(u));
+                assert_eq!(t.both(x, y), and, "{i} ∩ {j}");
+                assert_eq!(t.minus(x, y), not, "{i} \\ {j}");
+                assert_eq!(t.overlap(x, y), and.iter().any(|&w| w != 0), "{i}, {j}");
+            }
+        }
     }
 }

@@ -125,8 +125,8 @@ impl<'a> Run<'a> {
             }));
             return None;
         };
-        // The rest is for the distinct sets: their words and about three of bookkeeping.
-        let room = (MAX_SYMBOLIC_WORDS - total) / (words as u64 + 3);
+        // The rest is for the distinct sets, their words and bookkeeping.
+        let room = MAX_SYMBOLIC_WORDS - total;
         let mut table = SetTable::new(words, usize::try_from(room).unwrap_or(usize::MAX));
         let mut all = vec![0u64; words];
         for bit in 0..inputs {
@@ -174,15 +174,20 @@ impl<'a> Run<'a> {
         if !self.full {
             self.full = true;
             let what = format!(
-                "phase `{}`: distinct input sets of the symbolic state ({} words each)",
-                self.phase.name, self.words
+                "phase `{}`: words of the symbolic state's distinct input sets ({} sets of \
+                 up to {} words, and the slots)",
+                self.phase.name,
+                self.table.len() + 1,
+                self.words
             );
-            let limit = self.table.len() as u64;
+            // The slots' words were checked before the run; the sets filled the rest.
+            let slots = (self.sets.len() as u64 * 6).div_ceil(8);
+            let used = slots + self.table.used_words() as u64;
             self.errors.push(
                 Location::phase(&self.phase.name).error(ErrorKind::TooLarge {
                     what,
-                    count: limit + 1,
-                    limit,
+                    count: used + 1,
+                    limit: MAX_SYMBOLIC_WORDS,
                 }),
             );
         }
@@ -441,7 +446,7 @@ impl<'a> Run<'a> {
             let error = if have != self.all {
                 let missing = self.table.minus(self.all, have);
                 ErrorKind::ScalePartial {
-                    holds: self.nodes(self.table.get(have)),
+                    holds: self.nodes(&self.table.dense(have)),
                     count: self.inputs,
                     missing: self.nodes(&missing),
                 }
@@ -549,7 +554,7 @@ impl<'a> Run<'a> {
     ) -> VerifyError {
         let (want, expected) = match one {
             None => (
-                self.table.get(self.all).to_vec(),
+                self.table.dense(self.all),
                 Expected::AllInputs { count: self.inputs },
             ),
             Some(owner) => {
@@ -562,7 +567,8 @@ impl<'a> Run<'a> {
                 (set, expected)
             }
         };
-        let have = self.table.get(self.sets[s]);
+        let have = self.table.dense(self.sets[s]);
+        let have = &have[..];
         let missing: Vec<u64> = want.iter().zip(have).map(|(x, h)| x & !h).collect();
         let extra: Vec<u64> = have.iter().zip(&want).map(|(h, x)| h & !x).collect();
         self.final_at(last, n, chunk).error(ErrorKind::WrongResult {
