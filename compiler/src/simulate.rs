@@ -123,7 +123,7 @@ pub fn simulate_topology(
         let first = table.rows.len();
         // Every method, and a method tuned to the size at every size, is lowered side by
         // side, on every core; the rows keep the methods' and sizes' order.
-        let methods: Vec<Result<Vec<Row>, Skipped>> = Method::ALL
+        let methods: Vec<Result<Vec<Result<Row, Skipped>>, Skipped>> = Method::ALL
             .par_iter()
             .map(|&method| {
                 let skip = |reason: String| Skipped {
@@ -156,7 +156,7 @@ pub fn simulate_topology(
                             .ok_or_else(|| skip(reason))?;
                         return Ok(sizes
                             .par_iter()
-                            .map(|&bytes| pattern_row(&ir, &basis, &pattern, bytes))
+                            .map(|&bytes| Ok(pattern_row(&ir, &basis, &pattern, bytes)))
                             .collect());
                     }
                 };
@@ -166,13 +166,21 @@ pub fn simulate_topology(
                         sized_row(
                             machine, &ir, &basis, method, &request, &knobs, &phase, bytes,
                         )
+                        .map_err(skip)
                     })
                     .collect())
             })
             .collect();
         for method in methods {
             match method {
-                Ok(rows) => table.rows.extend(rows),
+                Ok(rows) => {
+                    for row in rows {
+                        match row {
+                            Ok(row) => table.rows.push(row),
+                            Err(skipped) => table.skipped.push(skipped),
+                        }
+                    }
+                }
                 Err(skipped) => table.skipped.push(skipped),
             }
         }
@@ -249,7 +257,9 @@ fn pattern_row(
 
 /// The row of `phase` at `bytes`: re-chunked, or for a [`Method::sized`] method lowered again
 /// for the size (re-chunked when that fails, which it does not for a method that lowered the
-/// phase's own size).
+/// phase's own size). A re-chunked phase whose chunks would outgrow the segments that its
+/// reducing devices carry (`mtu_bytes`) is no schedule those devices can run: no row, and the
+/// reason, at that size.
 #[allow(clippy::too_many_arguments)]
 fn sized_row(
     machine: &crate::machine::Machine,
@@ -260,18 +270,37 @@ fn sized_row(
     knobs: &Knobs,
     phase: &Phase,
     bytes: u64,
-) -> Row {
+) -> Result<Row, String> {
     let elements = bytes / phase.dtype.size_bytes();
+    let mut failed = None;
     if method.sized() {
         let spec = PhaseSpec {
             elements,
             ..request.spec.clone()
         };
-        if let Ok(sized) = verified(machine, ir, method, &spec, knobs) {
-            return row(ir, basis, &sized);
+        match verified(machine, ir, method, &spec, knobs) {
+            Ok(sized) => return Ok(row(ir, basis, &sized)),
+            Err(e) => failed = Some(e),
         }
     }
-    row(ir, basis, &phase.with_elements(elements))
+    let rechunked = phase.with_elements(elements);
+    let largest = rechunked.chunks.iter().map(|c| c.len()).max().unwrap_or(0);
+    let largest = largest.saturating_mul(rechunked.dtype.size_bytes());
+    let devices_run =
+        rechunked.programs.iter().enumerate().any(|(n, p)| {
+            ir.nodes.get(n).is_some_and(|n| n.capacity.is_some()) && !p.steps.is_empty()
+        });
+    let mtu = machine.devices.values().map(|d| d.mtu_bytes).min();
+    match mtu {
+        Some(mtu) if devices_run && largest > u64::from(mtu) => Err(format!(
+            "at {} its segments would be {}, over the devices' {mtu}-byte MTU (lowered for \
+             that size: {})",
+            format_bytes(bytes),
+            format_bytes(largest),
+            failed.unwrap_or_else(|| "not a method lowered per size".to_string())
+        )),
+        _ => Ok(row(ir, basis, &rechunked)),
+    }
 }
 
 /// Marks, per phase and size, the row `auto` takes. `rows` are one phase's, in registry

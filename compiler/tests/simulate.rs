@@ -496,3 +496,42 @@ fn rotated_hd_too_large_to_build_is_priced_as_its_pattern() {
         "{ring}"
     );
 }
+
+/// `in-network`'s chunks are the devices' segments. Where it cannot be lowered for a size (here
+/// 1 GiB in 64-byte segments is over the instruction limit), its schedule for the file's size is
+/// not stretched to it, which would carry 16 MiB segments the devices cannot hold: no row at
+/// that size, and the reason, naming the MTU. At the file's size it is priced as usual.
+#[test]
+fn in_network_is_not_stretched_past_the_mtu() {
+    let dir = std::env::temp_dir().join(format!("topoc-mtu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let file = dir.join("mtu.ron");
+    std::fs::write(
+        &file,
+        r#"Topology(name: "f", machine: Fabric(hosts: 2, ranks_per_host: 2,
+            nic: (reduce: true, segment_buffers: 8, mtu_bytes: 64),
+            switch: (reduce: true, segment_buffers: 16, mtu_bytes: 64)),
+          phases: [Exchange(name: "g", collective: AllReduce, op: Sum, dtype: F32, elements: 1024)])"#,
+    )
+    .expect("write the file");
+    let json = table(&[file.to_str().expect("utf-8 path"), "--sizes", "4KiB,1GiB"]);
+    let in_network: Vec<u64> = rows(&json)
+        .iter()
+        .filter(|r| r["algorithm"] == "in-network")
+        .map(|r| r["bytes"].as_u64().expect("bytes"))
+        .collect();
+    assert_eq!(in_network, [4096]);
+    let reason = json["skipped"]
+        .as_array()
+        .expect("skipped")
+        .iter()
+        .find(|s| s["algorithm"] == "in-network")
+        .and_then(|s| s["reason"].as_str())
+        .expect("a reason for in-network at 1 GiB")
+        .to_string();
+    assert!(
+        reason.contains("at 1 GiB") && reason.contains("64-byte MTU"),
+        "{reason}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
