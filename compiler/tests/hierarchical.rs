@@ -262,7 +262,7 @@ fn refuses_machines_without_group_structure_saying_why() {
         ])"#;
     assert_eq!(
         refusal(unequal),
-        "the groups are unequal: a0 has 3 members, b0 has 2"
+        "the groups are unequal: the group of a0 has 3 members, that of b0 has 2 members"
     );
     // Two groups of three joined in a line by fast links: neither a clique nor one switch.
     let line = r#"Graph(nodes: ["a0", "a1", "a2", "b0", "b1", "b2"], switches: ["leaf"],

@@ -154,11 +154,18 @@ fn no_method(
     candidates: &[Method],
     refusals: &[(Method, EmbedError)],
 ) -> Problem {
-    let headline = format!(
-        "no method can lower {} on machine `{}`",
-        describe(spec.collective),
-        machine.name
-    );
+    let headline = match candidates {
+        [one] => format!(
+            "`{one}` cannot lower {} on machine `{}`",
+            describe(spec.collective),
+            machine.name
+        ),
+        _ => format!(
+            "no method can lower {} on machine `{}`",
+            describe(spec.collective),
+            machine.name
+        ),
+    };
     // The default phase is written nowhere: point at the machine instead.
     let mut problem = if *at == path!["phases"] {
         Problem::at(
@@ -191,10 +198,15 @@ fn no_method(
             failed.join(", ")
         ));
     }
-    let hint = if candidates
-        .iter()
-        .any(|m| matches!(m, Method::Ring | Method::LadderRings))
-    {
+    // Adding links helps only where the ring search itself found no cycle; a method refused
+    // for the machine's kind says nothing about its links.
+    let no_cycle = refusals.iter().any(|(m, e)| {
+        *m == Method::Ring && {
+            let why = e.to_string();
+            why.contains("Hamiltonian") || why.contains("cycle")
+        }
+    });
+    let hint = if no_cycle {
         "ring methods need a cycle through every compute node; add links so that one exists"
     } else {
         "write `auto` to let the compiler weigh every method that applies"

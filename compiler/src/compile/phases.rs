@@ -54,6 +54,18 @@ impl PhaseRequest {
                 .map(|s| s.per_round())
                 .unwrap_or_default(),
         };
+        if options.slices.is_none() && self.exchange.slices.is_some() && slices.is_empty() {
+            return Err(Problem::at(
+                self.at.field("slices"),
+                "an empty list of slices per round",
+                "lists no round",
+            )
+            .hint(format!(
+                "write one count for every round (`slices: 4`), or one per round \
+                 (`slices: [2, 4, 4]`), each from 1 to {}; leave `slices` out for the default",
+                halving_doubling::MAX_SLICES
+            )));
+        }
         if let Some(bad) = slices
             .iter()
             .find(|&&k| k == 0 || k > halving_doubling::MAX_SLICES)

@@ -71,11 +71,16 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
     }
     let k = members[0].len();
     if let Some(other) = members.iter().find(|m| m.len() != k) {
+        let count = |n: usize| match n {
+            1 => "1 member".to_string(),
+            n => format!("{n} members"),
+        };
         return refuse(format!(
-            "the groups are unequal: {} has {k} members, {} has {}",
+            "the groups are unequal: the group of {} has {}, that of {} has {}",
             name_of(machine, members[0][0]),
+            count(k),
             name_of(machine, other[0]),
-            other.len()
+            count(other.len())
         ));
     }
     if k < 2 {

@@ -80,15 +80,19 @@ fn refuse(why: String) -> EmbedError {
 fn layout(machine: &Machine) -> Result<Layout, EmbedError> {
     if machine.shape != Shape::Fabric {
         let broke = machine.failed.broke(|s| *s == Shape::Fabric);
-        return Err(refuse(format!(
-            "runs on intact `Fabric` machines only{broke}"
+        return Err(EmbedError::NotApplicable(format!(
+            "`in-network` runs on intact `Fabric` machines only{broke}"
         )));
     }
     let name = |n: NodeId| machine.node(n).name.clone();
     let mut hosts: Vec<Host> = Vec::new();
     for rank in machine.compute_nodes() {
         let [(link, nic)] = machine.links_at(rank)[..] else {
-            return Err(refuse(format!("rank `{}` is not on one NIC", name(rank))));
+            return Err(refuse(format!(
+                "rank `{}` is linked to more than its NIC (a `host_fabric`), so its data could \
+                 bypass the NIC's reduction",
+                name(rank)
+            )));
         };
         match hosts.iter_mut().find(|h| h.0 == nic) {
             Some(h) => h.2.push((rank, link)),
