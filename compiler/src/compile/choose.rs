@@ -201,10 +201,11 @@ fn no_method(
     // Adding links helps only where the ring search itself found no cycle; a method refused
     // for the machine's kind says nothing about its links.
     let no_cycle = refusals.iter().any(|(m, e)| {
-        *m == Method::Ring && {
-            let why = e.to_string();
-            why.contains("Hamiltonian") || why.contains("cycle")
-        }
+        *m == Method::Ring
+            && matches!(
+                e,
+                EmbedError::NoHamiltonianCycle { .. } | EmbedError::SearchGaveUp { .. }
+            )
     });
     let hint = if no_cycle {
         "ring methods need a cycle through every compute node; add links so that one exists"

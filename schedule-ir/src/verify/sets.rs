@@ -82,6 +82,11 @@ impl SetTable {
         self.data.len() + SET_OVERHEAD_WORDS * self.stored.len()
     }
 
+    /// The most words the table may hold.
+    pub(super) fn max_words(&self) -> usize {
+        self.max_words
+    }
+
     /// The words of `id`, dense (for messages and the few checks that read a whole set).
     pub(super) fn dense(&self, id: SetId) -> Vec<u64> {
         let mut set = vec![0; self.words];

@@ -175,19 +175,16 @@ impl<'a> Run<'a> {
             self.full = true;
             let what = format!(
                 "phase `{}`: words of the symbolic state's distinct input sets ({} sets of \
-                 up to {} words, and the slots)",
+                 up to {} words; the limit is what the slots leave of {MAX_SYMBOLIC_WORDS})",
                 self.phase.name,
                 self.table.len() + 1,
                 self.words
             );
-            // The slots' words were checked before the run; the sets filled the rest.
-            let slots = (self.sets.len() as u64 * 6).div_ceil(8);
-            let used = slots + self.table.used_words() as u64;
             self.errors.push(
                 Location::phase(&self.phase.name).error(ErrorKind::TooLarge {
                     what,
-                    count: used + 1,
-                    limit: MAX_SYMBOLIC_WORDS,
+                    count: self.table.used_words() as u64 + 1,
+                    limit: self.table.max_words() as u64,
                 }),
             );
         }
