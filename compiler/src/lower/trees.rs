@@ -170,6 +170,13 @@ impl Lowering for Trees {
 /// on the machine (on the 8 × 8 mesh 0.5, on a ladder of 13 pairs 0.125).
 const RANK_RATES: [f64; 3] = [0.25, 0.125, 0.5];
 
+/// The least relative gain for which the depth search keeps doubling the pipeline. Fill and
+/// drain cost about `c / N` for `N` chunks, so once a doubling gains `g`, every further doubling
+/// together gains about `g` more, while each costs twice the one before to schedule. Where
+/// steps cost no latency every deeper pipeline is a little cheaper, and without a threshold the
+/// search would double to the transfer cap (an 8-node broadcast to 16 384 chunks).
+const DOUBLING_GAIN: f64 = 0.005;
+
 /// The most transfers a phase's pipeline may grow to on a machine of at most 64 compute
 /// nodes: at 256 MiB the 8 × 8 mesh's best depth, about 1 600 chunks, fits.
 pub const MAX_TRANSFERS: usize = 200_000;
@@ -450,8 +457,9 @@ impl<'a> Search<'a> {
         Ok(None)
     }
 
-    /// Doubling the depth from `best` until two doublings in a row are no cheaper, then finer
-    /// steps around the cheapest; `tried` holds the depths already priced.
+    /// Doubling the depth from `best` until two doublings in a row gain less than
+    /// [`DOUBLING_GAIN`], then finer steps around the cheapest; `tried` holds the depths
+    /// already priced.
     fn deepen(&self, mut best: Priced, mut tried: BTreeSet<usize>) -> Result<Priced, DagError> {
         let rate = RANK_RATES[0];
         let (mut total, mut worse) = (best.1, 0);
@@ -460,7 +468,11 @@ impl<'a> Search<'a> {
             tried.insert(total);
             let before = best.0;
             self.try_total(&mut best, total, rate)?;
-            worse = if best.0 < before { 0 } else { worse + 1 };
+            worse = if best.0 < before * (1.0 - DOUBLING_GAIN) {
+                0
+            } else {
+                worse + 1
+            };
         }
         self.refine(&mut best, rate, &mut tried)?;
         Ok(best)
@@ -709,5 +721,31 @@ mod tests {
         };
         let (small, large) = (chunks(1 << 10), chunks(1 << 26));
         assert!(small < large, "{small} chunks at 4 KiB, {large} at 256 MiB");
+    }
+
+    #[test]
+    fn links_without_latency_do_not_deepen_the_pipeline_to_the_cap() {
+        // Every doubling is a little cheaper when steps cost no latency: the search stops
+        // where doublings gain less than `DOUBLING_GAIN`, far below the transfer cap.
+        let m = crate::compile::load(
+            r#"Topology(name: "h", machine: Hypercube(dims: 3,
+                link: (bandwidth_gbps: 100.0, latency_us: 0.0)))"#,
+        )
+        .unwrap()
+        .machine;
+        let root = m.compute_nodes()[0];
+        let collective = Collective::Broadcast { root };
+        let packing = pack(&m, collective).unwrap();
+        let spec = PhaseSpec {
+            name: "x".to_string(),
+            collective,
+            op: schedule_ir::ReduceOp::Sum,
+            dtype: schedule_ir::DType::F32,
+            elements: 1 << 20,
+        };
+        let most = most_chunks(&m, collective, spec.elements);
+        let (_, lowered) = lower(&spec, &m, &packing, 1).unwrap();
+        let chunks: usize = lowered.chunks_per_tree.iter().sum();
+        assert!(2 * chunks <= most, "{chunks} chunks of at most {most}");
     }
 }
