@@ -35,6 +35,32 @@ pub const MAX_PATTERN_STEP_SLOTS: u64 = 1 << 26;
 /// an explicit phase): beyond it the pattern is kept as it is.
 pub const MAX_EXPANDED_INSTRUCTIONS: u64 = 1 << 24;
 
+/// The accepted rates, Gbit/s: a link's `bandwidth_gbps` and the machine's `reduce_gbps`,
+/// 1 kbit/s to 10^9 Gbit/s. Being positive and finite is not enough: a subnormal bandwidth
+/// (`5e-324`) turns every transfer's time into `inf`, so every estimate and efficiency in the
+/// reports would be meaningless. The topology language holds its figures to the same range.
+pub const RATE_GBPS: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
+
+/// The accepted latencies other than zero, µs: a link's `latency_us` and the machine's
+/// `switch_latency_us`, 1 ps to 1000 s (a sum over a phase's steps stays finite).
+pub const LATENCY_US: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
+
+/// Whether `gbps` is an accepted rate ([`RATE_GBPS`]).
+pub fn rate_accepted(gbps: f64) -> bool {
+    RATE_GBPS.contains(&gbps)
+}
+
+/// Whether `us` is an accepted latency: zero or in [`LATENCY_US`].
+pub fn latency_accepted(us: f64) -> bool {
+    us == 0.0 || LATENCY_US.contains(&us)
+}
+
+/// The rule [`rate_accepted`] checks, in words.
+pub const RATE_RULE: &str = "from 1e-6 to 1e9 Gbit/s (1 kbit/s to 10^9 Gbit/s)";
+
+/// The rule [`latency_accepted`] checks, in words.
+pub const LATENCY_RULE: &str = "0, or from 1e-6 to 1e9 µs (1 ps to 1000 s)";
+
 /// [`MAX_VECTOR_BYTES`] in words: `2^48 bytes (256 TiB)`.
 pub fn vector_bytes_phrase() -> String {
     let power = MAX_VECTOR_BYTES.trailing_zeros();

@@ -272,11 +272,16 @@ fn parse_any<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ReadError>
             column: e.column(),
             message: e.to_string(),
         })?,
-        Format::Ron => ron::from_str(text).map_err(|e| ReadError::Syntax {
-            format: "RON",
-            line: e.span.start.line,
-            column: e.span.start.col,
-            message: e.code.to_string(),
-        })?,
+        // An optional value may be written bare (`capacity: 2`) as well as `Some(2)`, as
+        // docs/ir.md promises: hand-written files use the bare form.
+        Format::Ron => ron::Options::default()
+            .with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME)
+            .from_str(text)
+            .map_err(|e| ReadError::Syntax {
+                format: "RON",
+                line: e.span.start.line,
+                column: e.span.start.col,
+                message: e.code.to_string(),
+            })?,
     })
 }

@@ -167,17 +167,17 @@ fn check_machine(machine: &Machine, errors: &mut Vec<VerifyError>) -> bool {
         reduce_gbps,
         switch_latency_us,
     } = machine;
-    if !(switch_latency_us.is_finite() && *switch_latency_us >= 0.0) {
+    if !crate::limits::latency_accepted(*switch_latency_us) {
         errors.push(Location::schedule().error(ErrorKind::InvalidSwitchLatency {
             machine: name.clone(),
-            value: switch_latency_us.to_string(),
+            value: figure(*switch_latency_us),
         }));
     }
     if let Some(rate) = *reduce_gbps {
-        if !(rate.is_finite() && rate > 0.0) {
+        if !crate::limits::rate_accepted(rate) {
             errors.push(Location::schedule().error(ErrorKind::InvalidReduceRate {
                 machine: name.clone(),
-                value: rate.to_string(),
+                value: figure(rate),
             }));
         }
     }
@@ -275,23 +275,34 @@ fn check_links(machine: &Machine, errors: &mut Vec<VerifyError>) {
                     .error(ErrorKind::InvalidLink { field, value, rule }),
             );
         };
-        if !(bandwidth_gbps.is_finite() && *bandwidth_gbps > 0.0) {
+        if !crate::limits::rate_accepted(*bandwidth_gbps) {
             invalid(
                 "bandwidth_gbps",
-                bandwidth_gbps.to_string(),
-                "positive and finite",
+                figure(*bandwidth_gbps),
+                crate::limits::RATE_RULE,
             );
         }
-        if !(latency_us.is_finite() && *latency_us >= 0.0) {
+        if !crate::limits::latency_accepted(*latency_us) {
             invalid(
                 "latency_us",
-                latency_us.to_string(),
-                "non-negative and finite",
+                figure(*latency_us),
+                crate::limits::LATENCY_RULE,
             );
         }
         if *lanes == 0 {
             invalid("lanes", lanes.to_string(), "at least 1");
         }
+    }
+}
+
+/// A machine figure as an error message shows it: as written for everyday values, with an
+/// exponent where the plain form would run to hundreds of digits (`5e-324`, `1e300`).
+fn figure(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude != 0.0 && magnitude.is_finite() && !(1e-4..1e15).contains(&magnitude) {
+        format!("{value:e}")
+    } else {
+        value.to_string()
     }
 }
 

@@ -37,10 +37,13 @@
 //!   [`ErrorKind::LinkToItself`];
 //! - a node's `capacity`, when given, is on a switch and at least 1 —
 //!   [`ErrorKind::BadCapacity`]; such a switch is a *device* and runs a program;
-//! - `bandwidth_gbps` is positive and finite, `latency_us` is non-negative and finite, `lanes`
-//!   is at least 1 — [`ErrorKind::InvalidLink`];
-//! - `reduce_gbps`, when given, is positive and finite — [`ErrorKind::InvalidReduceRate`].
-//! - `switch_latency_us` is zero or more and finite — [`ErrorKind::InvalidSwitchLatency`].
+//! - `bandwidth_gbps` is in [`RATE_GBPS`](crate::limits::RATE_GBPS), `latency_us` is 0 or in
+//!   [`LATENCY_US`](crate::limits::LATENCY_US), `lanes` is at least 1 —
+//!   [`ErrorKind::InvalidLink`];
+//! - `reduce_gbps`, when given, is in [`RATE_GBPS`](crate::limits::RATE_GBPS) —
+//!   [`ErrorKind::InvalidReduceRate`].
+//! - `switch_latency_us` is 0 or in [`LATENCY_US`](crate::limits::LATENCY_US) —
+//!   [`ErrorKind::InvalidSwitchLatency`].
 //!
 //! Each phase:
 //! - buffer 0 exists and is [`BufferKind::Data`](crate::BufferKind::Data) —
