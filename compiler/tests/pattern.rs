@@ -380,6 +380,29 @@ fn patterns_that_are_not_patterns_are_refused_with_their_reason() {
 }
 
 #[test]
+fn a_pattern_whose_links_differ_is_refused_by_the_proof_and_by_expansion_alike() {
+    // One verdict per file: `verify` proves the pattern, `run`, `draw` and `simulate` expand
+    // it; a link slower than the origin's would make the expansion a valid schedule that the
+    // pattern's estimate, priced from the origin, does not describe.
+    let m = machine("Torus(dims: [4, 4])");
+    let mut p = pattern_of(&m, &spec(Collective::AllReduce, 4096));
+    let last = p.machine.links.len() - 1;
+    p.machine.links[last].bandwidth_gbps /= 2.0;
+    let errors = verify_pattern(p.clone()).expect_err("refused");
+    assert!(
+        errors.errors[0]
+            .to_string()
+            .contains("with its bandwidth, latency and lanes, and the machine has none"),
+        "{errors}"
+    );
+    let expanded = p.expand().expect_err("refused").to_string();
+    assert!(
+        expanded.contains("no one link with the bandwidth, latency and lanes of the origin's"),
+        "{expanded}"
+    );
+}
+
+#[test]
 fn a_pattern_on_a_large_torus_is_proved_without_expanding() {
     // 64 × 64: 8 257 536 instructions once expanded; the pattern holds 2016.
     let m = machine("Torus(dims: [64, 64])");

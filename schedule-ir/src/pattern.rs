@@ -153,6 +153,9 @@ pub struct Translator<'a> {
     grid: &'a Grid,
     index: Vec<Option<usize>>,
     links: Links,
+    /// Every link's bandwidth, latency and lanes: a link moves only to a link with the same
+    /// figures.
+    figures: Vec<(f64, f64, u32)>,
     /// `n`, the grid's node count: chunk `c` is part `c / n`, index `c % n`.
     n: usize,
 }
@@ -164,6 +167,11 @@ impl<'a> Translator<'a> {
             grid,
             index: grid.index_of(machine.nodes.len()),
             links: Links::of(machine),
+            figures: machine
+                .links
+                .iter()
+                .map(|l| (l.bandwidth_gbps, l.latency_us, l.lanes))
+                .collect(),
             n: grid.nodes.len().max(1),
         }
     }
@@ -199,23 +207,39 @@ impl<'a> Translator<'a> {
         self.links.between(self.node(at, t)?, self.node(peer, t)?)
     }
 
+    /// [`Translator::link`] where it has the bandwidth, latency and lanes of `template`: a
+    /// translated transfer must cost what the origin's does, or the pattern's estimate (priced
+    /// from the origin alone) would not be the expanded schedule's.
+    pub fn link_like(
+        &self,
+        template: LinkId,
+        at: NodeId,
+        peer: NodeId,
+        t: usize,
+    ) -> Option<LinkId> {
+        let moved = self.link(at, peer, t)?;
+        let figures = |l: LinkId| self.figures.get(l.index());
+        (figures(moved).is_some() && figures(moved) == figures(template)).then_some(moved)
+    }
+
     /// The origin's instruction `instr` as the node at index `t` runs it; `None` when a peer
-    /// is off the grid, no single link joins the translated ends, or a send has further links.
+    /// is off the grid, no single link joins the translated ends with the figures of the
+    /// origin's link ([`Translator::link_like`]), or a send has further links.
     pub fn instr(&self, instr: &Instr, t: usize) -> Option<Instr> {
         let origin = *self.grid.nodes.first()?;
         Some(match instr {
             Instr::Send {
+                link,
                 via,
                 to,
                 buffer,
                 chunks,
-                ..
             } => {
                 if !via.is_empty() {
                     return None;
                 }
                 Instr::Send {
-                    link: self.link(origin, *to, t)?,
+                    link: self.link_like(*link, origin, *to, t)?,
                     via: Vec::new(),
                     to: self.node(*to, t)?,
                     buffer: *buffer,
@@ -223,13 +247,13 @@ impl<'a> Translator<'a> {
                 }
             }
             Instr::Recv {
+                link,
                 from,
                 buffer,
                 chunks,
                 mode,
-                ..
             } => Instr::Recv {
-                link: self.link(origin, *from, t)?,
+                link: self.link_like(*link, origin, *from, t)?,
                 from: self.node(*from, t)?,
                 buffer: *buffer,
                 chunks: self.chunks(chunks, t),
@@ -314,7 +338,9 @@ impl Pattern {
                     step.iter().map(|i| translator.instr(i, t)).collect();
                 steps.push(moved.ok_or_else(|| {
                     malformed(format!(
-                        "an instruction of the origin's program cannot be moved to grid index {t}"
+                        "an instruction of the origin's program cannot be moved to grid index \
+                         {t}: no one link with the bandwidth, latency and lanes of the origin's \
+                         joins the moved ends"
                     ))
                 })?);
             }

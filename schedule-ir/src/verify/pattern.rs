@@ -437,15 +437,8 @@ fn check_moves(
                 }));
                 continue;
             }
-            let moved = (0..grid.nodes.len()).find(|&t| {
-                let same = translator.link(at, peer, t).is_some_and(|m| {
-                    let m = &machine.links[m.index()];
-                    m.bandwidth_gbps == template.bandwidth_gbps
-                        && m.latency_us == template.latency_us
-                        && m.lanes == template.lanes
-                });
-                !same
-            });
+            let moved =
+                (0..grid.nodes.len()).find(|&t| translator.link_like(l, at, peer, t).is_none());
             if let Some(t) = moved {
                 let (a, b) = (
                     translator.node(at, t).unwrap_or(at),
