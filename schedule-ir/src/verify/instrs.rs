@@ -1,7 +1,7 @@
 //! Pass 1, well-formed, for instructions: ids in range, peers, routes and chunk lists.
 
 use super::{action, buffer, link, node, AnyId, ErrorKind, Location, VerifyError};
-use crate::{ChunkIds, Instr, LinkId, Machine, NodeId, NodeKind, Phase, ReduceOp, StepId};
+use crate::{ChunkId, ChunkIds, Instr, LinkId, Machine, NodeId, NodeKind, Phase, ReduceOp, StepId};
 
 /// Checks instructions, with a reusable marker array for repeated chunks.
 pub(super) struct InstrChecker<'a> {
@@ -156,8 +156,11 @@ impl<'a> InstrChecker<'a> {
     }
 
     /// A chunk list: not empty, ids in range, no repeats. A list whose runs increase and end
-    /// in range has neither problem and is passed on its runs alone; any other is checked id
-    /// by id, so that every problem is reported where it is, in list order.
+    /// in range has neither problem and is passed on its runs alone; any other is checked run
+    /// by run, in list order: the ids of a run that are in range one by one for repeats, and
+    /// the rest of the run, past the phase's chunks, reported once at its first id. A run is a
+    /// few bytes of text however many ids it names, so an error per id would let a small file
+    /// claim gigabytes of errors.
     fn chunk_list(&mut self, step: StepId, at: NodeId, act: &Instr, chunks: &ChunkIds) {
         if chunks.is_empty() {
             let kind = ErrorKind::EmptyChunkList {
@@ -170,23 +173,35 @@ impl<'a> InstrChecker<'a> {
             return;
         }
         self.generation += 1;
-        for c in chunks {
-            if !self.in_range(step, at, act, AnyId::Chunk(c)) {
-                continue;
-            }
-            let generation = self.generation;
-            let Some(mark) = self.seen.get_mut(c.index()) else {
-                continue;
+        let count = self.phase.chunks.len() as u64;
+        for &run in chunks.runs() {
+            let inside = if u64::from(run.start) >= count {
+                0
+            } else {
+                let stride = u64::from(run.stride.max(1));
+                ((count - 1 - u64::from(run.start)) / stride + 1).min(u64::from(run.len)) as u32
             };
-            let repeated = *mark == generation;
-            *mark = generation;
-            if repeated {
-                let kind = ErrorKind::RepeatedChunk {
-                    action: action(self.machine, act),
-                };
-                let here = self.at(step, at).chunk(c);
-                self.errors.push(here.error(kind));
+            (0..inside).for_each(|i| self.unrepeated(step, at, act, run.at(i)));
+            if inside < run.len {
+                self.in_range(step, at, act, AnyId::Chunk(run.at(inside)));
             }
+        }
+    }
+
+    /// Reports chunk `c` (in range) when the list being checked named it before.
+    fn unrepeated(&mut self, step: StepId, at: NodeId, act: &Instr, c: ChunkId) {
+        let generation = self.generation;
+        let Some(mark) = self.seen.get_mut(c.index()) else {
+            return;
+        };
+        let repeated = *mark == generation;
+        *mark = generation;
+        if repeated {
+            let kind = ErrorKind::RepeatedChunk {
+                action: action(self.machine, act),
+            };
+            let here = self.at(step, at).chunk(c);
+            self.errors.push(here.error(kind));
         }
     }
 
