@@ -83,6 +83,15 @@ impl Problem {
         self
     }
 
+    /// Adds a related place by byte range (for problems the parser found).
+    pub fn also_bytes(mut self, range: Range<usize>, label: impl Into<String>) -> Problem {
+        self.secondary.push(Mark {
+            at: At::Bytes(range),
+            text: label.into(),
+        });
+        self
+    }
+
     /// Adds a hint.
     pub fn hint(mut self, note: impl Into<String>) -> Problem {
         self.notes.push(format!("hint: {}", note.into()));

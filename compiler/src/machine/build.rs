@@ -23,7 +23,8 @@ pub const MAX_HYPERCUBE_DIMS: u32 = 16;
 /// A number of the topology language with a unit and the range of values the compiler
 /// accepts. The range keeps the cost model's arithmetic meaningful: a bandwidth of `1e-320`
 /// (subnormal) made every estimate `inf` and every efficiency `NaN`, so figures are held to
-/// sane physical bounds rather than merely to being finite and positive.
+/// sane physical bounds rather than merely to being finite and positive. Counts (a link's
+/// lanes) are figures too, so that every bounded number of a link is refused the same way.
 pub struct Figure {
     /// What the number is, for the message ("link bandwidth").
     pub what: &'static str,
@@ -41,6 +42,9 @@ pub struct Figure {
     pub meaning: &'static str,
     /// An example value for the hint.
     pub example: &'static str,
+    /// Whether the figure counts something: its values are whole and shown in full
+    /// (`4000000000`, not `4e9`), as the user wrote them.
+    pub whole: bool,
 }
 
 /// A link's bandwidth per direction: 1 kbit/s to 10^9 Gbit/s.
@@ -53,6 +57,7 @@ pub const BANDWIDTH: Figure = Figure {
     max: 1e9,
     zero: false,
     example: "100.0",
+    whole: false,
 };
 
 /// A link's one-way latency: zero, or 1 ps to 1000 s.
@@ -65,6 +70,7 @@ pub const LATENCY: Figure = Figure {
     max: 1e9,
     zero: true,
     example: "1.0",
+    whole: false,
 };
 
 /// How fast a node combines data: the same range as a bandwidth.
@@ -77,6 +83,7 @@ pub const REDUCE_RATE: Figure = Figure {
     max: 1e9,
     zero: false,
     example: "800.0",
+    whole: false,
 };
 
 /// What a transfer pays per switch: the same range as a latency.
@@ -89,6 +96,27 @@ pub const SWITCH_LATENCY: Figure = Figure {
     max: 1e9,
     zero: true,
     example: "0.3",
+    whole: false,
+};
+
+/// The most lanes a link may have. Real links stay far below it (an NVSwitch port bundles 18
+/// NVLinks; a leaf-to-spine bundle a few hundred cables), while the methods do work that grows
+/// with the lanes: the ring search counts a link of `k` lanes as `k` parallel links, and the
+/// schedulers book up to `k` transfers per link direction and step. A typo such as
+/// `lanes: 4000000000` is refused instead of making that work unbounded.
+pub const MAX_LANES: u32 = 4096;
+
+/// A link's lanes per direction: 1 to [`MAX_LANES`] (0 would carry nothing).
+pub const LANES: Figure = Figure {
+    what: "link's lane count",
+    field: "lanes",
+    meaning: "how many transfers each direction of the link carries in one step (1 when left out)",
+    unit: "lanes",
+    min: 1.0,
+    max: MAX_LANES as f64,
+    zero: false,
+    example: "2",
+    whole: true,
 };
 
 impl Figure {
@@ -100,10 +128,28 @@ impl Figure {
     /// The accepted range in words, as the docs state it.
     pub fn range(&self) -> String {
         let zero = if self.zero { "0 or " } else { "" };
+        let bound = |v: f64| {
+            if self.whole {
+                self.shown(v)
+            } else {
+                format!("{v:e}")
+            }
+        };
         format!(
-            "{zero}between {:e} and {:e} {}",
-            self.min, self.max, self.unit
+            "{zero}between {} and {} {}",
+            bound(self.min),
+            bound(self.max),
+            self.unit
         )
+    }
+
+    /// A value of this figure as the user would recognise it.
+    fn shown(&self, value: f64) -> String {
+        if self.whole {
+            format!("{value:.0}")
+        } else {
+            shown(value)
+        }
     }
 
     /// The problem with `value` at `at` (the field's own path), if any.
@@ -131,7 +177,7 @@ impl Figure {
                     "a {} must be {}, not {}",
                     self.what,
                     self.range(),
-                    shown(value)
+                    self.shown(value)
                 ),
                 label,
             )
@@ -160,24 +206,14 @@ fn shown(value: f64) -> String {
 
 /// Checks a link's parameters; `at` is the path of the declaration that holds the fields.
 pub fn check_params(at: &Path, p: &LinkParams) -> Vec<Problem> {
-    let mut problems: Vec<Problem> = [
+    [
         BANDWIDTH.check(at.field("bandwidth_gbps"), p.bandwidth_gbps),
         LATENCY.check(at.field("latency_us"), p.latency_us),
+        LANES.check(at.field("lanes"), f64::from(p.lanes)),
     ]
     .into_iter()
     .flatten()
-    .collect();
-    if p.lanes == 0 {
-        problems.push(
-            Problem::at(
-                at.field("lanes"),
-                "a link needs at least one lane",
-                "0 lanes",
-            )
-            .hint("leave `lanes` out for the default of 1"),
-        );
-    }
-    problems
+    .collect()
 }
 
 pub(crate) fn too_many(at: Path, count: u64, what: &str) -> Problem {

@@ -124,6 +124,7 @@ impl SpanTree {
                 0
             },
             depth: 0,
+            cut: false,
         };
         let root = reader.value();
         SpanTree {
@@ -145,6 +146,126 @@ impl SpanTree {
         }
         value.span.clone()
     }
+}
+
+/// A bracket that a text opens and never closes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unclosed {
+    /// Byte offset of the bracket.
+    pub at: usize,
+    /// `(`, `[` or `{`.
+    pub bracket: char,
+    /// What the bracket belongs to, as written before it: `Topology` for `Topology(`,
+    /// `phases:` for `phases: [`.
+    pub owner: Option<String>,
+}
+
+impl Unclosed {
+    /// The bracket that closes this one.
+    pub fn closer(&self) -> char {
+        match self.bracket {
+            '(' => ')',
+            '[' => ']',
+            _ => '}',
+        }
+    }
+
+    /// The bracketed value as a message names it: `` `Topology(…)` ``, `` `phases: […]` ``,
+    /// or `` a `(…)` `` when nothing names it.
+    pub fn describe(&self) -> String {
+        let (open, close) = (self.bracket, self.closer());
+        match &self.owner {
+            Some(field) if field.ends_with(':') => format!("`{field} {open}…{close}`"),
+            Some(name) => format!("`{name}{open}…{close}`"),
+            None => format!("a `{open}…{close}`"),
+        }
+    }
+}
+
+/// How a text ends, token by token: what is still open and where the last token stops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ending {
+    /// The brackets opened and not closed, outermost first.
+    pub unclosed: Vec<Unclosed>,
+    /// The byte offset just past the last token; only whitespace and comments follow.
+    pub last: usize,
+    /// Whether the last token is one that something must follow: `:`, `,` or an opening
+    /// bracket.
+    pub dangling: bool,
+}
+
+/// Reads `source` as a sequence of RON tokens and reports how it ends, or `None` when it ends
+/// inside a string, a character or a block comment (then the literal, not a bracket, is what
+/// is left open).
+///
+/// The parser reports the token it wanted next where it stopped; when it stopped because the
+/// text ran out, that token (a comma, a closing bracket, a value) is the wrong thing to tell
+/// the user. The brackets still open are the right thing, and this finds them without
+/// depending on how far the parser got. A closing bracket that does not match the innermost
+/// open one is passed over: the parser has already refused such a text where it occurs.
+pub fn ending(source: &str) -> Option<Ending> {
+    let mut reader = Reader {
+        src: source.as_bytes(),
+        pos: if source.starts_with(super::parse::BOM) {
+            super::parse::BOM.len_utf8()
+        } else {
+            0
+        },
+        depth: 0,
+        cut: false,
+    };
+    let mut unclosed: Vec<Unclosed> = Vec::new();
+    // The identifier just read, and whether a `:` has followed it: what names a bracket.
+    let mut owner: Option<(Range<usize>, bool)> = None;
+    let mut last = reader.pos;
+    let mut dangling = false;
+    loop {
+        reader.skip_trivia();
+        let Some(c) = reader.peek() else { break };
+        let start = reader.pos;
+        let mut named = None;
+        match c {
+            b'"' | b'\'' => reader.quoted(c),
+            b'r' if matches!(reader.src.get(start + 1), Some(b'"' | b'#')) => reader.raw_string(),
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                named = Some((reader.ident(), false));
+            }
+            b':' => {
+                reader.pos += 1;
+                named = owner.take().map(|(name, _)| (name, true));
+            }
+            b'(' | b'[' | b'{' => {
+                reader.pos += 1;
+                unclosed.push(Unclosed {
+                    at: start,
+                    bracket: char::from(c),
+                    owner: owner.take().map(|(name, field)| {
+                        let name = String::from_utf8_lossy(&reader.src[name]);
+                        if field {
+                            format!("{name}:")
+                        } else {
+                            name.into_owned()
+                        }
+                    }),
+                });
+            }
+            b')' | b']' | b'}' => {
+                reader.pos += 1;
+                if unclosed.last().is_some_and(|u| u.closer() == char::from(c)) {
+                    unclosed.pop();
+                }
+            }
+            _ => reader.pos += 1,
+        }
+        owner = named;
+        last = reader.pos.min(source.len());
+        dangling = matches!(c, b':' | b',' | b'(' | b'[' | b'{');
+    }
+    (!reader.cut).then_some(Ending {
+        unclosed,
+        last,
+        dangling,
+    })
 }
 
 /// One step down from `value`; wrappers with a single positional argument (`Some(…)`, a
@@ -176,6 +297,8 @@ struct Reader<'a> {
     src: &'a [u8],
     pos: usize,
     depth: usize,
+    /// Set when the text ends inside a string, a character or a block comment.
+    cut: bool,
 }
 
 impl Reader<'_> {
@@ -209,6 +332,7 @@ impl Reader<'_> {
                             self.pos += 1;
                         }
                     }
+                    self.cut |= nesting > 0;
                 }
                 Some(b'#') if self.src.get(self.pos + 1) == Some(&b'!') => {
                     // `#![enable(...)]` attribute: skip to the closing bracket.
@@ -243,19 +367,11 @@ impl Reader<'_> {
         let c = self.peek()?;
         let kind = match c {
             b'"' => {
-                self.string();
+                self.quoted(b'"');
                 Kind::Scalar
             }
             b'\'' => {
-                self.pos += 1;
-                while let Some(c) = self.peek() {
-                    self.pos += 1;
-                    if c == b'\\' {
-                        self.pos += 1;
-                    } else if c == b'\'' {
-                        break;
-                    }
-                }
+                self.quoted(b'\'');
                 Kind::Scalar
             }
             b'[' => {
@@ -314,16 +430,18 @@ impl Reader<'_> {
         start..self.pos
     }
 
-    fn string(&mut self) {
+    /// A string or character literal, from its opening `quote` past its closing one.
+    fn quoted(&mut self, quote: u8) {
         self.pos += 1;
         while let Some(c) = self.peek() {
             self.pos += 1;
             if c == b'\\' {
                 self.pos += 1;
-            } else if c == b'"' {
-                break;
+            } else if c == quote {
+                return;
             }
         }
+        self.cut = true;
     }
 
     fn raw_string(&mut self) {
@@ -348,6 +466,7 @@ impl Reader<'_> {
             }
             self.pos += 1;
         }
+        self.cut = true;
     }
 
     /// `( … )`: a struct body if it starts with `ident:`, positional items otherwise.
@@ -486,6 +605,31 @@ Topology(
             &SRC[SRC.find("[\n            (id").unwrap_or(0)
                 ..SRC.find("],\n    ),").unwrap_or(0) + 1]
         );
+    }
+
+    #[test]
+    fn ending_names_the_brackets_left_open() {
+        let cut = "Topology(\n    name: \"a (\",\n    phases: [Compute(\"x\"), // ]\n";
+        let end = ending(cut);
+        let named: Option<Vec<String>> = end
+            .as_ref()
+            .map(|e| e.unclosed.iter().map(Unclosed::describe).collect());
+        assert_eq!(
+            named,
+            Some(vec!["`Topology(…)`".into(), "`phases: […]`".into()])
+        );
+        assert_eq!(
+            end.map(|e| &cut[..e.last]),
+            Some("Topology(\n    name: \"a (\",\n    phases: [Compute(\"x\"),"),
+            "the last token is the comma; the comment is not one"
+        );
+        assert_eq!(
+            ending(SRC).map(|e| e.unclosed),
+            Some(vec![]),
+            "a whole file closes everything"
+        );
+        assert_eq!(ending("Topology(name: \"open"), None, "inside a string");
+        assert_eq!(ending("Topology( /* open"), None, "inside a comment");
     }
 
     #[test]
