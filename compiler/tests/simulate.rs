@@ -535,3 +535,26 @@ fn in_network_is_not_stretched_past_the_mtu() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_table_takes_names_longer_than_a_format_width() {
+    // `format!`'s padding width stops at 65 535: a longer name used to panic the text table.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = "p".repeat(70_000);
+    let file = dir.path().join("long.ron");
+    std::fs::write(
+        &file,
+        format!(
+            r#"Topology(name: "r", machine: Ring(nodes: 3),
+                phases: [Exchange(name: "{name}", collective: AllReduce, dtype: F32, elements: 12)])"#
+        ),
+    )
+    .expect("written");
+    let out = topoc(&["simulate", &file.display().to_string(), "--sizes", "1KiB"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().any(|l| l.starts_with(&name)),
+        "no row names the phase"
+    );
+}

@@ -273,7 +273,11 @@ fn print_table(table: &Table) {
         let cells: Vec<String> = line
             .iter()
             .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
+            // Padded by hand: `format!`'s width is at most 65 535, and a name may be longer.
+            .map(|(cell, w)| {
+                let pad = w.saturating_sub(cell.chars().count());
+                format!("{cell}{}", " ".repeat(pad))
+            })
             .collect();
         println!("{}", cells.join("  ").trim_end());
     }
