@@ -35,6 +35,12 @@ pub const MAX_PATTERN_STEP_SLOTS: u64 = 1 << 26;
 /// an explicit phase): beyond it the pattern is kept as it is.
 pub const MAX_EXPANDED_INSTRUCTIONS: u64 = 1 << 24;
 
+/// The most wrong final results the verifier lists per phase (2^10); past them it counts them
+/// in one more error. A schedule whose programs are empty leaves every (node, chunk) pair of an
+/// allreduce wrong: `n²` errors, each naming up to `n` missing inputs, so a 180 KB file of 1 000
+/// nodes claimed 20 GB of errors. The first ones name the mistake; the rest repeat it.
+pub const MAX_LISTED_RESULTS: u64 = 1 << 10;
+
 /// The accepted rates, Gbit/s: a link's `bandwidth_gbps` and the machine's `reduce_gbps`,
 /// 1 kbit/s to 10^9 Gbit/s. Being positive and finite is not enough: a subnormal bandwidth
 /// (`5e-324`) turns every transfer's time into `inf`, so every estimate and efficiency in the

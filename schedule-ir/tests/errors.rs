@@ -87,3 +87,23 @@ fn a_transfer_error_is_located_at_its_link() {
         })
     );
 }
+
+#[test]
+fn wrong_results_past_the_listed_ones_are_counted_in_one_error() {
+    // 40 nodes with empty programs: every one of the 40 × 40 (node, chunk) results is wrong.
+    let mut s = ring_allreduce(40, 4000);
+    phase(&mut s).steps = 0;
+    for program in &mut phase(&mut s).programs {
+        program.steps.clear();
+    }
+    let e = verify(s).unwrap_err();
+    let listed = schedule_ir::limits::MAX_LISTED_RESULTS as usize;
+    assert_eq!(e.errors.len(), listed + 1);
+    assert!(e.errors[..listed]
+        .iter()
+        .all(|e| matches!(e.kind, ErrorKind::WrongResult { .. })));
+    assert_eq!(
+        e.errors[listed].to_string(),
+        "phase `grads`: 576 more chunks of data buffers end the phase wrong; only the first 1024 are listed"
+    );
+}

@@ -438,6 +438,13 @@ pub enum ErrorKind {
         /// Inputs held but not wanted.
         extra: NodeList,
     },
+    /// More results are wrong (or unscaled) at the end of the phase than the verifier lists
+    /// ([`MAX_LISTED_RESULTS`](crate::limits::MAX_LISTED_RESULTS)): how many more. Location:
+    /// the phase.
+    ResultsNotListed {
+        /// Wrong results found past the listed ones.
+        more: u64,
+    },
     /// A mean's result chunk holds the sum of all inputs but was never divided. Location: as
     /// for [`ErrorKind::WrongResult`].
     NotScaled {

@@ -124,7 +124,7 @@ fn well_formed(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>) -> Option<fm
         | K::UnmatchedSend { .. } | K::UnmatchedRecv { .. } | K::DuplicateTransfer { .. }
         | K::ChunkListMismatch { .. } | K::ReadUndefined { .. } | K::ReduceIntoUndefined { .. }
         | K::InputCombinedTwice { .. } | K::CombineScaled { .. } | K::ScalePartial { .. } | K::ScaledTwice
-        | K::ReduceInGather { .. } | K::WrongResult { .. } | K::NotScaled { .. }
+        | K::ReduceInGather { .. } | K::WrongResult { .. } | K::NotScaled { .. } | K::ResultsNotListed { .. }
         | K::CapacityExceeded { .. } | K::NotAPattern { .. } => return None,
     })
 }
@@ -158,6 +158,7 @@ fn instructions_and_results(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>)
         K::ScalePartial { holds, count, missing } => write!(f, "{step}{node} scales {chunk} of buffer `{buffer}` {}", scale_phrase(holds, *count, missing)),
         K::ScaledTwice => write!(f, "{step}{node} scales {chunk} of buffer `{buffer}` a second time; it already holds the mean"),
         K::ReduceInGather { action, collective } => write!(f, "{step}{node}'s {action} reduces, but {} has nothing to combine; store instead", kind_name(collective)),
+        K::ResultsNotListed { more } => write!(f, "{}{more} more chunks of data buffers end the phase wrong; only the first {} are listed", InPhase(at), crate::limits::MAX_LISTED_RESULTS),
         K::WrongResult { collective, holds, expected, missing, extra } => write!(f, "{}{node} ends {} with {chunk} {}", InPhase(at), ends(&at.step), result_phrase(holds, collective, expected, missing, extra)),
         K::NotScaled { collective, count } => write!(f, "{}{node} ends {} with {chunk} holding the sum of all {count} inputs, but it was never divided; a mean {} must scale it by {count} once", InPhase(at), ends(&at.step), kind_name(collective)),
         K::CapacityExceeded { live, capacity } => write!(f, "{step}device {node} holds {live} live chunk(s), more than its capacity of {capacity}"),

@@ -134,7 +134,9 @@
 //!   one compute node, every chunk of allreduce, reduce-scatter and reduce that holds all
 //!   inputs where the collective needs them is scaled — [`ErrorKind::NotScaled`] (one
 //!   compute node's input is its own mean and needs none). Allgather and broadcast combine
-//!   nothing and need no scale.
+//!   nothing and need no scale. The first
+//!   [`MAX_LISTED_RESULTS`](crate::limits::MAX_LISTED_RESULTS) such results of a phase are
+//!   listed, and the rest counted in one more error — [`ErrorKind::ResultsNotListed`].
 //!
 //! After an error, the chunk concerned is marked *poisoned*, and so is whatever is computed
 //! from it: reading, combining or checking a poisoned chunk reports nothing more, so a mistake

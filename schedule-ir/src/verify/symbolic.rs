@@ -13,7 +13,7 @@ use super::{
     action, buffer, node, step_id, step_instrs, ErrorKind, Expected, Location, NodeList,
     VerifyError, Warning, WarningKind,
 };
-use crate::limits::MAX_SYMBOLIC_WORDS;
+use crate::limits::{MAX_LISTED_RESULTS, MAX_SYMBOLIC_WORDS};
 use crate::{
     BufferId, ChunkId, ChunkIds, ChunkRun, Collective, Instr, Machine, NodeId, NodeKind, Phase,
     RecvMode, ReduceOp, StepId,
@@ -489,6 +489,15 @@ impl<'a> Run<'a> {
         let must_scale = self.phase.op == ReduceOp::Mean && p > 1;
         let phase = self.phase;
         let last = (phase.steps as usize).checked_sub(1).map(step_id);
+        // Built only while they are listed: past the limit a wrong result is counted.
+        let (mut listed, mut more) = (Vec::new(), 0u64);
+        let mut list = |listed: &mut Vec<VerifyError>, error: &dyn Fn() -> VerifyError| {
+            if (listed.len() as u64) < MAX_LISTED_RESULTS {
+                listed.push(error());
+            } else {
+                more += 1;
+            }
+        };
         for ci in 0..p {
             let n = self.compute[ci];
             for (c, chunk) in phase.chunks.iter().enumerate() {
@@ -516,17 +525,23 @@ impl<'a> Run<'a> {
                 };
                 if want == Some(self.sets[s]) {
                     if must_scale && one.is_none() && !self.scaled[s] {
-                        let here = self.final_at(last, n, chunk);
-                        self.errors.push(here.error(ErrorKind::NotScaled {
-                            collective: phase.collective,
-                            count: p,
-                        }));
+                        list(&mut listed, &|| {
+                            self.final_at(last, n, chunk).error(ErrorKind::NotScaled {
+                                collective: phase.collective,
+                                count: p,
+                            })
+                        });
                     }
                     continue;
                 }
-                let error = self.wrong_result(last, n, chunk, s, one);
-                self.errors.push(error);
+                list(&mut listed, &|| self.wrong_result(last, n, chunk, s, one));
             }
+        }
+        self.errors.append(&mut listed);
+        if more > 0 {
+            let here = Location::phase(&phase.name);
+            self.errors
+                .push(here.error(ErrorKind::ResultsNotListed { more }));
         }
     }
 
