@@ -33,8 +33,8 @@ for f in $files; do
     name=$(basename "$f" .ron)
     /usr/bin/time -f "%e %U %M" -o "$out/$name.time" \
         "$topoc" compile "$f" -o "$out/$name.sched.ron" --report json 2>"$out/$name.report.json"
-    # The report is followed on standard error by the line saying where the schedule went.
-    picks=$(python3 -c 'import json,sys; s=open(sys.argv[1]).read(); s=s[:s.rindex("]")+1]
-print(",".join(p["method"] for p in json.loads(s)))' "$out/$name.report.json")
+    # With --report json, standard error holds the report alone.
+    picks=$(python3 -c 'import json,sys
+print(",".join(p["method"] for p in json.load(open(sys.argv[1]))))' "$out/$name.report.json")
     printf '%-20s %s %s\n' "$name" "$(cat "$out/$name.time")" "$picks"
 done

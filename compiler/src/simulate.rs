@@ -323,8 +323,8 @@ fn mark_auto(rows: &mut [Row]) {
 /// ([`schedule_ir::ProgramItem::Bands`]) is priced as the runtime runs it: at each size, the
 /// band that holds it (its rows carry the exchange's name and the band's method); a size no
 /// band holds has no row.
-pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Vec<Row> {
-    let mut out = Vec::new();
+pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Table {
+    let mut out = Table::default();
     let bands: Vec<(&str, &[schedule_ir::Band])> = schedule
         .program
         .iter()
@@ -337,12 +337,13 @@ pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Vec<Row> 
         let banded = bands
             .iter()
             .find(|(_, list)| list.iter().any(|b| b.phase == phase.name));
-        if let Some((name, list)) = banded {
-            // Priced once, at the exchange's first band.
+        // A banded exchange is priced once, at its first band, its band chosen per size; a
+        // band asked for by its own phase name is priced as any phase.
+        if let Some((name, list)) = banded.filter(|_| only != Some(phase.name.as_str())) {
             if list.first().is_some_and(|b| b.phase == phase.name)
                 && only.is_none_or(|o| o == *name)
             {
-                out.extend(banded_rows(schedule, name, sizes));
+                banded_rows(schedule, name, sizes, &mut out);
             }
             continue;
         }
@@ -353,25 +354,37 @@ pub fn rows(schedule: &Schedule, sizes: &[u64], only: Option<&str>) -> Vec<Row> 
         for &bytes in sizes {
             let elements = bytes / phase.dtype.size_bytes();
             let sized = phase.with_elements(elements);
-            out.push(row(&schedule.machine, &basis, &sized));
+            out.rows.push(row(&schedule.machine, &basis, &sized));
         }
     }
     out
 }
 
-/// The rows of the banded exchange `name`: at each size, its band's phase re-chunked.
-fn banded_rows(schedule: &Schedule, name: &str, sizes: &[u64]) -> Vec<Row> {
-    sizes
-        .iter()
-        .filter_map(|&bytes| {
-            let phase = schedule.phase_for_bytes(name, bytes).ok()?;
-            let elements = bytes / phase.dtype.size_bytes();
-            let basis = cost::BoundBasis::new(&schedule.machine, phase.collective);
-            let mut r = row(&schedule.machine, &basis, &phase.with_elements(elements));
-            r.phase = name.to_string();
-            Some(r)
-        })
-        .collect()
+/// The rows of the banded exchange `name`: at each size, its band's phase re-chunked; a size
+/// no band holds (the runtime would refuse it too) is skipped with the bands there are.
+fn banded_rows(schedule: &Schedule, name: &str, sizes: &[u64], out: &mut Table) {
+    for &bytes in sizes {
+        let phase = match schedule.phase_for_bytes(name, bytes) {
+            Ok(phase) => phase,
+            Err(lookup) => {
+                let bands = match lookup {
+                    schedule_ir::PhaseLookup::NoBand(bands) => runtime_lite::bands::describe(bands),
+                    schedule_ir::PhaseLookup::Unknown => "none".to_string(),
+                };
+                out.skipped.push(Skipped {
+                    phase: name.to_string(),
+                    algorithm: "the banded schedule".to_string(),
+                    reason: format!("no band holds {}; its bands: {bands}", format_bytes(bytes)),
+                });
+                continue;
+            }
+        };
+        let elements = bytes / phase.dtype.size_bytes();
+        let basis = cost::BoundBasis::new(&schedule.machine, phase.collective);
+        let mut r = row(&schedule.machine, &basis, &phase.with_elements(elements));
+        r.phase = name.to_string();
+        out.rows.push(r);
+    }
 }
 
 fn row(machine: &Machine, basis: &cost::BoundBasis, phase: &Phase) -> Row {

@@ -191,7 +191,7 @@ fn bad_sizes_are_refused_naming_the_option_the_phase_and_the_size() {
         ),
         (
             &["--bands", "1KiB,lots"],
-            "error: --bands: `lots` is not a size",
+            "error: invalid value '1KiB,lots' for '--bands <SIZES>': `lots` is not a size",
         ),
         (
             &["--bands", "1KiB,1MiB", "--emit", "chakra", "-o", "x"],
@@ -215,6 +215,9 @@ fn bad_sizes_are_refused_naming_the_option_the_phase_and_the_size() {
         );
         assert!(out.stdout.is_empty(), "{args:?} wrote a schedule");
     }
+    // A size that does not parse is a usage error, as every other bad value is.
+    let unparsed = topoc(&["compile", "examples/ladder8.ron", "--size", "1TiB"]);
+    assert_eq!(unparsed.status.code(), Some(2), "{}", stderr(&unparsed));
     let both = topoc(&[
         "compile",
         "examples/ladder8.ron",

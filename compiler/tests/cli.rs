@@ -531,3 +531,22 @@ fn run_averages_a_mean_phase() {
         "{json}"
     );
 }
+
+/// `compile --report json` leaves the report alone on standard error, for tools to parse.
+#[test]
+fn the_compile_report_in_json_is_all_of_standard_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_file = dir.path().join("ring8.sched.ron");
+    let out = topoc(&[
+        "compile",
+        "examples/ring8.ron",
+        "-o",
+        &out_file.display().to_string(),
+        "--report",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out_file.exists());
+    let report: serde_json::Value = serde_json::from_slice(&out.stderr).expect("only JSON");
+    assert_eq!(report[0]["method"], "ring", "{report}");
+}

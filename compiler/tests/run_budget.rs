@@ -65,10 +65,13 @@ fn the_budgets_are_options() {
         text(&out)
     );
 
+    // A size that does not parse is a usage error (exit status 2).
     let out = topoc(&[&small[..], &["--memory-budget", "lots"]].concat());
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out).contains("error: --memory-budget: `lots` is not a size"),
+        text(&out).contains(
+            "invalid value 'lots' for '--memory-budget <MEMORY_BUDGET>': `lots` is not a size"
+        ),
         "{}",
         text(&out)
     );

@@ -67,7 +67,7 @@ pub fn select(
 }
 
 /// Bands for a message: `[0 B, 2 MiB) (grads@1MiB), …`.
-pub(crate) fn describe(bands: &[Band]) -> String {
+pub fn describe(bands: &[Band]) -> String {
     bands
         .iter()
         .map(|b| format!("{b} ({})", b.phase))

@@ -51,6 +51,16 @@ pub const RATE_GBPS: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
 /// `switch_latency_us`, 1 ps to 1000 s (a sum over a phase's steps stays finite).
 pub const LATENCY_US: std::ops::RangeInclusive<f64> = 1e-6..=1e9;
 
+/// The most lanes a link may have. Real links stay far below it (an NVSwitch port bundles 18
+/// NVLinks; a leaf-to-spine bundle a few hundred cables), while work grows with the lanes: a
+/// ring search counts a link of `k` lanes as `k` parallel links, and schedulers book up to `k`
+/// transfers per link direction and step. A typo such as `lanes: 4000000000` is refused
+/// instead of making that work unbounded.
+pub const MAX_LANES: u32 = 4096;
+
+/// The rule [`MAX_LANES`] sets, in words.
+pub const LANES_RULE: &str = "from 1 to 4096";
+
 /// Whether `gbps` is an accepted rate ([`RATE_GBPS`]).
 pub fn rate_accepted(gbps: f64) -> bool {
     RATE_GBPS.contains(&gbps)
@@ -71,4 +81,19 @@ pub const LATENCY_RULE: &str = "0, or from 1e-6 to 1e9 µs (1 ps to 1000 s)";
 pub fn vector_bytes_phrase() -> String {
     let power = MAX_VECTOR_BYTES.trailing_zeros();
     format!("2^{power} bytes ({} TiB)", MAX_VECTOR_BYTES >> 40)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_in_words_state_the_ranges() {
+        assert!(LANES_RULE.ends_with(&MAX_LANES.to_string()));
+        let (rate, latency) = (format!("{:e}", RATE_GBPS.start()), LATENCY_US.end());
+        assert!(RATE_RULE.starts_with(&format!("from {rate} to {:e}", RATE_GBPS.end())));
+        assert!(LATENCY_RULE.contains(&format!("to {latency:e} µs")));
+        assert!(rate_accepted(1e-6) && !rate_accepted(5e-324) && !rate_accepted(f64::NAN));
+        assert!(latency_accepted(0.0) && !latency_accepted(1e-300) && !latency_accepted(-1.0));
+    }
 }

@@ -316,3 +316,19 @@ fn json_floats_round_trip_to_the_bit() {
         s.machine.links[0].latency_us.to_bits()
     );
 }
+
+#[test]
+fn nesting_past_the_parsers_limit_is_refused_in_the_users_words() {
+    let text = serial::to_string(&ring_allreduce(3, 30), Format::Ron);
+    // Deep inside the first send's chunk list.
+    let send = text.find("Send(").unwrap();
+    let at = send + text[send..].find("chunks: [").unwrap() + "chunks: ".len();
+    let deep = format!("{}{}{}", &text[..at], "[".repeat(300), &text[at..]);
+    match serial::from_str(&deep) {
+        Err(ReadError::Syntax { message, .. }) => assert_eq!(
+            message,
+            "values nest more than 128 levels deep; no schedule nests that deep"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

@@ -249,7 +249,7 @@ pub fn compile(
             } else {
                 Format::Ron
             };
-            return write_out(output, "verified schedule", |w| {
+            return write_out(output, "verified schedule", report_format, |w| {
                 serial::write_with(schedule, format, form, w)
             });
         }
@@ -264,7 +264,7 @@ pub fn compile(
                 )
             })?;
             report(&compiled, report_format)?;
-            return write_chakra(prefix, &export);
+            return write_chakra(prefix, &export, report_format);
         }
         Emit::MscclXml if banded => {
             let dir = output.ok_or("error: --bands with --emit msccl-xml needs -o DIR")?;
@@ -275,7 +275,7 @@ pub fn compile(
                 )
             })?;
             report(&compiled, report_format)?;
-            return write_bands(dir, &files);
+            return write_bands(dir, &files, report_format);
         }
         Emit::MscclXml => {
             let options = msccl::Options {
@@ -307,7 +307,15 @@ pub fn compile(
         Emit::Mscclpp => "MSCCL++ execution plan of the verified schedule",
         Emit::Ron | Emit::Json | Emit::Chakra => "verified schedule",
     };
-    write_out(output, what, |w| w.write_all(out.as_bytes()))
+    write_out(output, what, report_format, |w| w.write_all(out.as_bytes()))
+}
+
+/// Says on standard error where the output went, unless the report there is JSON: a tool
+/// that reads `--report json` from standard error reads the report alone.
+fn status(report: ReportFormat, line: impl FnOnce() -> String) {
+    if report == ReportFormat::Text {
+        eprintln!("{}", line());
+    }
 }
 
 /// Writes what `write` writes to the output file (whole or not at all) and says so, or to
@@ -315,13 +323,16 @@ pub fn compile(
 fn write_out(
     output: Option<&Path>,
     what: &str,
+    report: ReportFormat,
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<ExitCode, String> {
     match output {
         Some(o) => {
             write_atomic_with(o, write)?;
             let to = o.display().to_string();
-            eprintln!("{what} written to {}", topoc::visible::line(&to));
+            status(report, || {
+                format!("{what} written to {}", topoc::visible::line(&to))
+            });
         }
         None => write_stdout(write)?,
     }
@@ -354,9 +365,12 @@ fn pattern(
         &pattern.machine,
         request.report,
     )?;
-    write_out(output, "verified schedule, in the pattern form,", |w| {
-        serial::write_pattern_with(pattern, format, Form::Compact, w)
-    })
+    write_out(
+        output,
+        "verified schedule, in the pattern form,",
+        request.report,
+        |w| serial::write_pattern_with(pattern, format, Form::Compact, w),
+    )
     .map(Some)
 }
 
@@ -400,18 +414,24 @@ fn msccl_bands(compiled: &Compiled, phase: Option<&str>) -> Result<Vec<(String, 
 }
 
 /// Writes each band's file into `dir` (created if missing), each whole or not at all.
-fn write_bands(dir: &Path, files: &[(String, String)]) -> Result<ExitCode, String> {
+fn write_bands(
+    dir: &Path,
+    files: &[(String, String)],
+    report: ReportFormat,
+) -> Result<ExitCode, String> {
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("error: cannot create the directory {}: {e}", dir.display()))?;
     for (name, xml) in files {
         write_atomic(&dir.join(name), xml)?;
     }
     let to = dir.display().to_string();
-    eprintln!(
-        "{} MSCCL algorithms of the verified schedule, one per size band, written to {}",
-        files.len(),
-        topoc::visible::line(&to)
-    );
+    status(report, || {
+        format!(
+            "{} MSCCL algorithms of the verified schedule, one per size band, written to {}",
+            files.len(),
+            topoc::visible::line(&to)
+        )
+    });
     Ok(ExitCode::SUCCESS)
 }
 
@@ -433,7 +453,11 @@ fn chakra_options(phase: Option<&str>, sizes: Option<&str>) -> Result<chakra::Op
 
 /// Writes every file of a Chakra export whole or not at all: all into a temporary directory
 /// beside them first, then each renamed into place.
-fn write_chakra(prefix: &Path, export: &chakra::Export) -> Result<ExitCode, String> {
+fn write_chakra(
+    prefix: &Path,
+    export: &chakra::Export,
+    report: ReportFormat,
+) -> Result<ExitCode, String> {
     let fail = |e: &dyn std::fmt::Display| {
         format!("error: cannot write the traces {}.*: {e}", prefix.display())
     };
@@ -465,11 +489,13 @@ fn write_chakra(prefix: &Path, export: &chakra::Export) -> Result<ExitCode, Stri
     }
     let sets = export.sets.len();
     let ranks = export.sets.first().map_or(0, |s| s.ranks.len());
-    eprintln!(
-        "Chakra traces of the verified schedule written: {sets} set(s) of {ranks} rank(s), \
-         {} files under {}.*",
-        files.len(),
-        prefix.display()
-    );
+    status(report, || {
+        format!(
+            "Chakra traces of the verified schedule written: {sets} set(s) of {ranks} rank(s), \
+             {} files under {}.*",
+            files.len(),
+            topoc::visible::line(&prefix.display().to_string())
+        )
+    });
     Ok(ExitCode::SUCCESS)
 }

@@ -103,16 +103,16 @@ enum Command {
         phase: Option<String>,
         /// With --emit chakra: message sizes per rank, comma-separated (B, KiB, MiB, GiB; KB,
         /// MB, GB), one set of traces each (default: the phase's own size).
-        #[arg(long)]
+        #[arg(long, value_parser = sizes_text)]
         sizes: Option<String>,
         /// Compile every exchange phase for a vector of this many bytes (B, KiB, MiB, GiB; KB,
         /// MB, GB) instead of the file's element count; a whole number of elements.
-        #[arg(long, value_name = "BYTES", conflicts_with = "bands")]
+        #[arg(long, value_name = "BYTES", conflicts_with = "bands", value_parser = size_text)]
         size: Option<String>,
         /// Compile every exchange phase once per size, comma-separated (as --size), `auto`
         /// choosing at each, into one band per size: the runtime runs the band that holds the
         /// buffer's size (edges at the geometric midpoints; see docs/cli.md).
-        #[arg(long, value_name = "SIZES")]
+        #[arg(long, value_name = "SIZES", value_parser = sizes_text)]
         bands: Option<String>,
         /// How to report each phase's method on standard error: a line each, or JSON with
         /// every method `auto` weighed and its estimate or refusal.
@@ -159,10 +159,10 @@ enum Command {
         format: ReportFormat,
         /// Most memory a phase's run may hold: every node's input, result, scratch and
         /// message buffers, the reference (B, KiB, MiB, GiB; KB, MB, GB).
-        #[arg(long, default_value = "4GiB")]
+        #[arg(long, default_value = "4GiB", value_parser = size_text)]
         memory_budget: String,
         /// Most bytes a phase's run may copy and combine, over every node and step.
-        #[arg(long, default_value = "64GiB")]
+        #[arg(long, default_value = "64GiB", value_parser = size_text)]
         work_budget: String,
     },
     /// Estimate the time of every phase over message sizes, beside its lower bound.
@@ -182,13 +182,14 @@ enum Command {
         /// A topology file or a schedule (RON or JSON).
         input: PathBuf,
         /// Message sizes, comma-separated (B, KiB, MiB, GiB; KB, MB, GB).
-        #[arg(long, default_value = "1KiB,1MiB,64MiB,1GiB", conflicts_with_all = ["minbytes", "maxbytes"])]
+        #[arg(long, default_value = "1KiB,1MiB,64MiB,1GiB", conflicts_with_all = ["minbytes", "maxbytes"],
+              value_parser = sizes_text)]
         sizes: String,
         /// Smallest size of a sweep (as nccl-tests' -b; needs -e).
-        #[arg(short = 'b', long, requires = "maxbytes")]
+        #[arg(short = 'b', long, requires = "maxbytes", value_parser = size_text)]
         minbytes: Option<String>,
         /// Largest size of a sweep (as nccl-tests' -e; needs -b).
-        #[arg(short = 'e', long, requires = "minbytes")]
+        #[arg(short = 'e', long, requires = "minbytes", value_parser = size_text)]
         maxbytes: Option<String>,
         /// Factor from one size of the sweep to the next (as nccl-tests' -f).
         #[arg(short = 'f', long, default_value_t = 2, requires = "minbytes")]
@@ -275,6 +276,20 @@ pub struct MemoryBudget {
     #[arg(long = "memory-budget", value_name = "SIZE", default_value = "4GiB",
           value_parser = parse_budget)]
     pub memory: topoc::limits::Budget,
+}
+
+/// A size option's text, checked as the command line is read, so that a size that does not
+/// parse is a usage error (exit status 2, as for every other bad value), and read again where
+/// it is used.
+fn size_text(text: &str) -> Result<String, String> {
+    topoc::simulate::parse_size(text).map(|_| text.to_string())
+}
+
+/// A comma-separated list of sizes, checked as [`size_text`] checks one.
+fn sizes_text(text: &str) -> Result<String, String> {
+    text.split(',')
+        .try_for_each(|size| size_text(size).map(drop))
+        .map(|()| text.to_string())
 }
 
 /// `--memory-budget`'s value, read as `topoc run --memory-budget` reads its own.
@@ -452,6 +467,16 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Import(args) => import::import(&args),
         Command::Lab(args) => topoc::lab::main(args),
     }
+}
+
+/// The error for `--phase NAME` where the file at `path` has no phase `name`: the phases it
+/// has, so that the user can pick one.
+pub fn no_phase(path: &Path, name: &str, names: &[&str]) -> String {
+    format!(
+        "error: {} has no phase `{name}`; its phases are: {}",
+        path.display(),
+        names.join(", ")
+    )
 }
 
 /// Reads a file, naming it in the error.

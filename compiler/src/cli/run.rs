@@ -36,11 +36,7 @@ pub fn run(
     if let Some(name) = only {
         if schedule.phase(name).is_none() {
             let names: Vec<&str> = schedule.phases.iter().map(|p| p.name.as_str()).collect();
-            return Err(format!(
-                "error: {} has no phase `{name}`; its phases are: {}",
-                path.display(),
-                names.join(", ")
-            ));
+            return Err(super::no_phase(path, name, &names));
         }
     }
     let mut runs = Vec::new();

@@ -48,13 +48,28 @@ pub fn simulate(
     let table = if is_topology(&text) {
         let report = |e: topoc::Error| super::report_error(path, &text, &e);
         let loaded = topoc::load(&text).map_err(report)?;
+        if let Some(name) = phase {
+            let requests = loaded.phases().map_err(report)?;
+            let names: Vec<&str> = requests.iter().map(|r| r.spec.name.as_str()).collect();
+            if !names.contains(&name) {
+                return Err(super::no_phase(path, name, &names));
+            }
+        }
         simulate::simulate_topology(&loaded, sizes, phase, base).map_err(report)?
     } else {
         let verified = super::load_verified(path)?;
-        Table {
-            rows: simulate::rows(verified.schedule(), sizes, phase),
-            skipped: Vec::new(),
+        let schedule = verified.schedule();
+        if let Some(name) = phase.filter(|&name| schedule.phase_for_bytes(name, 0).is_err()) {
+            let mut names: Vec<&str> = schedule.phases.iter().map(|p| p.name.as_str()).collect();
+            names.extend(schedule.program.iter().filter_map(|item| match item {
+                schedule_ir::ProgramItem::Bands { name, .. } => Some(name.as_str()),
+                _ => None,
+            }));
+            if !names.contains(&name) {
+                return Err(super::no_phase(path, name, &names));
+            }
         }
+        simulate::rows(schedule, sizes, phase)
     };
     if table.rows.is_empty() {
         let why: Vec<String> = table

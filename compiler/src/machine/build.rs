@@ -23,7 +23,8 @@ pub const MAX_HYPERCUBE_DIMS: u32 = 16;
 /// A number of the topology language with a unit and the range of values the compiler
 /// accepts. The range keeps the cost model's arithmetic meaningful: a bandwidth of `1e-320`
 /// (subnormal) made every estimate `inf` and every efficiency `NaN`, so figures are held to
-/// sane physical bounds rather than merely to being finite and positive. Counts (a link's
+/// sane physical bounds rather than merely to being finite and positive; the ranges are the
+/// schedule IR's ([`schedule_ir::limits`]), so every machine the language accepts verifies. Counts (a link's
 /// lanes) are figures too, so that every bounded number of a link is refused the same way.
 pub struct Figure {
     /// What the number is, for the message ("link bandwidth").
@@ -53,8 +54,8 @@ pub const BANDWIDTH: Figure = Figure {
     field: "bandwidth_gbps",
     meaning: "the bandwidth of each direction",
     unit: "Gbit/s",
-    min: 1e-6,
-    max: 1e9,
+    min: *schedule_ir::limits::RATE_GBPS.start(),
+    max: *schedule_ir::limits::RATE_GBPS.end(),
     zero: false,
     example: "100.0",
     whole: false,
@@ -66,8 +67,8 @@ pub const LATENCY: Figure = Figure {
     field: "latency_us",
     meaning: "the one-way latency",
     unit: "µs",
-    min: 1e-6,
-    max: 1e9,
+    min: *schedule_ir::limits::LATENCY_US.start(),
+    max: *schedule_ir::limits::LATENCY_US.end(),
     zero: true,
     example: "1.0",
     whole: false,
@@ -79,8 +80,8 @@ pub const REDUCE_RATE: Figure = Figure {
     field: "reduce_gbps",
     meaning: "the rate at which a node combines data (leave it out to make reduction free in the estimates)",
     unit: "Gbit/s",
-    min: 1e-6,
-    max: 1e9,
+    min: *schedule_ir::limits::RATE_GBPS.start(),
+    max: *schedule_ir::limits::RATE_GBPS.end(),
     zero: false,
     example: "800.0",
     whole: false,
@@ -92,19 +93,16 @@ pub const SWITCH_LATENCY: Figure = Figure {
     field: "switch_latency_us",
     meaning: "what a transfer pays for each switch it passes through",
     unit: "µs",
-    min: 1e-6,
-    max: 1e9,
+    min: *schedule_ir::limits::LATENCY_US.start(),
+    max: *schedule_ir::limits::LATENCY_US.end(),
     zero: true,
     example: "0.3",
     whole: false,
 };
 
-/// The most lanes a link may have. Real links stay far below it (an NVSwitch port bundles 18
-/// NVLinks; a leaf-to-spine bundle a few hundred cables), while the methods do work that grows
-/// with the lanes: the ring search counts a link of `k` lanes as `k` parallel links, and the
-/// schedulers book up to `k` transfers per link direction and step. A typo such as
-/// `lanes: 4000000000` is refused instead of making that work unbounded.
-pub const MAX_LANES: u32 = 4096;
+/// The most lanes a link may have ([`schedule_ir::limits::MAX_LANES`], which a schedule's
+/// machine is held to as well).
+pub const MAX_LANES: u32 = schedule_ir::limits::MAX_LANES;
 
 /// A link's lanes per direction: 1 to [`MAX_LANES`] (0 would carry nothing).
 pub const LANES: Figure = Figure {

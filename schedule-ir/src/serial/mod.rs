@@ -281,7 +281,14 @@ fn parse_any<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, ReadError>
                 format: "RON",
                 line: e.span.start.line,
                 column: e.span.start.col,
-                message: e.code.to_string(),
+                message: match e.code {
+                    // RON's own text advises its API, which a user reading a file cannot use.
+                    ron::Error::ExceededRecursionLimit => {
+                        "values nest more than 128 levels deep; no schedule nests that deep"
+                            .to_string()
+                    }
+                    code => code.to_string(),
+                },
             })?,
     })
 }

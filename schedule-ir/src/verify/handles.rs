@@ -289,8 +289,8 @@ fn check_links(machine: &Machine, errors: &mut Vec<VerifyError>) {
                 crate::limits::LATENCY_RULE,
             );
         }
-        if *lanes == 0 {
-            invalid("lanes", lanes.to_string(), "at least 1");
+        if !(1..=crate::limits::MAX_LANES).contains(lanes) {
+            invalid("lanes", lanes.to_string(), crate::limits::LANES_RULE);
         }
     }
 }
