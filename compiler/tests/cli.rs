@@ -330,7 +330,7 @@ fn simulate_reports_efficiency_against_the_bound() {
     assert_eq!(small["bound"]["which"], "latency");
 
     let out = topoc(&["simulate", "examples/ladder8.ron", "--sizes", "12 parsecs"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("unknown unit `parsecs`"),
         "{}",
