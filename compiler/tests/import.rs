@@ -240,6 +240,100 @@ fn every_bad_file_is_refused_with_a_pinned_diagnostic() {
     }
 }
 
+/// Every bad file is refused by the importer itself, in the input's words: none reaches the
+/// command's final load of the topology it wrote, whose failure would be a bug.
+#[test]
+fn no_bad_file_reaches_the_load_check() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in files(&repo().join("compiler/tests/data/import/bad")) {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let format = if file.ends_with(".xml") {
+            "nccl-xml"
+        } else {
+            "nvidia-smi"
+        };
+        let out = dir.path().join("out.ron");
+        let o = topoc(
+            &[
+                "import",
+                format,
+                path.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+            ],
+            dir.path(),
+        );
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{file}");
+        assert!(stderr.contains("nothing was written"), "{file}: {stderr}");
+        assert!(!stderr.contains("please report"), "{file}: {stderr}");
+        assert!(!out.exists(), "{file}");
+    }
+}
+
+/// `link_width` is one of the PCIe specification's widths, and absent, empty or 0 (sysfs did
+/// not say) is read as x16 as NCCL reads it; a port's speed of 0 or -1 is not known.
+#[test]
+fn pcie_widths_and_port_speeds_are_read_as_nccl_reads_them() {
+    let pair = std::fs::read_to_string(repo().join("compiler/tests/data/import/pair.xml")).unwrap();
+    let with = |width: &str, speed: &str| {
+        let text = pair
+            .replacen(
+                "link_width=\"16\"",
+                &format!("link_width=\"{width}\""),
+                1,
+            )
+            .replace(
+                "  </cpu>",
+                &format!("    <pci busid=\"0000:60:00.0\" class=\"0x020700\" link_speed=\"8.0 GT/s PCIe\" link_width=\"16\">\n      <nic>\n        <net name=\"ib0\" dev=\"0\" speed=\"{speed}\"/>\n      </nic>\n    </pci>\n  </cpu>"),
+            );
+        import::nccl_xml::read(&text, "pair", "test")
+    };
+    let scale = |m: &Machine| {
+        m.links
+            .iter()
+            .find(|l| l.b == "gpu0")
+            .map(|l| l.scale)
+            .unwrap()
+    };
+    for (width, expected) in [
+        ("0", 1.0),
+        ("", 1.0),
+        ("1", 1.0 / 16.0),
+        ("8", 0.5),
+        ("12", 0.75),
+        ("16", 1.0),
+        ("32", 2.0),
+    ] {
+        let m = with(width, "100000").unwrap_or_else(|p| panic!("{width:?}: {p:?}"));
+        assert_eq!(scale(&m), expected, "link_width={width:?}");
+        let compiled =
+            topoc::compile_source(&m.to_ron(&Figures::default()), &topoc::Options::default());
+        assert!(compiled.is_ok(), "link_width={width:?}");
+    }
+    for width in ["abc", "-4", "3", "64", "4294967295", "16x"] {
+        let problems = with(width, "100000").expect_err(width);
+        assert!(
+            problems[0].message.starts_with("`link_width` of <pci> is"),
+            "{width}: {problems:?}"
+        );
+    }
+    for (speed, note) in [
+        ("400000", "400 Gbit/s"),
+        ("0", "speed not given"),
+        ("-1", "speed not given"),
+    ] {
+        let m = with("16", speed).unwrap();
+        assert!(
+            m.notes
+                .contains(&format!("nic-ib0: network port ib0, {note}")),
+            "{:?}",
+            m.notes
+        );
+    }
+    assert!(with("16", "fast").is_err());
+}
+
 fn topoc(args: &[&str], dir: &Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_topoc"))
         .args(args)

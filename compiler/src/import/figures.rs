@@ -5,8 +5,24 @@
 //! `docs/import.md` gives the table and where the numbers come from. `--figure KEY=GBPS` (GB/s)
 //! or `--figure KEY=GBPS,US` (and a latency in µs) replaces one.
 
-use crate::machine::build::{BANDWIDTH, LATENCY};
+use crate::machine::build::LATENCY;
 use std::fmt;
+
+/// The most links one GPU has, and so the widest bond an import writes: 18 NVLinks on an H100
+/// or a B200 (NCCL reads at most 18 per GPU). No AMD GPU has as many xGMI links.
+pub const MAX_BOND: u32 = 18;
+
+// A bond is written as one link with a lane per NVLink: the language must take that many.
+const _: () = assert!(MAX_BOND <= crate::machine::build::MAX_LANES);
+
+/// The PCIe widths an imported link may have, in lanes: those of the PCIe specification.
+pub const PCIE_WIDTHS: [u32; 7] = [1, 2, 4, 8, 12, 16, 32];
+
+/// The bandwidth range of one link of a kind, GB/s. An imported link carries between 1/16 of
+/// one (an x1 PCIe link) and [`MAX_BOND`] of them, so a figure held to this range gives a link
+/// the topology language accepts whatever the input: 1e-5 / 16 × 8 Gbit/s is above its
+/// minimum, 1e6 × 18 × 8 below its maximum.
+const GBYTES: (f64, f64) = (1e-5, 1e6);
 
 /// A kind of link with its own figures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,8 +97,8 @@ impl LinkKind {
         LinkKind::ALL.into_iter().find(|k| k.key() == key)
     }
 
-    /// Most links a GPU of this NVLink generation has (NVLink 1 to 5: 4, 6, 12, 18, 18); `None`
-    /// for other kinds.
+    /// Most links a GPU of this NVLink generation has (NVLink 1 to 5: 4, 6, 12, 18, 18, as NCCL
+    /// reads them); `None` for other kinds.
     pub fn links_per_gpu(self) -> Option<u32> {
         match self {
             LinkKind::NvLink1 => Some(4),
@@ -193,15 +209,14 @@ impl Figures {
     }
 }
 
-/// A bandwidth in GB/s, held to the topology language's range (which is in Gbit/s), so an
-/// imported file always loads.
+/// A bandwidth in GB/s, held to [`GBYTES`] so that every link an import writes with it is in
+/// the topology language's range and the imported file always loads.
 fn bandwidth(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
-        Ok(v) if BANDWIDTH.accepts(v * 8.0) => Ok(v),
+        Ok(v) if (GBYTES.0..=GBYTES.1).contains(&v) => Ok(v),
         _ => Err(format!(
-            "`{text}` is not a bandwidth in GB/s (between {:e} and {:e} GB/s)",
-            BANDWIDTH.min / 8.0,
-            BANDWIDTH.max / 8.0
+            "`{text}` is not a bandwidth in GB/s (between {:e} and {:e} GB/s per link)",
+            GBYTES.0, GBYTES.1
         )),
     }
 }
@@ -209,6 +224,7 @@ fn bandwidth(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::build::BANDWIDTH;
 
     #[test]
     fn overrides_replace_one_figure_and_refuse_nonsense() {
@@ -236,9 +252,26 @@ mod tests {
         assert!(f
             .set("nvlink3=1e-320")
             .expect_err("subnormal")
-            .contains("between 1.25e-7 and 1.25e8 GB/s"));
+            .contains("between 1e-5 and 1e6 GB/s"));
+        assert!(f.set("nvlink3=1e7").is_err());
         assert!(f.set("nvlink3=20,1e-320").is_err());
         assert!(f.set("nvlink3=20,1e300").is_err());
         assert!(f.set("nvlink3=20,0").is_ok());
+    }
+
+    #[test]
+    fn every_link_an_import_writes_is_in_the_languages_range() {
+        let narrowest = GBYTES.0 * 8.0 * f64::from(PCIE_WIDTHS[0]) / 16.0;
+        let widest =
+            GBYTES.1 * 8.0 * f64::from(MAX_BOND.max(PCIE_WIDTHS[PCIE_WIDTHS.len() - 1] / 16));
+        assert!(BANDWIDTH.accepts(narrowest), "{narrowest}");
+        assert!(BANDWIDTH.accepts(widest), "{widest}");
+        assert!(LinkKind::ALL
+            .iter()
+            .all(|k| (GBYTES.0..=GBYTES.1).contains(&k.default_figure().gbytes)));
+        assert!(LinkKind::ALL
+            .iter()
+            .filter_map(|k| k.links_per_gpu())
+            .all(|n| n <= MAX_BOND));
     }
 }

@@ -15,7 +15,7 @@ pub mod figures;
 pub mod nccl_xml;
 pub mod nvidia_smi;
 
-pub use figures::{Figure, Figures, LinkKind};
+pub use figures::{Figure, Figures, LinkKind, MAX_BOND};
 
 use crate::diag::Problem;
 use std::collections::BTreeMap;
@@ -154,6 +154,99 @@ fn number(x: f64) -> String {
     }
 }
 
+/// A whole number read from an input, with the values it may take.
+///
+/// Every number the importers read (an attribute of NCCL's dump, the `#` of a matrix's `NV#`)
+/// goes through [`Whole::read`]: text that is not a number, or a number the machine cannot
+/// have, is refused where it was written rather than replaced by a default, and the
+/// diagnostic states what is accepted. Defaults exist only for absent values, and
+/// `docs/import.md` lists them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Whole {
+    /// What the number is, for the headline: "not {what}".
+    pub what: &'static str,
+    /// The values accepted.
+    pub accepts: Accepts,
+    /// What the values mean, when the bare list does not say it.
+    pub hint: Option<&'static str>,
+}
+
+/// The values a [`Whole`] accepts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Accepts {
+    /// Every value from the first to the second, both included.
+    Range(i64, i64),
+    /// These values only.
+    OneOf(&'static [i64]),
+}
+
+impl Whole {
+    /// The number `text` holds — decimal, or hexadecimal after `0x` as NCCL writes some of its
+    /// attributes — or why it is refused: "not a number", or "not {what}".
+    pub(crate) fn read(&self, text: &str) -> Result<i64, String> {
+        let t = text.trim();
+        let (digits, radix) = match t.strip_prefix("0x") {
+            Some(hex) => (hex, 16),
+            None => (t.strip_prefix('-').unwrap_or(t), 10),
+        };
+        if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+            return Err("not a number".to_string());
+        }
+        // Digits that overflow an i64 are a number, only far out of range.
+        let value = match radix {
+            16 => i64::from_str_radix(digits, 16).ok(),
+            _ => t.parse::<i64>().ok(),
+        };
+        match value {
+            Some(v) if self.accepts(v) => Ok(v),
+            _ => Err(format!("not {}", self.what)),
+        }
+    }
+
+    fn accepts(&self, value: i64) -> bool {
+        match self.accepts {
+            Accepts::Range(lo, hi) => (lo..=hi).contains(&value),
+            Accepts::OneOf(values) => values.contains(&value),
+        }
+    }
+
+    /// The accepted values in words: "1 to 18", "1, 2, 4 or 8".
+    pub(crate) fn expected(&self) -> String {
+        match self.accepts {
+            Accepts::Range(lo, hi) => format!("{lo} to {hi}"),
+            Accepts::OneOf(values) => {
+                let words: Vec<String> = values.iter().map(i64::to_string).collect();
+                match words.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => {
+                        format!("{} or {last}", rest.join(", "))
+                    }
+                    _ => words.join(""),
+                }
+            }
+        }
+    }
+
+    /// The problem for `text`, refused for `reason`, at `range`: the headline names the value
+    /// and `subject` (an attribute, a matrix entry), the label what is accepted.
+    pub(crate) fn refused(
+        &self,
+        range: std::ops::Range<usize>,
+        subject: &str,
+        text: &str,
+        reason: &str,
+    ) -> Problem {
+        let p = problem(
+            range,
+            format!("{subject} is {text:?}, {reason}"),
+            &format!("expected {}", self.expected()),
+        );
+        match self.hint {
+            Some(hint) => p.hint(hint),
+            None => p,
+        }
+    }
+}
+
 /// The byte range of 1-based line `line` (without its newline).
 pub fn line_range(source: &str, line: usize) -> std::ops::Range<usize> {
     let mut start = 0;
@@ -192,5 +285,36 @@ mod tests {
         assert_eq!(number(126.0), "126.0");
         assert_eq!(number(0.7), "0.7");
         assert_eq!(line_range("ab\ncd\n", 2), 3..5);
+    }
+
+    #[test]
+    fn whole_numbers_are_read_by_one_rule() {
+        let width = Whole {
+            what: "a width",
+            accepts: Accepts::OneOf(&[1, 2, 4]),
+            hint: None,
+        };
+        assert_eq!(width.read(" 4 "), Ok(4));
+        assert_eq!(width.read("0x2"), Ok(2));
+        for (text, reason) in [
+            ("abc", "not a number"),
+            ("", "not a number"),
+            ("4x", "not a number"),
+            ("-", "not a number"),
+            ("3", "not a width"),
+            ("-4", "not a width"),
+            ("4294967295", "not a width"),
+            ("99999999999999999999999", "not a width"),
+        ] {
+            assert_eq!(width.read(text), Err(reason.to_string()), "{text:?}");
+        }
+        assert_eq!(width.expected(), "1, 2 or 4");
+        let count = Whole {
+            what: "a count",
+            accepts: Accepts::Range(-1, 18),
+            hint: None,
+        };
+        assert_eq!(count.read("-1"), Ok(-1));
+        assert_eq!(count.expected(), "-1 to 18");
     }
 }

@@ -15,8 +15,8 @@
 //! socket of a GPU it is not `SYS` from. Devices of a socket joined by `PIX` or `PXB` share a
 //! PCIe switch; the others hang off the socket.
 
-use super::figures::LinkKind;
-use super::{also, problem, Link, Machine};
+use super::figures::{LinkKind, MAX_BOND};
+use super::{also, problem, Accepts, Link, Machine, Whole};
 use crate::diag::Problem;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -51,6 +51,16 @@ enum Rel {
     Sys,
 }
 
+/// The `#` of `NV#`: the NVLinks of one bond.
+const BOND: Whole = Whole {
+    what: "a number of NVLinks in a bond",
+    accepts: Accepts::Range(1, MAX_BOND as i64),
+    hint: Some("a GPU has at most 18 NVLinks (H100, B200)"),
+};
+
+/// The relation a token names. `NV` followed by digits is a bond whatever the digits; their
+/// value is checked by [`BOND`] where the row is read, so that `NV0` is refused as a bond of no
+/// links rather than as an unknown word.
 fn relation(token: &str) -> Option<Rel> {
     Some(match token {
         "X" => Rel::Own,
@@ -59,7 +69,12 @@ fn relation(token: &str) -> Option<Rel> {
         "PHB" => Rel::Phb,
         "NODE" => Rel::Node,
         "SYS" | "SOC" => Rel::Sys,
-        _ => Rel::Nv(token.strip_prefix("NV")?.parse().ok().filter(|&n| n > 0)?),
+        _ => {
+            let digits = token
+                .strip_prefix("NV")
+                .filter(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()))?;
+            Rel::Nv(digits.parse().unwrap_or(u32::MAX))
+        }
     })
 }
 
@@ -125,7 +140,8 @@ pub fn read(
     }
     let n = devices.len();
     let mut rows: Vec<Row> = Vec::new();
-    let mut legend: BTreeMap<String, String> = BTreeMap::new();
+    // Card → (name, the legend's line).
+    let mut legend: BTreeMap<String, (String, Range<usize>)> = BTreeMap::new();
     let mut in_matrix = true;
     let mut in_legend = false;
     for &(line, line_offset) in &lines[header_at + 1..] {
@@ -147,7 +163,8 @@ pub fn read(
         }
         if in_legend {
             if let Some((k, v)) = trimmed.split_once(':') {
-                legend.insert(k.trim().to_string(), v.trim().to_string());
+                let at = line_offset..line_offset + line.len();
+                legend.insert(k.trim().to_string(), (v.trim().to_string(), at));
             }
             continue;
         }
@@ -193,10 +210,25 @@ pub fn read(
         .iter()
         .map(|(d, _)| match d.strip_prefix("GPU") {
             Some(k) if k.chars().all(|c| c.is_ascii_digit()) => format!("gpu{k}"),
-            _ => format!("nic-{}", legend.get(*d).map_or(*d, String::as_str)),
+            _ => format!("nic-{}", legend.get(*d).map_or(*d, |(n, _)| n.as_str())),
         })
         .collect();
     let is_gpu: Vec<bool> = names.iter().map(|n| n.starts_with("gpu")).collect();
+    let mut problems = check_names(&devices, &names, &legend);
+    let gpus = is_gpu.iter().filter(|&&g| g).count();
+    if gpus < 2 {
+        problems.push(
+            problem(
+                header_offset..header_offset + header.len(),
+                format!("the matrix names {gpus} GPU(s); a topology needs at least two"),
+                "one GPU",
+            )
+            .hint("a collective runs between compute nodes, and a topology with fewer than two is refused by `topoc check`"),
+        );
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
     let problems = check_pairs(&devices, &rows, &is_gpu);
     if !problems.is_empty() {
         return Err(problems);
@@ -209,6 +241,42 @@ pub fn read(
         &rows,
         generations,
     ))
+}
+
+/// Every device gets its own node: a header that names a device twice, or a NIC legend that
+/// gives two cards one name, is refused at the second, since the topology language refuses a
+/// node declared twice.
+fn check_names(
+    devices: &[(&str, Range<usize>)],
+    names: &[String],
+    legend: &BTreeMap<String, (String, Range<usize>)>,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (j, name) in names.iter().enumerate() {
+        let Some(i) = names[..j].iter().position(|n| n == name) else {
+            continue;
+        };
+        let (first, second) = (devices[i].0, devices[j].0);
+        let message = if first == second {
+            format!("the header names `{first}` twice")
+        } else {
+            format!("`{first}` and `{second}` would both be `{name}`")
+        };
+        let mut p = also(
+            problem(devices[j].1.clone(), message, "named again here"),
+            devices[i].1.clone(),
+            "first named here",
+        );
+        for d in [first, second] {
+            if let Some((_, at)) = legend.get(d) {
+                p = also(p, at.clone(), &format!("the NIC legend's name for `{d}`"));
+            }
+        }
+        problems.push(
+            p.hint("each device of the matrix becomes one node, and a node's name is taken once"),
+        );
+    }
+    problems
 }
 
 /// Row `i` of the matrix: its relations (one per device of the header) and its affinity.
@@ -262,6 +330,18 @@ fn read_row(
                 "wrong length",
             ),
         });
+    }
+    for (w, r) in &rest[..n] {
+        if let Some(digits) = w.strip_prefix("NV") {
+            if let Err(reason) = BOND.read(digits) {
+                return Err(BOND.refused(
+                    r.clone(),
+                    &format!("the `#` of `{w}` in row `{}`", ws[0].0),
+                    digits,
+                    &reason,
+                ));
+            }
+        }
     }
     let rels: Vec<(Rel, Range<usize>)> = rest[..n]
         .iter()
