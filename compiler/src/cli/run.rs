@@ -37,9 +37,10 @@ pub fn run(
         if schedule.phase(name).is_none() {
             let names: Vec<&str> = schedule.phases.iter().map(|p| p.name.as_str()).collect();
             return Err(format!(
-                "error: {} has no phase `{name}`; its phases are: {}",
-                path.display(),
-                names.join(", ")
+                "error: {} has no phase `{}`; its phases are: {}",
+                topoc::visible::line(&path.display().to_string()),
+                topoc::visible::line(name),
+                topoc::visible::line(&names.join(", "))
             ));
         }
     }
@@ -157,11 +158,11 @@ fn finish(
                 println!(
                     "phase `{}`: {} ({}, {}, {} elements) by {} on {} nodes, {} steps, seed {}",
                     line(&r.phase),
-                    r.collective,
+                    line(&r.collective),
                     r.op,
                     r.dtype,
                     r.elements,
-                    r.algorithm,
+                    line(&r.algorithm),
                     r.nodes,
                     r.steps,
                     r.seed
