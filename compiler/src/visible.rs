@@ -1,54 +1,20 @@
-//! Control characters in user text, made visible.
+//! Control characters in user text, made visible, on a terminal.
 //!
-//! Names come from users' files, and a name may hold any character. Written raw, a newline
-//! ends a DOT comment and lets the rest of the name be read as Graphviz statements, an escape
-//! sequence moves the terminal's cursor or retitles its window, and XML 1.0 cannot carry NUL
-//! or ESC at all, not even as a character reference. Every output therefore shows a control
-//! character as text — ESC as `\x1b`, a C1 control as `\u{9b}` — through [`text`], so what a
-//! user sees names the byte they wrote.
+//! The rule is [`schedule_ir::visible`]'s, re-exported here so that every output of topoc —
+//! the verifier's messages and reports, diagnostics, pictures, schedules — shows a name the
+//! same way: every control character as text (a line break as `\x0a`, ESC as `\x1b`, a C1
+//! control as `\u{9b}`), so what a user sees names the byte they wrote and a name never
+//! breaks a line. This module adds only what a terminal needs beyond it: messages that keep
+//! topoc's own line breaks, and the colour sequences of the diagnostics renderer.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
-/// How a control character is shown: `\x1b` for ASCII controls and DEL, `\u{9b}` for the C1
-/// controls. `None` for every other character.
-pub fn escape(c: char) -> Option<String> {
-    if !c.is_control() {
-        return None;
-    }
-    let code = u32::from(c);
-    Some(if code < 0x80 {
-        format!("\\x{code:02x}")
-    } else {
-        format!("\\u{{{code:x}}}")
-    })
-}
-
-/// `s` with every control character shown as text, except those in `keep` (a terminal
-/// message keeps its own line breaks and tabs; a one-line comment keeps none).
-pub fn text<'a>(s: &'a str, keep: &[char]) -> Cow<'a, str> {
-    if !s.chars().any(|c| c.is_control() && !keep.contains(&c)) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match escape(c) {
-            Some(shown) if !keep.contains(&c) => {
-                let _ = write!(out, "{shown}");
-            }
-            _ => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// `s` for one line of text: every control character shown, line breaks included.
-pub fn line(s: &str) -> Cow<'_, str> {
-    text(s, &[])
-}
+pub use schedule_ir::visible::{escape, line, text, Shown};
 
 /// `s` for a terminal message: line breaks and tabs kept, every other control character
-/// shown.
+/// shown. The line breaks kept are topoc's own: a message that quotes a name shows the name
+/// through [`line`] (or [`Shown`]) when it builds the text, since no rule applied to the
+/// whole message can tell a name's line break from the message's.
 pub fn message(s: &str) -> Cow<'_, str> {
     text(s, &['\n', '\t'])
 }

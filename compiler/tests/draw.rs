@@ -297,6 +297,53 @@ fn bad_phase_and_step_are_refused_with_the_choices() {
     );
 }
 
+#[test]
+fn a_broadcast_is_titled_by_its_roots_name() {
+    // The root is `o0` (node 0): the title names it as `compile` does, not as `node#0`, the
+    // form kept for ids that do not exist.
+    let path = repo().join("examples/graph-petersen.ron");
+    let c = compiled(&path);
+    let request = Request {
+        phase: Some("weights".to_string()),
+        step: None,
+    };
+    let from_topology = Scene::from_compiled(&c, &request).unwrap();
+    assert!(
+        from_topology
+            .subtitle
+            .starts_with("phase `weights`: broadcast from o0 by "),
+        "{}",
+        from_topology.subtitle
+    );
+    let from_schedule = Scene::from_schedule(&c.schedule, &request).unwrap();
+    assert!(
+        from_schedule
+            .subtitle
+            .starts_with("phase `weights`: broadcast from o0 by "),
+        "{}",
+        from_schedule.subtitle
+    );
+    let stepped = Scene::from_compiled(
+        &c,
+        &Request {
+            step: Some(0),
+            ..request
+        },
+    )
+    .unwrap();
+    assert!(
+        stepped
+            .subtitle
+            .starts_with("phase `weights`: broadcast from o0 by "),
+        "{}",
+        stepped.subtitle
+    );
+    for scene in [&from_topology, &stepped] {
+        assert!(render_dot(scene).contains("broadcast from o0 by "));
+        assert!(render_svg(scene).contains("broadcast from o0 by "));
+    }
+}
+
 /// Three compute nodes around a switch, plus two parallel links between two of them, and an
 /// allgather whose every send is routed through the switch.
 fn switch_schedule() -> Schedule {

@@ -141,9 +141,10 @@ fn control_characters_in_names_are_shown_as_text_in_every_picture_and_report() {
         1,
         "{text}"
     );
-    // In DOT strings the escape's backslash is itself escaped, so Graphviz shows `\x1b`.
+    // In DOT strings the escape's backslash is itself escaped, so Graphviz shows `\x1b`; a
+    // line break in a name is shown the same way, not as a Graphviz line break.
     assert!(text.contains(r#"label="a\\x1b[2J""#), "{text}");
-    assert!(text.contains(r#"label="l\n1""#), "{text}");
+    assert!(text.contains(r#"label="l\\x0a1""#), "{text}");
 
     for (format, args) in [
         ("check", vec!["check", "evil.ron"]),
@@ -175,6 +176,169 @@ fn control_characters_in_names_are_shown_as_text_in_every_picture_and_report() {
     assert!(svg.contains("a\\x1b[2J"), "{svg}");
 }
 
+/// A machine whose names hold line breaks and tabs, beside ESC, quotes and XML's special
+/// characters; the broadcast's root is the node whose name has a line break, so every report
+/// of the broadcast names it.
+const LINE_BREAKS: &str = r#"Topology(
+    name: "m\nall good",
+    machine: Graph(
+        nodes: ["a\n1", "b\t2", "c\u{1b}3", "d\"<&>'4"],
+        links: [
+            (id: "l\n0", between: ("a\n1", "b\t2")),
+            (id: "l1", between: ("b\t2", "c\u{1b}3")),
+            (id: "l2", between: ("c\u{1b}3", "d\"<&>'4")),
+            (id: "l3", between: ("d\"<&>'4", "a\n1")),
+        ],
+        link: (bandwidth_gbps: 100.0, latency_us: 1.0),
+    ),
+    phases: [
+        Exchange(name: "g\tall good", collective: AllReduce, op: Sum, dtype: F32, elements: 96),
+        Exchange(name: "w", collective: Broadcast(root: "a\n1"), dtype: F32, elements: 96),
+    ],
+)"#;
+
+/// The names of [`LINE_BREAKS`] as every output shows them.
+const SHOWN_NODES: [&str; 4] = ["a\\x0a1", "b\\x092", "c\\x1b3", "d\"<&>'4"];
+
+/// Every line of `text` starts with one of `heads`: no name began a line of its own.
+fn lines_start_with(text: &str, heads: &[&str]) {
+    for line in text.lines() {
+        assert!(
+            heads.iter().any(|h| line.starts_with(h)),
+            "a line not written by topoc: {line:?} in\n{text}"
+        );
+    }
+}
+
+#[test]
+fn line_breaks_and_tabs_in_names_forge_no_line_of_a_report_or_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nl.ron"), LINE_BREAKS).unwrap();
+    let compiled = topoc(dir.path(), &["compile", "nl.ron", "-o", "nl.s.ron"]);
+    assert!(
+        compiled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+
+    let verify = topoc(dir.path(), &["verify", "nl.s.ron"]);
+    assert!(verify.status.success());
+    let report = String::from_utf8(verify.stdout).unwrap();
+    assert!(!report.contains('\t'), "{report}");
+    lines_start_with(
+        &report,
+        &["machine `", "phase `", "  ", "nl.s.ron: verified"],
+    );
+    assert!(
+        report.contains("machine `m\\x0aall good`: 4 compute nodes"),
+        "{report}"
+    );
+    assert!(
+        report.contains("phase `g\\x09all good`: allreduce"),
+        "{report}"
+    );
+    assert!(
+        report.contains("phase `w`: broadcast from a\\x0a1, "),
+        "{report}"
+    );
+
+    let run = topoc(dir.path(), &["run", "nl.s.ron", "--elements", "96"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let ran = String::from_utf8(run.stdout).unwrap();
+    assert!(!ran.contains('\t'), "{ran}");
+    lines_start_with(
+        &ran,
+        &["nl.s.ron: schedule verified", "phase `", "  ", "ok"],
+    );
+    assert!(ran.contains("machine `m\\x0aall good`"), "{ran}");
+    assert!(ran.contains("phase `w`: broadcast from a\\x0a1 ("), "{ran}");
+
+    // A schedule the verifier refuses: its one error is one line, whose node's name would
+    // otherwise forge `all good: schedule verified` on a line of its own.
+    let bad = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../schedule-ir/tests/bad/names-with-line-breaks-and-tabs.ron");
+    for command in ["verify", "run"] {
+        let out = topoc(dir.path(), &[command, bad.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        let errors = String::from_utf8(out.stderr).unwrap();
+        assert!(!errors.contains('\t'), "{command}: {errors}");
+        lines_start_with(&errors, &["error: "]);
+        assert_eq!(errors.lines().count(), 2, "{command}: {errors}");
+        assert!(
+            errors.contains("N2 sends chunks [2] to N0\\x0aall good: schedule verified\\x09<-tab arriving over L\\x0902"),
+            "{command}: {errors}"
+        );
+    }
+}
+
+#[test]
+fn line_breaks_and_tabs_in_names_are_text_in_pictures_and_read_back_from_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nl.ron"), LINE_BREAKS).unwrap();
+
+    let dot = topoc(
+        dir.path(),
+        &["draw", "nl.ron", "--phase", "w", "--format", "dot"],
+    );
+    assert!(dot.status.success());
+    let dot = String::from_utf8(dot.stdout).unwrap();
+    assert!(!dot.contains('\t'), "{dot}");
+    // Every statement is on a line of its own: a name ends no string and no line.
+    lines_start_with(&dot, &["//", "digraph ", "  ", "}", ""]);
+    for (i, shown) in SHOWN_NODES.iter().enumerate() {
+        let quoted = shown.replace('\\', "\\\\").replace('"', "\\\"");
+        assert!(
+            dot.contains(&format!("  n{i} [label=\"{quoted}\", ")),
+            "{dot}"
+        );
+    }
+    assert!(dot.contains(r#"label="l\\x0a0""#), "{dot}");
+    // The title's one Graphviz line break is topoc's, between the title and its subtitle.
+    assert!(
+        dot.contains(r#"label="m\\x0aall good\nphase `w`: broadcast from a\\x0a1 by "#),
+        "{dot}"
+    );
+
+    let svg = topoc(
+        dir.path(),
+        &["draw", "nl.ron", "--phase", "w", "--format", "svg"],
+    );
+    assert!(svg.status.success());
+    let svg = String::from_utf8(svg.stdout).unwrap();
+    assert!(!svg.contains('\t'), "{svg}");
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed SVG");
+    // `data-node` reads back as the name the picture shows, the same text `check` prints.
+    let attributes: Vec<&str> = doc
+        .descendants()
+        .filter_map(|n| n.attribute("data-node"))
+        .collect();
+    assert_eq!(attributes, SHOWN_NODES);
+    let texts: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text"))
+        .filter_map(|n| n.text())
+        .collect();
+    for shown in SHOWN_NODES {
+        assert!(texts.contains(&shown), "{shown:?} not among {texts:?}");
+    }
+    assert!(
+        texts.contains(&"m\\x0aall good"),
+        "title not among {texts:?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("phase `w`: broadcast from a\\x0a1 by ")),
+        "subtitle not among {texts:?}"
+    );
+    let check = topoc(dir.path(), &["check", "nl.ron"]);
+    let check = String::from_utf8(check.stdout).unwrap();
+    assert!(check.contains("a\\x0a1 -l\\x0a0-> b\\x092"), "{check}");
+}
 #[test]
 fn thousands_of_problems_on_one_long_line_give_a_bounded_report() {
     // One line of about 154 KB with 4,000 unknown node names: once 920 MB of diagnostics,

@@ -356,6 +356,33 @@ fn the_plot_escapes_phase_names_and_draws_every_phase() {
         captions.contains(&"phase a<&\">r: allreduce over 6 ranks"),
         "{captions:?}"
     );
+
+    // Control characters, which XML 1.0 cannot carry, are shown as text, as everywhere.
+    let hostile = dir.path().join("hostile.ron");
+    std::fs::write(
+        &hostile,
+        EVERY_COLLECTIVE.replace(r#"name: "rs""#, r#"name: "r\u{1b}[2J\ns\t""#),
+    )
+    .expect("write");
+    let svg_arg = dir.path().join("hostile.svg").display().to_string();
+    table(&[
+        &hostile.display().to_string(),
+        "-b",
+        "1KiB",
+        "-e",
+        "1KiB",
+        "--plot",
+        &svg_arg,
+    ]);
+    let text = std::fs::read_to_string(&svg_arg).expect("the plot is written");
+    assert!(!text.contains(['\u{1b}', '\t']), "{text}");
+    let doc = roxmltree::Document::parse(&text).expect("well-formed SVG");
+    assert!(
+        doc.descendants()
+            .filter_map(|n| n.text())
+            .any(|t| t.trim() == "phase r\\x1b[2J\\x0as\\x09: reduce-scatter over 6 ranks"),
+        "{text}"
+    );
 }
 
 #[test]

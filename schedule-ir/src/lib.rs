@@ -11,7 +11,8 @@
 //! - [`verify`](mod@verify): the verifier, which turns a [`Schedule`] into a [`VerifiedSchedule`] or a list
 //!   of every problem it found;
 //! - [`cost`]: the α-β cost model and lower bounds;
-//! - [`limits`]: every size limit, with its reason.
+//! - [`limits`]: every size limit, with its reason;
+//! - [`visible`]: how control characters in users' names are shown, in every output.
 //!
 //! # Execution semantics (BSP)
 //!
@@ -90,6 +91,7 @@ pub mod pattern;
 pub mod ranks;
 pub mod serial;
 pub mod verify;
+pub mod visible;
 
 pub use bands::{Band, PhaseLookup};
 pub use chunk_ids::{ChunkBytes, ChunkIds, ChunkIdsIter, ChunkRun};

@@ -108,7 +108,7 @@ pub enum ExpandError {
     #[error("the pattern is malformed: {0}; `topoc verify` the file for every problem")]
     Malformed(String),
     /// The explicit form would be larger than this build expands.
-    #[error("the explicit form of phase `{phase}` would have {instructions} instructions, more than are expanded ({limit}), or more steps × nodes than {MAX_PATTERN_STEP_SLOTS}; use the pattern form as it is (`topoc verify` proves it)")]
+    #[error("the explicit form of phase `{}` would have {instructions} instructions, more than are expanded ({limit}), or more steps × nodes than {MAX_PATTERN_STEP_SLOTS}; use the pattern form as it is (`topoc verify` proves it)", crate::visible::Shown(.phase))]
     TooLarge {
         /// The phase.
         phase: String,
@@ -305,8 +305,12 @@ impl Pattern {
         translator: &Translator<'_>,
         phase: &Phase,
     ) -> Result<Phase, ExpandError> {
-        let malformed =
-            |what: String| ExpandError::Malformed(format!("phase `{}`: {what}", phase.name));
+        let malformed = |what: String| {
+            ExpandError::Malformed(format!(
+                "phase `{}`: {what}",
+                crate::visible::Shown(&phase.name)
+            ))
+        };
         let [origin] = phase.programs.as_slice() else {
             return Err(malformed(format!(
                 "it has {} programs; a pattern's phase has one, the origin's",

@@ -473,9 +473,10 @@ pub fn run(cli: Cli) -> Result<ExitCode, String> {
 /// has, so that the user can pick one.
 pub fn no_phase(path: &Path, name: &str, names: &[&str]) -> String {
     format!(
-        "error: {} has no phase `{name}`; its phases are: {}",
-        path.display(),
-        names.join(", ")
+        "error: {} has no phase `{}`; its phases are: {}",
+        topoc::visible::line(&path.display().to_string()),
+        topoc::visible::line(name),
+        topoc::visible::line(&names.join(", "))
     )
 }
 

@@ -153,11 +153,11 @@ fn finish(
                 println!(
                     "phase `{}`: {} ({}, {}, {} elements) by {} on {} nodes, {} steps, seed {}",
                     line(&r.phase),
-                    r.collective,
+                    line(&r.collective),
                     r.op,
                     r.dtype,
                     r.elements,
-                    r.algorithm,
+                    line(&r.algorithm),
                     r.nodes,
                     r.steps,
                     r.seed

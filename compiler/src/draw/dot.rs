@@ -49,7 +49,7 @@ fn header(out: &mut String, scene: &Scene) {
     let _ = writeln!(
         out,
         "  graph [layout=neato, inputscale=72, splines=true, outputorder=edgesfirst, fontname=\"Helvetica\", labelloc=t, labeljust=l, label={}];",
-        quote(&format!("{}\n{}", scene.title, scene.subtitle))
+        quote_lines(&[&scene.title, &scene.subtitle])
     );
     let _ = writeln!(
         out,
@@ -221,20 +221,28 @@ fn legend(out: &mut String, scene: &Scene, layout: &Layout, top: f64) {
     );
 }
 
-/// A DOT string literal. A line break becomes DOT's `\n`; every other control character is
-/// shown as text (`\x1b`, its backslash escaped for DOT), since Graphviz refuses NUL and
-/// passes ESC through to its output.
+/// A DOT string literal holding one line of text: quotes and backslashes escaped for DOT, and
+/// every control character shown as text ([`visible::line`]: a line break in a name is
+/// `\x0a`, as every other output shows it, never a Graphviz line break, so a name stays one
+/// label line and Graphviz sees no NUL, which it refuses, or ESC, which it passes through).
 fn quote(s: &str) -> String {
+    quote_lines(&[s])
+}
+
+/// A DOT string literal of several lines, each as [`quote`] shows it, joined by Graphviz's
+/// own line break `\n`: the only line breaks a label has are topoc's.
+fn quote_lines(lines: &[&str]) -> String {
     let mut out = String::from("\"");
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => match visible::escape(c) {
-                Some(shown) => out.push_str(&shown.replace('\\', "\\\\")),
-                None => out.push(c),
-            },
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push_str("\\n");
+        }
+        for ch in visible::line(line).chars() {
+            match ch {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c => out.push(c),
+            }
         }
     }
     out.push('"');

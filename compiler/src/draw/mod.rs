@@ -25,6 +25,7 @@ use crate::compile::Compiled;
 use crate::embed::trees::Tree;
 use crate::embed::Ring;
 use crate::machine::Shape;
+use crate::visible::{line, Shown};
 use schedule_ir::{
     ChunkId, Hop, Instr, LinkId, Machine, NodeId, NodeKind, Phase, RecvMode, VerifiedSchedule,
 };
@@ -44,7 +45,7 @@ pub struct Request {
 #[derive(Clone, Debug, Error, PartialEq)]
 pub enum DrawError {
     /// `--phase` names no phase of the schedule.
-    #[error("there is no phase `{name}`; the phases are: {}", list(.known))]
+    #[error("there is no phase `{}`; the phases are: {}", Shown(.name), list(.known))]
     UnknownPhase {
         /// The name asked for.
         name: String,
@@ -52,7 +53,7 @@ pub enum DrawError {
         known: Vec<String>,
     },
     /// `--step` is past the phase's last step.
-    #[error("phase `{phase}` has {}; there is no step {step}", step_range(*.steps))]
+    #[error("phase `{}` has {}; there is no step {step}", Shown(.phase), step_range(*.steps))]
     NoSuchStep {
         /// The phase.
         phase: String,
@@ -74,11 +75,12 @@ fn step_range(steps: u32) -> String {
     }
 }
 
+/// The phases there are, each shown as every name is.
 fn list(names: &[String]) -> String {
     if names.is_empty() {
         "none".to_string()
     } else {
-        names.join(", ")
+        names.iter().map(|n| line(n)).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -264,7 +266,7 @@ fn build(
             format!(
                 "phase `{}`: {} by {} · {} {kind}{}{ways}",
                 p.name,
-                p.collective,
+                p.collective.describe(machine),
                 p.algorithm,
                 overlays.len(),
                 if overlays.len() == 1 { "" } else { "s" },
@@ -275,7 +277,7 @@ fn build(
             format!(
                 "phase `{}`: {} by {} · step {} of 0–{}: {} transfers, {} of {} link directions busy",
                 p.name,
-                p.collective,
+                p.collective.describe(machine),
                 p.algorithm,
                 s.step,
                 s.steps.saturating_sub(1),

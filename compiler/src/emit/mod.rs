@@ -39,7 +39,7 @@ pub enum PhaseChoiceError {
         holder: &'static str,
     },
     /// The chosen phase does not exist.
-    #[error("the schedule has no phase `{name}`; its phases are {}", quoted(.available))]
+    #[error("the schedule has no phase `{}`; its phases are {}", crate::visible::Shown(.name), quoted(.available))]
     NoSuchPhase {
         /// The name asked for.
         name: String,
@@ -75,7 +75,7 @@ pub(crate) fn choose_phase<'a>(
 pub(crate) fn quoted(names: &[String]) -> String {
     names
         .iter()
-        .map(|n| format!("`{n}`"))
+        .map(|n| format!("`{}`", crate::visible::Shown(n)))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -3,10 +3,12 @@
 //! the lower bound dashed, and a ring around the method `auto` takes at each size.
 //!
 //! Drawn with plotters' SVG backend alone: no fonts are read (the text is laid out by the
-//! viewer), so the picture depends on nothing but the table, byte for byte. The backend
-//! escapes text and attributes, so phase names reach the SVG as written.
+//! viewer), so the picture depends on nothing but the table, byte for byte. Phase and method
+//! names are shown as every name is ([`Shown`]: a control character as text such as `\x1b`,
+//! which XML 1.0 could not carry); the backend escapes XML's special characters.
 
 use super::{format_bytes, Row, Table};
+use crate::visible::Shown;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -129,7 +131,9 @@ fn draw_phase(
     };
     let title = format!(
         "phase {}: {} over {} ranks",
-        first.phase, first.collective, first.ranks
+        Shown(&first.phase),
+        Shown(&first.collective),
+        first.ranks
     );
     draw_panel(time, phase, &title, Measure::Time)?;
     draw_panel(bus, phase, &title, Measure::BusBandwidth)
@@ -228,7 +232,7 @@ where
         chart
             .draw_series(LineSeries::new(points, colour.stroke_width(LINE_WIDTH)))
             .map_err(failed)?
-            .label(*method)
+            .label(Shown(method).to_string())
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(LINE_WIDTH))
             });

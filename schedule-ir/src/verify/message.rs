@@ -4,12 +4,16 @@
 //! The place comes from the error's [`Location`]; which part of it heads the line depends on
 //! the kind (`machine: `, `phase `grads`: `, `phase `grads`, step 3: `). The texts are pinned
 //! by `tests/bad/*.ron` and by the compiler's diagnostics snapshots.
+//!
+//! Every name, and every text built from names (a pattern's `problem`, a limit's `what`),
+//! is shown through [`Shown`]: a line break in a name would otherwise forge a line of its own.
 
 use super::error::{ErrorKind as K, VerifyError, Warning, WarningKind};
 use super::location::Location;
 use super::phrases::{
     ends, join, kind_name, result_phrase, scale_phrase, to_itself, to_switch, uses,
 };
+use crate::visible::Shown;
 use std::fmt;
 
 /// A location field, or `?` when the verifier did not set it (it always sets the fields its
@@ -25,11 +29,23 @@ impl<T: fmt::Display> fmt::Display for Or<'_, T> {
     }
 }
 
+/// The phase of a location, shown as every name is ([`Shown`]), or `?` when it is not set.
+struct PhaseName<'a>(&'a Location);
+
+impl fmt::Display for PhaseName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0.phase {
+            Some(name) => Shown(name).fmt(f),
+            None => f.write_str("?"),
+        }
+    }
+}
+
 /// The head of a pattern's message: as much of the phase, step, node and link as is known.
 fn pattern_head(at: &Location) -> String {
     let mut head = String::new();
-    if let Some(phase) = &at.phase {
-        head.push_str(&format!("phase `{phase}`"));
+    if at.phase.is_some() {
+        head.push_str(&format!("phase `{}`", PhaseName(at)));
         if let Some(step) = at.step {
             head.push_str(&format!(", {step}"));
         }
@@ -49,7 +65,7 @@ struct InPhase<'a>(&'a Location);
 
 impl fmt::Display for InPhase<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "phase `{}`: ", Or(&self.0.phase))
+        write!(f, "phase `{}`: ", PhaseName(self.0))
     }
 }
 
@@ -58,7 +74,7 @@ struct InStep<'a>(&'a Location);
 
 impl fmt::Display for InStep<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "phase `{}`, {}: ", Or(&self.0.phase), Or(&self.0.step))
+        write!(f, "phase `{}`, {}: ", PhaseName(self.0), Or(&self.0.step))
     }
 }
 
@@ -78,27 +94,27 @@ fn well_formed(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>) -> Option<fm
     let (phase, node, link, chunk) = (InPhase(at), Or(&at.node), Or(&at.link), Or(&at.chunk));
     Some(match kind {
         K::FormatVersion { found, expected } => write!(f, "schedule format version {found} is not supported (this verifier checks version {expected})"),
-        K::TooLarge { what, count, limit } => write!(f, "{what}: {count} is more than this verifier supports (limit {limit})"),
-        K::NoComputeNodes { machine } => write!(f, "machine `{machine}` has no compute nodes"),
-        K::DuplicateNodeName { name, first, second } => write!(f, "machine: {first} and {second} are both called `{name}`; node names must be unique"),
-        K::DuplicateLinkName { name, first, second } => write!(f, "machine: {first} and {second} are both called `{name}`; link names must be unique"),
+        K::TooLarge { what, count, limit } => write!(f, "{}: {count} is more than this verifier supports (limit {limit})", Shown(what)),
+        K::NoComputeNodes { machine } => write!(f, "machine `{}` has no compute nodes", Shown(machine)),
+        K::DuplicateNodeName { name, first, second } => write!(f, "machine: {first} and {second} are both called `{}`; node names must be unique", Shown(name)),
+        K::DuplicateLinkName { name, first, second } => write!(f, "machine: {first} and {second} are both called `{}`; link names must be unique", Shown(name)),
         K::LinkEndpointUnknown { endpoint, nodes } => write!(f, "machine: link {link} ends at {endpoint}, but the machine has {nodes} nodes"),
         K::LinkToItself => write!(f, "machine: link {link} joins {node} to itself"),
         K::InvalidLink { field, value, rule } => write!(f, "machine: link {link} has {field} = {value}, but it must be {rule}"),
-        K::InvalidReduceRate { machine, value } => write!(f, "machine `{machine}`: reduce_gbps = {value}, but it must be {}", crate::limits::RATE_RULE),
-        K::InvalidSwitchLatency { machine, value } => write!(f, "machine `{machine}`: switch_latency_us = {value}, but it must be {}", crate::limits::LATENCY_RULE),
+        K::InvalidReduceRate { machine, value } => write!(f, "machine `{}`: reduce_gbps = {value}, but it must be {}", Shown(machine), crate::limits::RATE_RULE),
+        K::InvalidSwitchLatency { machine, value } => write!(f, "machine `{}`: switch_latency_us = {value}, but it must be {}", Shown(machine), crate::limits::LATENCY_RULE),
         K::BadCapacity { capacity } => write!(f, "node {node} has capacity {capacity}, but only switches have a capacity, of at least 1"),
-        K::DuplicatePhaseName => write!(f, "schedule: two phases are called `{}`; phase names must be unique", Or(&at.phase)),
-        K::ProgramUnknownPhase { position, name } => write!(f, "program item {position} runs exchange phase `{name}`, but no phase has that name"),
-        K::BandsNameTaken => write!(f, "schedule: the banded exchange `{}` has the name of another phase or exchange; names must be unique", Or(&at.phase)),
-        K::NoBands => write!(f, "exchange `{}`: the banded exchange has no band; it needs at least one", Or(&at.phase)),
-        K::EmptyBand { band, min_bytes, max_bytes } => write!(f, "exchange `{}`: band {band} ({min_bytes}..{max_bytes} bytes) holds no size; its upper end must be above its lower end", Or(&at.phase)),
-        K::BandGap { band, min_bytes, expected: Some(end) } => write!(f, "exchange `{}`: band {band} starts at {min_bytes} bytes but band {} ends at {end} bytes; bands must follow each other without a hole or an overlap", Or(&at.phase), band.saturating_sub(1)),
-        K::BandGap { band, min_bytes, expected: None } => write!(f, "exchange `{}`: band {band} starts at {min_bytes} bytes but band {} has no upper end; only the last band may be unbounded", Or(&at.phase), band.saturating_sub(1)),
-        K::BandsDiffer { band, phase: p, what } => write!(f, "exchange `{}`: band {band} runs phase `{p}`, whose {what} differs from band 0's; every band runs the same collective, op and dtype", Or(&at.phase)),
-        K::BandSizeOutside { band, phase: p, bytes } => write!(f, "exchange `{}`: band {band} runs phase `{p}`, compiled for {bytes} bytes, a size outside the band; a band's phase is compiled for a size it serves", Or(&at.phase)),
-        K::ProgramPhaseCount { count } => write!(f, "program: phase `{}` is run {count} times; every phase must be run exactly once", Or(&at.phase)),
-        K::ProgramOrder { position, found, expected } => write!(f, "program item {position} runs `{found}` where the phase order has `{expected}`; the program must run the phases in the order they are listed"),
+        K::DuplicatePhaseName => write!(f, "schedule: two phases are called `{}`; phase names must be unique", PhaseName(at)),
+        K::ProgramUnknownPhase { position, name } => write!(f, "program item {position} runs exchange phase `{}`, but no phase has that name", Shown(name)),
+        K::BandsNameTaken => write!(f, "schedule: the banded exchange `{}` has the name of another phase or exchange; names must be unique", PhaseName(at)),
+        K::NoBands => write!(f, "exchange `{}`: the banded exchange has no band; it needs at least one", PhaseName(at)),
+        K::EmptyBand { band, min_bytes, max_bytes } => write!(f, "exchange `{}`: band {band} ({min_bytes}..{max_bytes} bytes) holds no size; its upper end must be above its lower end", PhaseName(at)),
+        K::BandGap { band, min_bytes, expected: Some(end) } => write!(f, "exchange `{}`: band {band} starts at {min_bytes} bytes but band {} ends at {end} bytes; bands must follow each other without a hole or an overlap", PhaseName(at), band.saturating_sub(1)),
+        K::BandGap { band, min_bytes, expected: None } => write!(f, "exchange `{}`: band {band} starts at {min_bytes} bytes but band {} has no upper end; only the last band may be unbounded", PhaseName(at), band.saturating_sub(1)),
+        K::BandsDiffer { band, phase: p, what } => write!(f, "exchange `{}`: band {band} runs phase `{}`, whose {what} differs from band 0's; every band runs the same collective, op and dtype", PhaseName(at), Shown(p)),
+        K::BandSizeOutside { band, phase: p, bytes } => write!(f, "exchange `{}`: band {band} runs phase `{}`, compiled for {bytes} bytes, a size outside the band; a band's phase is compiled for a size it serves", PhaseName(at), Shown(p)),
+        K::ProgramPhaseCount { count } => write!(f, "program: phase `{}` is run {count} times; every phase must be run exactly once", PhaseName(at)),
+        K::ProgramOrder { position, found, expected } => write!(f, "program item {position} runs `{}` where the phase order has `{}`; the program must run the phases in the order they are listed", Shown(found), Shown(expected)),
         K::NoDataBuffer => match &at.buffer {
             Some(b) => write!(f, "{phase}buffer 0 must be the data buffer (kind Data), but it is the scratch buffer `{b}`"),
             None => write!(f, "{phase}buffer 0 must be the data buffer (kind Data), but the phase declares no buffers"),
@@ -145,7 +161,7 @@ fn instructions_and_results(kind: &K, at: &Location, f: &mut fmt::Formatter<'_>)
         K::ScaleNotMean { op } => write!(f, "{step}{node} scales buffer `{buffer}`, but the phase's op is {op}; only a mean is divided"),
         K::WrongDivisor { divisor, expected } => write!(f, "{step}{node} scales buffer `{buffer}` by 1/{divisor}, but the mean is over {expected} compute nodes; the divisor must be {expected}"),
         K::SameBuffer { action } => write!(f, "{step}{node}'s {action} reads and writes buffer `{buffer}`; source and destination must differ"),
-        K::NotAPattern { problem } => write!(f, "{}not a pattern: {problem}", pattern_head(at)),
+        K::NotAPattern { problem } => write!(f, "{}not a pattern: {}", pattern_head(at), Shown(problem)),
         K::LinkOverbooked { from, to, lanes, transfers } => write!(f, "{step}link {link} direction {from}→{to} carries {} transfers (lanes: {lanes}): {}", transfers.len(), join(transfers)),
         K::UnmatchedSend { transfer } => write!(f, "{step}{transfer} arriving over {link}, but {} posts no matching receive", transfer.to),
         K::UnmatchedRecv { from, chunks } => write!(f, "{step}{node} receives chunks {chunks} from {from} over {link}, but {from} sends nothing matching"),

@@ -5,7 +5,9 @@ use crate::{BufferId, ChunkId, LinkId, NodeId};
 use serde::Serialize;
 use std::fmt;
 
-/// An id together with the name the user knows it by. Displays as the name.
+/// An id together with the name the user knows it by. Displays as the name, shown through
+/// [`visible::line`](crate::visible::line): a name with a line break in it cannot forge a line
+/// of a message or a report. Serialises with the name as written.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Named<I> {
     /// The id.
@@ -17,7 +19,7 @@ pub struct Named<I> {
 
 impl<I> fmt::Display for Named<I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name)
+        crate::visible::Shown(&self.name).fmt(f)
     }
 }
 

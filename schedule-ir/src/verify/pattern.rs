@@ -33,6 +33,7 @@ use super::{
 };
 use crate::cost::{self, Bound, DirectionLoad, Estimate, NodeReduce, StepLoad};
 use crate::pattern::{Grid, Pattern, Translator};
+use crate::visible::Shown;
 use crate::{
     Chunk, ChunkId, ChunkIds, Collective, Instr, Machine, NodeId, NodeKind, Phase, Program,
     RecvMode, Schedule,
@@ -109,7 +110,7 @@ impl fmt::Display for PatternReport {
         writeln!(
             f,
             "machine `{}`: {} compute nodes on a {} grid, each running the origin's program translated",
-            self.machine,
+            Shown(&self.machine),
             self.compute_nodes,
             sizes.join(" × ")
         )?;
@@ -117,7 +118,7 @@ impl fmt::Display for PatternReport {
             writeln!(
                 f,
                 "phase `{}`: {} of {} B, algorithm `{}`, {} steps, {} instructions per node ({} in all)",
-                p.name, p.collective, p.vector_bytes, p.algorithm, p.steps, p.instructions_per_node, p.instructions
+                Shown(&p.name), p.collective, p.vector_bytes, Shown(&p.algorithm), p.steps, p.instructions_per_node, p.instructions
             )?;
             writeln!(
                 f,

@@ -2,6 +2,7 @@
 
 use super::{link, node, Named, Warning};
 use crate::cost::{self, Bound, Estimate};
+use crate::visible::Shown;
 use crate::{Collective, DType, LinkId, Machine, NodeId, NodeKind, ReduceOp, Schedule, StepId};
 use serde::Serialize;
 use std::fmt;
@@ -287,7 +288,13 @@ impl Report {
         writeln!(
             f,
             "phase `{}`: {collective}, {} over {} {} ({} B), algorithm `{}`, {} steps",
-            p.name, p.op, p.elements, p.dtype, p.vector_bytes, p.algorithm, p.steps
+            Shown(&p.name),
+            p.op,
+            p.elements,
+            p.dtype,
+            p.vector_bytes,
+            Shown(&p.algorithm),
+            p.steps
         )?;
         writeln!(
             f,
@@ -400,7 +407,7 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "machine `{}`: {} compute nodes, {} switches, {} links ({} directions)",
-            self.machine,
+            Shown(&self.machine),
             self.compute_nodes,
             self.switches,
             self.directions.len() / 2,

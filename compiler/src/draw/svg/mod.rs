@@ -587,20 +587,21 @@ pub(super) fn f(x: f64) -> String {
     }
 }
 
-/// Escapes text for XML content and attribute values.
+/// Escapes text for XML content and attribute values. Every control character is shown as
+/// text ([`crate::visible::line`]: a line break is `\x0a`, a tab `\x09`), as in every other
+/// output: XML 1.0 cannot carry NUL or ESC even as a reference, and a parser turns a raw line
+/// break or tab in an attribute into a space, so a `data-node` would not read back as the name
+/// the picture shows.
 pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
+    let shown = crate::visible::line(s);
+    let mut out = String::with_capacity(shown.len());
+    for ch in shown.chars() {
         match ch {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            // XML 1.0 cannot carry NUL or ESC even as a reference: show them as text.
-            c if c != '\n' && c != '\t' && c.is_control() => {
-                out.push_str(&crate::visible::escape(c).unwrap_or_default());
-            }
             c => out.push(c),
         }
     }

@@ -35,9 +35,10 @@ impl NodeBox {
     }
 }
 
-/// Text width estimate for a sans-serif font.
+/// Text width estimate for a sans-serif font, of `s` as [`esc`](super::esc) shows it (a
+/// control character takes the width of its text form, `\x0a`).
 pub(super) fn text_width(s: &str, size: f64) -> f64 {
-    0.6 * size * s.chars().count() as f64
+    0.6 * size * crate::visible::line(s).chars().count() as f64
 }
 
 /// The bounding box of everything drawn, in layout coordinates.
