@@ -22,7 +22,11 @@
 //! **Shape.** A BSP step lasts as long as its slowest transfer, so on a machine whose links
 //! differ in speed the synthesis is run per *reference bandwidth* `b` (each distinct link
 //! bandwidth): links slower than `b` are left out (if the rest still joins the compute nodes)
-//! and a link of bandwidth `B ≥ b` carries `⌊B/b⌋` chunks per step in one send. The chunks per
+//! and a link of bandwidth `B ≥ b` carries `⌊B/b⌋` chunks per step in one send. Likewise a step
+//! costs its slowest link's latency, so where latencies differ the synthesis is also run
+//! without the links above the smallest latency that still joins the compute nodes: a link
+//! of high latency beside fast ones would otherwise make the machine with it slower than the
+//! machine without it. The chunks per
 //! node `k`, the *grain* (how many chunks a direction of bandwidth `b` carries per step: one, a
 //! shard of `k`, or four shards; see `grains`), the pick rule (rarest first, or any candidate
 //! as TACOS does) and the seed of the tie-breaks are the other knobs. Every candidate's
@@ -180,13 +184,13 @@ impl Lowering for Matching {
                     plan::assemble(spec, job.name, machine, plan),
                     format!(
                         "{}, halves overlapped in {pieces} piece(s)",
-                        shape.describe()
+                        shape.describe(&links)
                     ),
                 )
             }
             _ => (
                 assemble(machine, &links, spec, job.name, best),
-                best.describe(),
+                best.describe(&links),
             ),
         };
         let mut lowered = Lowered::phase(phase);
@@ -237,9 +241,9 @@ fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
         let lacking = p.saturating_sub(1) as u64 * per_node as u64;
         let chunks = (per_node * p * most_pieces) as u64;
         let chunk = super::floor::least_chunk(spec.elements, chunks) as f64 * size;
-        for reference in links.references() {
+        for tier in links.tiers() {
             for &grain in &grains {
-                let (dirs, _) = links.at(reference, grain);
+                let (dirs, _) = links.at(tier, grain);
                 let mut inbound = vec![0u64; p];
                 for d in &dirs {
                     inbound[d.to] += u64::from(d.capacity);
@@ -280,6 +284,27 @@ struct LinkDirection {
     latency_us: f64,
 }
 
+/// Which links a synthesis uses: those of at least the reference bandwidth `gbps` (a link of
+/// `k` times it carries `k` times the grain per step) and of at most `latency_us`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Tier {
+    gbps: f64,
+    latency_us: f64,
+}
+
+impl Tier {
+    /// Every link.
+    const EVERY: Tier = Tier {
+        gbps: f64::NEG_INFINITY,
+        latency_us: f64::INFINITY,
+    };
+
+    /// Whether the synthesis uses direction `d`.
+    fn uses(self, d: &LinkDirection) -> bool {
+        d.bandwidth_gbps >= self.gbps && d.latency_us <= self.latency_us
+    }
+}
+
 /// The compute nodes and the link directions that join them directly.
 struct Links {
     nodes: Vec<NodeId>,
@@ -312,7 +337,7 @@ impl Links {
             }
         }
         let links = Links { nodes, dirs };
-        if let Some(alone) = links.unreached(f64::NEG_INFINITY) {
+        if let Some(alone) = links.unreached(Tier::EVERY) {
             return Err(EmbedError::NotApplicable(format!(
                 "`matching` moves chunks over links between compute nodes only, and {} is \
                  joined to {} only through switches",
@@ -323,11 +348,11 @@ impl Links {
         Ok(links)
     }
 
-    /// The first compute node that links of at least `gbps` do not join to the first one.
-    fn unreached(&self, gbps: f64) -> Option<usize> {
+    /// The first compute node that the links of `tier` do not join to the first one.
+    fn unreached(&self, tier: Tier) -> Option<usize> {
         let p = self.nodes.len();
         let mut adjacent: Vec<Vec<usize>> = vec![Vec::new(); p];
-        for d in self.dirs.iter().filter(|d| d.bandwidth_gbps >= gbps) {
+        for d in self.dirs.iter().filter(|d| tier.uses(d)) {
             adjacent[d.from].push(d.to);
         }
         let mut seen = vec![false; p];
@@ -347,33 +372,61 @@ impl Links {
         seen.iter().position(|&s| !s)
     }
 
-    /// The reference bandwidths worth trying, fastest first: each distinct link bandwidth
-    /// whose links and the faster ones still join every compute node (at most three).
-    fn references(&self) -> Vec<f64> {
-        let mut speeds: Vec<f64> = self.dirs.iter().map(|d| d.bandwidth_gbps).collect();
-        speeds.sort_by(|a, b| b.total_cmp(a));
-        speeds.dedup();
-        let mut out: Vec<f64> = speeds
-            .into_iter()
-            .filter(|&b| self.unreached(b).is_none())
-            .collect();
-        // The slowest reference uses every link; keep it and the two fastest that connect.
-        if out.len() > 3 {
-            let slowest = out[out.len() - 1];
-            out.truncate(2);
-            out.push(slowest);
+    /// The tiers worth trying. Under every latency ceiling — the largest link latency (every
+    /// link), then the smallest that still joins every compute node, if it differs — each
+    /// distinct bandwidth of the links under it whose links and the faster ones still join
+    /// every compute node, fastest first (at most three per ceiling). A step costs its slowest
+    /// link's latency, so a link of high latency may cost more than its bandwidth brings, and
+    /// a machine without it would get a cheaper schedule than the machine with it.
+    fn tiers(&self) -> Vec<Tier> {
+        let mut latencies: Vec<f64> = self.dirs.iter().map(|d| d.latency_us).collect();
+        latencies.sort_by(f64::total_cmp);
+        latencies.dedup();
+        let mut ceilings: Vec<f64> = latencies.last().copied().into_iter().collect();
+        let lowest = latencies.iter().copied().find(|&l| {
+            self.unreached(Tier {
+                gbps: f64::NEG_INFINITY,
+                latency_us: l,
+            })
+            .is_none()
+        });
+        ceilings.extend(lowest.filter(|l| Some(l) != latencies.last()));
+        let mut out = Vec::new();
+        for latency_us in ceilings {
+            let mut speeds: Vec<f64> = self
+                .dirs
+                .iter()
+                .filter(|d| d.latency_us <= latency_us)
+                .map(|d| d.bandwidth_gbps)
+                .collect();
+            speeds.sort_by(|a, b| b.total_cmp(a));
+            speeds.dedup();
+            let mut tiers: Vec<Tier> = speeds
+                .into_iter()
+                .map(|gbps| Tier { gbps, latency_us })
+                .filter(|&t| self.unreached(t).is_none())
+                .collect();
+            // The slowest reference uses every link under the ceiling; keep it and the two
+            // fastest that connect.
+            if tiers.len() > 3 {
+                let slowest = tiers[tiers.len() - 1];
+                tiers.truncate(2);
+                tiers.push(slowest);
+            }
+            out.extend(tiers);
         }
         out
     }
 
-    /// The directions the synthesis uses at reference bandwidth `gbps`, each carrying `grain`
-    /// chunks per step for each multiple of `gbps` it has, with the index of each in
+    /// The directions the synthesis uses in `tier`, each carrying `grain` chunks per step for
+    /// each multiple of the tier's reference bandwidth it has, with the index of each in
     /// [`Links::dirs`].
-    fn at(&self, gbps: f64, grain: u32) -> (Vec<Direction>, Vec<usize>) {
+    fn at(&self, tier: Tier, grain: u32) -> (Vec<Direction>, Vec<usize>) {
+        let gbps = tier.gbps;
         self.dirs
             .iter()
             .enumerate()
-            .filter(|(_, d)| d.bandwidth_gbps >= gbps)
+            .filter(|(_, d)| tier.uses(d))
             .map(|(i, d)| {
                 let ratio = (d.bandwidth_gbps / gbps * (1.0 + 1e-9)).floor();
                 let capacity = if ratio.is_finite() && ratio >= 1.0 {
@@ -450,23 +503,34 @@ struct Best {
     per_node: usize,
     /// The chunks a direction of the reference bandwidth carries per step.
     grain: u32,
-    reference: f64,
+    /// The links it uses.
+    tier: Tier,
     pick: Pick,
     seconds: f64,
 }
 
 impl Best {
-    fn describe(&self) -> String {
+    fn describe(&self, links: &Links) -> String {
+        // The latency ceiling is named only where it leaves links out.
+        let ceiling = if links
+            .dirs
+            .iter()
+            .all(|d| d.latency_us <= self.tier.latency_us)
+        {
+            String::new()
+        } else {
+            format!(" and {} µs or less", self.tier.latency_us)
+        };
         format!(
             "{} chunk(s) per node, up to {} per link and step, {} first, links of {} Gbit/s or \
-             more, {} steps per half",
+             more{ceiling}, {} steps per half",
             self.per_node,
             self.grain,
             match self.pick {
                 Pick::Rarest => "rarest",
                 Pick::Any => "any candidate",
             },
-            self.reference,
+            self.tier.gbps,
             self.gather.steps.len()
         )
     }
@@ -487,9 +551,9 @@ fn search(links: &Links, spec: &PhaseSpec) -> Result<Vec<Best>, EmbedError> {
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
-        for reference in links.references() {
+        for tier in links.tiers() {
             for &grain in &grains {
-                let (dirs, index) = links.at(reference, grain);
+                let (dirs, index) = links.at(tier, grain);
                 for (pick, seed) in [
                     (Pick::Rarest, SEEDS[0]),
                     (Pick::Any, SEEDS[0]),
@@ -526,7 +590,7 @@ fn search(links: &Links, spec: &PhaseSpec) -> Result<Vec<Best>, EmbedError> {
                             capacity: dirs.iter().map(|d| d.capacity).collect(),
                             per_node,
                             grain,
-                            reference,
+                            tier,
                             pick,
                             seconds,
                         });

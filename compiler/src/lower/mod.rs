@@ -516,7 +516,8 @@ pub(crate) fn halves_only(name: &str, collective: Collective) -> Result<(), Embe
         return Ok(());
     }
     Err(EmbedError::NotApplicable(format!(
-        "`{name}` lowers allreduce, reduce-scatter and allgather, not {collective}"
+        "`{name}` lowers allreduce, reduce-scatter and allgather, not {}",
+        crate::compile::describe(collective)
     )))
 }
 

@@ -154,7 +154,10 @@ fn lower_rings(
     crate::limits::admit(Estimate::rings(spec.collective, &logical), &knobs.budget)
         .map_err(EmbedError::OverBudget)?;
     let phase = lower(spec, method, machine, &logical).ok_or_else(|| {
-        EmbedError::NotApplicable(format!("rings do not lower {}", spec.collective))
+        EmbedError::NotApplicable(format!(
+            "rings do not lower {}",
+            crate::compile::describe(spec.collective)
+        ))
     })?;
     Ok(Lowered {
         phase,

@@ -33,9 +33,9 @@ fn no_synthesis_is_priced_below_its_least_price() {
         for elements in [256, 1 << 16, 1 << 24] {
             let spec = spec(Collective::AllGather, DType::F32, elements);
             for (per_node, grains) in shapes(p, elements, spec.collective) {
-                for reference in links.references() {
+                for tier in links.tiers() {
                     for &grain in &grains {
-                        let (dirs, index) = links.at(reference, grain);
+                        let (dirs, index) = links.at(tier, grain);
                         let least = least_price(&links, &dirs, &index, &spec, per_node);
                         for pick in [Pick::Rarest, Pick::Any] {
                             let chunks = per_node * p;
@@ -45,7 +45,7 @@ fn no_synthesis_is_priced_below_its_least_price() {
                             let priced = price(&links, &index, &gather, &spec, chunks);
                             assert!(
                                 least <= priced,
-                                "{}: {per_node} per node, grain {grain}, {reference} Gbit/s: \
+                                "{}: {per_node} per node, grain {grain}, {tier:?}: \
                                  least {least} above the price {priced}",
                                 m.name
                             );
@@ -89,9 +89,9 @@ fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
-        for reference in links.references() {
+        for tier in links.tiers() {
             for &grain in &grains {
-                let (dirs, index) = links.at(reference, grain);
+                let (dirs, index) = links.at(tier, grain);
                 for (pick, seed) in [
                     (Pick::Rarest, SEEDS[0]),
                     (Pick::Any, SEEDS[0]),
@@ -115,7 +115,7 @@ fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
                             capacity: dirs.iter().map(|d| d.capacity).collect(),
                             per_node,
                             grain,
-                            reference,
+                            tier,
                             pick,
                             seconds,
                         });
