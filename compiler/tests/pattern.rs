@@ -403,6 +403,22 @@ fn a_pattern_whose_links_differ_is_refused_by_the_proof_and_by_expansion_alike()
 }
 
 #[test]
+fn a_pattern_naming_chunks_past_its_phase_is_refused_before_expanding() {
+    // A run of 2^31 ids is a few bytes of text; expanding it at every node would take 8 GiB.
+    let m = machine("Torus(dims: [4, 4])");
+    let mut p = pattern_of(&m, &spec(Collective::AllReduce, 4096));
+    let mut run = ChunkIds::default();
+    run.push_run(schedule_ir::ChunkRun::consecutive(0, 1 << 31));
+    *chunks_mut(&mut p.phases[0].programs[0].steps[0][0]) = run;
+    let refused = p.expand().expect_err("refused").to_string();
+    assert!(
+        refused
+            .contains("the origin's program names chunk 2147483647, but the phase has 64 chunks"),
+        "{refused}"
+    );
+}
+
+#[test]
 fn a_pattern_on_a_large_torus_is_proved_without_expanding() {
     // 64 × 64: 8 257 536 instructions once expanded; the pattern holds 2016.
     let m = machine("Torus(dims: [64, 64])");

@@ -111,7 +111,8 @@ fn sweeps_are_the_smallest_size_times_powers_of_the_factor() {
 
 #[test]
 fn bad_sweeps_name_the_flag() {
-    // Usage errors (status 2) come from the argument parser, bad values (status 1) from topoc.
+    // Usage errors (status 2: a missing, clashing or unparsable value) come from the argument
+    // parser, values that parse but cannot be used (status 1) from topoc.
     for (args, code, expected) in [
         (
             &["-b", "1KiB"][..],
@@ -140,8 +141,8 @@ fn bad_sweeps_name_the_flag() {
         ),
         (
             &["-b", "1 parsec", "-e", "1MiB"][..],
-            1,
-            "-b/--minbytes: unknown unit `parsec`",
+            2,
+            "invalid value '1 parsec' for '--minbytes <MINBYTES>': unknown unit `parsec`",
         ),
     ] {
         let mut all = vec!["simulate", "examples/ladder8.ron"];

@@ -331,6 +331,18 @@ impl Pattern {
                 limit: MAX_EXPANDED_INSTRUCTIONS,
             });
         }
+        // Every chunk id in range before anything is translated: a run is a few bytes of text
+        // however many ids it names, and each node's translate would hold them all.
+        let count = phase.chunks.len() as u64;
+        let beyond = origin.steps.iter().flatten().find_map(|i| {
+            let last = i.chunks().runs().iter().map(|r| r.last()).max()?;
+            (last >= count).then_some(last)
+        });
+        if let Some(last) = beyond {
+            return Err(malformed(format!(
+                "the origin's program names chunk {last}, but the phase has {count} chunks"
+            )));
+        }
         let mut programs = vec![Program::default(); self.machine.nodes.len()];
         for (t, node) in self.grid.nodes.iter().enumerate() {
             let Some(program) = programs.get_mut(node.index()) else {
