@@ -115,17 +115,7 @@ pub struct SpanTree {
 impl SpanTree {
     /// Reads `source`. Never fails: text it cannot follow is simply not indexed.
     pub fn new(source: &str) -> SpanTree {
-        let mut reader = Reader {
-            src: source.as_bytes(),
-            // A byte-order mark is not part of the value (see `parse`).
-            pos: if source.starts_with(super::parse::BOM) {
-                super::parse::BOM.len_utf8()
-            } else {
-                0
-            },
-            depth: 0,
-            cut: false,
-        };
+        let mut reader = Reader::at_start(source);
         let root = reader.value();
         SpanTree {
             root,
@@ -204,16 +194,7 @@ pub struct Ending {
 /// depending on how far the parser got. A closing bracket that does not match the innermost
 /// open one is passed over: the parser has already refused such a text where it occurs.
 pub fn ending(source: &str) -> Option<Ending> {
-    let mut reader = Reader {
-        src: source.as_bytes(),
-        pos: if source.starts_with(super::parse::BOM) {
-            super::parse::BOM.len_utf8()
-        } else {
-            0
-        },
-        depth: 0,
-        cut: false,
-    };
+    let mut reader = Reader::at_start(source);
     let mut unclosed: Vec<Unclosed> = Vec::new();
     // The identifier just read, and whether a `:` has followed it: what names a bracket.
     let mut owner: Option<(Range<usize>, bool)> = None;
@@ -301,7 +282,22 @@ struct Reader<'a> {
     cut: bool,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    /// A reader at the start of `source`'s value: a byte-order mark is not part of it (see
+    /// `parse`).
+    fn at_start(source: &'a str) -> Reader<'a> {
+        Reader {
+            src: source.as_bytes(),
+            pos: if source.starts_with(super::parse::BOM) {
+                super::parse::BOM.len_utf8()
+            } else {
+                0
+            },
+            depth: 0,
+            cut: false,
+        }
+    }
+
     fn peek(&self) -> Option<u8> {
         self.src.get(self.pos).copied()
     }
