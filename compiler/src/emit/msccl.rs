@@ -670,7 +670,8 @@ impl Algo {
     }
 }
 
-/// An attribute value: XML-escaped, control characters blanked, cut to [`MAX_NAME_BYTES`].
+/// An attribute value: XML-escaped, control characters shown as text as in every other
+/// output ([`crate::visible`]: a line break as `\x0a`), cut to [`MAX_NAME_BYTES`].
 fn escape(text: &str) -> String {
     let mut out = String::new();
     for ch in text.chars() {
@@ -680,7 +681,7 @@ fn escape(text: &str) -> String {
             '>' => "&gt;".to_string(),
             '"' => "&quot;".to_string(),
             '\'' => "&apos;".to_string(),
-            c if c.is_control() => " ".to_string(),
+            c if c.is_control() => crate::visible::escape(c).unwrap_or_default(),
             c => c.to_string(),
         };
         if out.len() + piece.len() > MAX_NAME_BYTES {
@@ -697,7 +698,7 @@ mod tests {
 
     #[test]
     fn names_are_escaped_and_bounded() {
-        assert_eq!(escape("a<b>&\"c'\n"), "a&lt;b&gt;&amp;&quot;c&apos; ");
+        assert_eq!(escape("a<b>&\"c'\n"), "a&lt;b&gt;&amp;&quot;c&apos;\\x0a");
         assert!(escape(&"é".repeat(500)).len() <= MAX_NAME_BYTES);
     }
 }
