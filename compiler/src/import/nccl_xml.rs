@@ -292,9 +292,7 @@ impl Reader<'_> {
         match whole.read(value) {
             Ok(v) => Some(v),
             Err(reason) => {
-                let range = node
-                    .attribute_node(key)
-                    .map_or(node.range(), |a| a.range_value());
+                let range = value_range(node, key);
                 self.problems.push(whole.refused(
                     range,
                     &format!("`{key}` of <{}>", node.tag_name().name()),
@@ -362,9 +360,7 @@ impl Reader<'_> {
             return;
         };
         let bus = busid.to_ascii_lowercase();
-        let at = node
-            .attribute_node("busid")
-            .map_or(node.range(), |a| a.range_value());
+        let at = value_range(node, "busid");
         if !self.declare(
             &format!("bus {bus}"),
             at,
@@ -402,9 +398,7 @@ impl Reader<'_> {
                     Some(r) if r <= 16.0 => LinkKind::Pcie4,
                     Some(r) if r <= 32.0 => LinkKind::Pcie5,
                     _ => {
-                        let range = node
-                            .attribute_node("link_speed")
-                            .map_or(node.range(), |a| a.range_value());
+                        let range = value_range(node, "link_speed");
                         self.problems.push(
                             problem(
                                 range,
@@ -446,9 +440,7 @@ impl Reader<'_> {
                 _ => "speed not given".to_string(),
             };
             let switch = format!("nic-{name}");
-            let at = net
-                .attribute_node("name")
-                .map_or(net.range(), |a| a.range_value());
+            let at = value_range(net, "name");
             if !self.declare(
                 &format!("node {switch}"),
                 at,
@@ -531,10 +523,7 @@ impl Reader<'_> {
                 continue;
             };
             let tclass = link.attribute("tclass").unwrap_or("0x030200");
-            let range = |key: &str| {
-                link.attribute_node(key)
-                    .map_or(link.range(), |a| a.range_value())
-            };
+            let range = |key: &str| value_range(link, key);
             self.nvlinks.push(Listed {
                 gpu: name.clone(),
                 target: target.to_ascii_lowercase(),
@@ -561,9 +550,7 @@ impl Reader<'_> {
                 None
             };
             if kind.is_none() {
-                let range = node
-                    .attribute_node("gcn")
-                    .map_or(node.range(), |a| a.range_value());
+                let range = value_range(node, "gcn");
                 self.problems.push(
                     problem(
                         range,
@@ -585,9 +572,7 @@ impl Reader<'_> {
             _ => None,
         };
         if kind.is_none() {
-            let range = node
-                .attribute_node("sm")
-                .map_or(node.range(), |a| a.range_value());
+            let range = value_range(node, "sm");
             self.problems.push(
                 problem(
                     range,
@@ -757,4 +742,11 @@ impl Reader<'_> {
             }
         }
     }
+}
+
+/// Where the value of `node`'s attribute `name` is, for a diagnostic; the whole element when
+/// the attribute is absent.
+fn value_range(node: Node, name: &str) -> std::ops::Range<usize> {
+    node.attribute_node(name)
+        .map_or(node.range(), |a| a.range_value())
 }
