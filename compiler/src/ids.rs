@@ -101,6 +101,12 @@ compiler_id!(
     "tree "
 );
 
+compiler_id!(
+    /// A logical ring of a ring schedule (a ring walked one way), in the schedule's order.
+    RingId,
+    "ring "
+);
+
 /// A vector indexed by the id kind `I` only (see the [module doc](self)).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct IdVec<I, T> {

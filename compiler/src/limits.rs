@@ -560,9 +560,9 @@ mod tests {
                     // `ring` estimates one logical ring before its search (a lower bound), and
                     // admits the rings found again, exactly: that count must match.
                     let estimate = if method == Method::Ring {
-                        let rings = crate::lower::ring::rings(machine).unwrap();
-                        let logical = crate::lower::ring::orient(machine, &rings);
-                        Estimate::rings(request.spec.collective, &logical)
+                        let set = crate::lower::ring::rings(machine).unwrap();
+                        let logical = crate::lower::ring::Logical::of(machine, &set);
+                        Estimate::rings(request.spec.collective, &logical.rings)
                     } else {
                         estimate
                     };

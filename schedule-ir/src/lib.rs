@@ -455,7 +455,7 @@ pub enum Instr {
 }
 
 /// How a receive writes its destination.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum RecvMode {
     /// Replace the destination chunks with the incoming data.
     Store,

@@ -16,6 +16,12 @@
 //! search looks for that many: it takes a first ring, searches the links left for a second,
 //! and so on, backtracking to other choices for earlier rings (a bounded number of each) when
 //! a later one cannot be found, and keeps the largest set it met.
+//!
+//! **Rings that share links.** A node with an odd number of links (the MI250X's seven, a
+//! cube's three) leaves one idle in every set of disjoint rings. Counting every lane `s` times
+//! ([`find_shared_rings`] with `share: s`) asks for rings of which at most `s` cross any lane:
+//! each then carries `1/s` of what a disjoint ring would, and with `s = 2` a node of `d` links
+//! lies on up to `d` rings — all of its links busy.
 
 use super::{EmbedError, Ring};
 use crate::machine::Machine;
@@ -133,23 +139,33 @@ impl<'a> Searcher<'a> {
         Outcome::Exhausted
     }
 
-    /// Unvisited neighbours of `v`, ordered so that `pop` yields the one with the fewest
-    /// unvisited neighbours first (ties: lowest id).
+    /// Unvisited neighbours of `v`, ordered so that `pop` yields first the one over the link
+    /// fewest rings use yet, then the one with the fewest unvisited neighbours (ties: lowest
+    /// id). Among parallel links to one neighbour, the least used is taken. Where rings may
+    /// share links, preferring unused ones spreads the rings over every link; where they may
+    /// not, every link offered is unused and the order is Warnsdorff's alone.
     fn order(&self, v: usize, visited: &[bool], taken: &Taken) -> Vec<(usize, LinkId)> {
-        let mut out: Vec<(usize, usize, LinkId)> = Vec::new();
+        let mut out: Vec<(u32, usize, usize, LinkId)> = Vec::new();
         for &(u, l) in &self.adj[v] {
-            if visited[u] || taken.full(l) || out.iter().any(|&(_, w, _)| w == u) {
+            if visited[u] || taken.full(l) {
+                continue;
+            }
+            let uses = taken.uses(l);
+            if let Some(seen) = out.iter_mut().find(|e| e.2 == u) {
+                if uses < seen.0 {
+                    (seen.0, seen.3) = (uses, l);
+                }
                 continue;
             }
             let free = self.adj[u]
                 .iter()
                 .filter(|(w, l2)| !visited[*w] && !taken.full(*l2))
                 .count();
-            out.push((free, u, l));
+            out.push((uses, free, u, l));
         }
         out.sort();
         out.reverse();
-        out.into_iter().map(|(_, u, l)| (u, l)).collect()
+        out.into_iter().map(|(_, _, u, l)| (u, l)).collect()
     }
 
     /// Whether the walk `path` has left an unvisited node next to its last two nodes with
@@ -265,6 +281,18 @@ impl<'a> Searcher<'a> {
 /// up to the most the machine can hold ([`most_rings`]); at least one, or an error saying why
 /// there is none.
 pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedError> {
+    find_shared_rings(machine, budget, 1)
+}
+
+/// Finds as many Hamiltonian rings over the compute nodes as the search can, at most `share` of
+/// them on any lane of any link, up to the most the machine can hold so
+/// ([`most_shared_rings`]); at least one, or an error saying why there is none. `share: 1` asks
+/// for link-disjoint rings.
+pub fn find_shared_rings(
+    machine: &Machine,
+    budget: u64,
+    share: u32,
+) -> Result<Vec<Ring>, EmbedError> {
     if machine
         .graph
         .node_weights()
@@ -285,8 +313,9 @@ pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedErro
     {
         return Err(EmbedError::NoHamiltonianCycle { reason });
     }
+    let start = Taken::sharing(machine, share);
     let mut firsts: Vec<Ring> = Vec::new();
-    let outcome = searcher.search(&Taken::none(machine), &mut |ring| {
+    let outcome = searcher.search(&start, &mut |ring| {
         firsts.push(ring);
         firsts.len() < FIRST_CYCLE_TRIES
     });
@@ -298,7 +327,7 @@ pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedErro
             },
         });
     }
-    let want = most_rings(machine);
+    let want = most_shared_rings(machine, share);
     let mut more = Disjoint {
         machine,
         want,
@@ -306,7 +335,7 @@ pub fn find_rings(machine: &Machine, budget: u64) -> Result<Vec<Ring>, EmbedErro
         best: vec![firsts[0].clone()],
     };
     for first in &firsts {
-        let taken = Taken::none(machine).with(first);
+        let taken = start.clone().with(first);
         let mut chosen = vec![first.clone()];
         if more.extend(&mut chosen, &taken) || more.budget == 0 {
             break;
@@ -328,10 +357,15 @@ struct Taken {
 }
 
 impl Taken {
-    /// No link used yet.
-    fn none(machine: &Machine) -> Taken {
+    /// No link used yet, and each lane may carry `share` rings.
+    fn sharing(machine: &Machine, share: u32) -> Taken {
         let lanes: Vec<u32> = (0..machine.link_count())
-            .map(|l| machine.link(LinkId::new(l)).lanes)
+            .map(|l| {
+                machine
+                    .link(LinkId::new(l))
+                    .lanes
+                    .saturating_mul(share.max(1))
+            })
             .collect();
         Taken {
             uses: vec![0; lanes.len()],
@@ -349,6 +383,11 @@ impl Taken {
         self
     }
 
+    /// How many rings use the link.
+    fn uses(&self, link: LinkId) -> u32 {
+        self.uses.get(link.index()).copied().unwrap_or(0)
+    }
+
     /// Whether the link has no lane left for another ring.
     fn full(&self, link: LinkId) -> bool {
         let i = link.index();
@@ -360,6 +399,12 @@ impl Taken {
 /// so `⌊links / 2⌋` at the node with the fewest links, a link of `k` lanes counting as `k`
 /// parallel links.
 pub fn most_rings(machine: &Machine) -> usize {
+    most_shared_rings(machine, 1)
+}
+
+/// The most rings the machine can hold when each lane may carry `share` of them:
+/// `⌊share · lanes / 2⌋` at the node with the fewest lanes.
+pub fn most_shared_rings(machine: &Machine, share: u32) -> usize {
     (0..machine.node_count())
         .map(|i| {
             let lanes: u64 = machine
@@ -367,7 +412,7 @@ pub fn most_rings(machine: &Machine) -> usize {
                 .iter()
                 .map(|&(l, _)| u64::from(machine.link(l).lanes))
                 .sum();
-            usize::try_from(lanes / 2).unwrap_or(usize::MAX)
+            usize::try_from(lanes * u64::from(share.max(1)) / 2).unwrap_or(usize::MAX)
         })
         .min()
         .unwrap_or(0)
@@ -613,6 +658,25 @@ mod tests {
     }
 
     #[test]
+    fn rings_two_to_a_link_use_every_link_of_a_node_with_seven() {
+        let m = crate::machine::hypercube::hypercube("h", 7, LinkParams::default());
+        assert_eq!(most_shared_rings(&m, 2), 7);
+        let rings = find_shared_rings(&m, 1 << 20, 2).expect("rings");
+        crate::embed::prove_shared_rings(&m, &rings, 2).expect("proved");
+        assert_eq!(rings.len(), 7);
+        // A third ring on a link is refused, saying how many it may carry.
+        let three = vec![rings[0].clone(), rings[0].clone(), rings[0].clone()];
+        let err = crate::embed::prove_shared_rings(&m, &three, 2).expect_err("three on a link");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "rings 0, 1 and 2 use link {}, which carries at most 2",
+                m.link(rings[0].links[0]).name
+            )
+        );
+    }
+
+    #[test]
     fn a_hypercube_of_six_dimensions_holds_three_rings() {
         let m = crate::machine::hypercube::hypercube("h", 6, LinkParams::default());
         assert_eq!(most_rings(&m), 3);
@@ -661,7 +725,7 @@ mod tests {
             let searched = find_rings(m, DEFAULT_BUDGET).map(|r| r.len());
             let search_time = t.elapsed();
             let t = std::time::Instant::now();
-            let method = crate::lower::ring::rings(m).map(|r| r.len());
+            let method = crate::lower::ring::rings(m).map(|r| r.rings.len());
             println!(
                 "{what}: search {searched:?} rings in {search_time:?}; ring method {method:?} rings in {:?}",
                 t.elapsed()

@@ -161,6 +161,16 @@ pub enum EmbedError {
         /// How many rings it can carry.
         lanes: u32,
     },
+    /// More rings share a link than it may carry.
+    #[error("rings {rings} use link {link}, which carries at most {most}")]
+    OverShared {
+        /// The rings using it, listed for people ("0, 1 and 2").
+        rings: String,
+        /// The link's id.
+        link: String,
+        /// How many rings it may carry.
+        most: u32,
+    },
     /// No Hamiltonian cycle exists (the search was exhaustive).
     #[error("the machine has no Hamiltonian cycle: {reason}")]
     NoHamiltonianCycle {
@@ -194,6 +204,11 @@ pub enum EmbedError {
 /// route that reaches the next node through switches only, and that no link carries more rings
 /// than it has lanes (so no two rings share a link of one lane).
 pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> {
+    prove_shared_rings(machine, rings, 1)
+}
+
+/// [`prove_rings`] for rings that may share links: at most `share` rings on each lane.
+pub fn prove_shared_rings(machine: &Machine, rings: &[Ring], share: u32) -> Result<(), EmbedError> {
     let compute = machine.compute_nodes();
     let mut owner: BTreeMap<LinkId, Vec<usize>> = BTreeMap::new();
     for (r, ring) in rings.iter().enumerate() {
@@ -266,9 +281,16 @@ pub fn prove_rings(machine: &Machine, rings: &[Ring]) -> Result<(), EmbedError> 
             let users = owner.entry(link).or_default();
             users.push(r);
             let lanes = machine.link(link).lanes;
-            if users.len() > lanes as usize {
+            let most = lanes.saturating_mul(share.max(1));
+            if users.len() > most as usize {
                 let name = machine.link(link).name.clone();
-                return Err(if lanes <= 1 {
+                return Err(if share > 1 {
+                    EmbedError::OverShared {
+                        rings: listed(users),
+                        link: name,
+                        most,
+                    }
+                } else if lanes <= 1 {
                     EmbedError::SharedLink {
                         first: users[0],
                         second: r,

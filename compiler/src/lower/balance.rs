@@ -42,13 +42,19 @@ pub fn balance<E: Id>(loads: &IdVec<E, Load>) -> Option<IdVec<E, f64>> {
         .map(|_| vars.add(variable().min(0.0).max(1.0)))
         .collect();
     let t = vars.add(variable().min(0.0));
+    let largest = loads
+        .iter()
+        .flat_map(|l| l.seconds.values())
+        .copied()
+        .fold(0.0, f64::max);
+    let scale = unit_scale(largest);
     let mut by_direction: BTreeMap<DirectionId, Expression> = BTreeMap::new();
     for (load, &x) in loads.iter().zip(&shares) {
         for (&d, &s) in &load.seconds {
             if !(s.is_finite() && s >= 0.0) {
                 return None;
             }
-            *by_direction.entry(d).or_default() += s * x;
+            *by_direction.entry(d).or_default() += s * scale * x;
         }
     }
     let total: Expression = shares.iter().copied().sum();
@@ -65,6 +71,17 @@ pub fn balance<E: Id>(loads: &IdVec<E, Load>) -> Option<IdVec<E, f64>> {
     }
     x.iter_mut().for_each(|v| *v /= sum);
     Some(x)
+}
+
+/// The power of two that brings `largest` into `[0.5, 1)`: the solver's tolerances are absolute
+/// (about 1e-9), so costs far below 1 — seconds per byte are around 1e-11 — would all look
+/// like zero to it and any shares would pass for optimal. A power of two rescales exactly.
+fn unit_scale(largest: f64) -> f64 {
+    if !(largest.is_finite() && largest > 0.0) {
+        return 1.0;
+    }
+    let exponent = largest.log2().floor() as i32 + 1;
+    2f64.powi(-exponent.clamp(-1000, 1000))
 }
 
 /// Splits `elements` among embeddings in proportion to `shares`, in whole elements, exactly
@@ -140,6 +157,30 @@ mod tests {
         for s in shares {
             assert!((s - 1.0 / 3.0).abs() < 1e-6);
         }
+    }
+
+    #[test]
+    fn costs_of_any_magnitude_are_balanced_alike() {
+        // Seconds per byte on 100 Gbit/s links are 8e-11: far below the solver's tolerances
+        // unless rescaled. Embedding 1 is twice as fast as embedding 0 at any scale.
+        for unit in [8e-11, 1.0, 8e6] {
+            let shares = balance(&loads(&[
+                load(&[(0, 2.0 * unit), (1, 2.0 * unit)]),
+                load(&[(2, unit), (3, unit)]),
+            ]))
+            .expect("solvable");
+            assert!(
+                (shares[TreeId(0)] - 1.0 / 3.0).abs() < 1e-6,
+                "{unit}: {shares:?}"
+            );
+            assert!(
+                (shares[TreeId(1)] - 2.0 / 3.0).abs() < 1e-6,
+                "{unit}: {shares:?}"
+            );
+        }
+        assert_eq!(unit_scale(0.75), 1.0);
+        assert_eq!(unit_scale(3.0), 0.25);
+        assert_eq!(unit_scale(0.0), 1.0);
     }
 
     #[test]

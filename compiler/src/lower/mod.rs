@@ -363,8 +363,9 @@ impl Method {
             Method::Ring => Entry {
                 name: "ring",
                 about: "ring collectives over as many link-disjoint Hamiltonian rings as the machine holds \
-                 (a link of k lanes serving k rings), each walked both ways, or one ring routed \
-                 through the switches",
+                 (a link of k lanes serving k rings), or rings two to a link where disjoint ones \
+                 leave links idle, each walked both ways with its part of the vector, or one ring \
+                 routed through the switches",
                 lowering: &ring::Rings,
             },
             Method::Tree => Entry {

@@ -253,6 +253,36 @@ fn write_step(programs: &mut [Program], base: usize, step: Step, groups: &[Vec<u
     }
 }
 
+/// Joins the moves of one step that go between the same two nodes along the same route, read
+/// and write the same buffers and combine alike, into one move carrying all their chunks (in
+/// the order first met): one transfer, where several would each take a lane and a sub-step.
+/// Logical rings that share a link direction in a step travel so. Moves that differ in
+/// anything keep their order.
+pub fn merged(moves: Vec<Move>) -> Vec<Move> {
+    type Key = (NodeId, NodeId, Vec<LinkId>, BufferId, BufferId, RecvMode);
+    let mut out: Vec<(Move, Vec<schedule_ir::ChunkId>)> = Vec::with_capacity(moves.len());
+    let mut at: BTreeMap<Key, usize> = BTreeMap::new();
+    for m in moves {
+        let key = (m.from, m.to, m.route.clone(), m.src, m.dst, m.mode);
+        match at.get(&key) {
+            Some(&i) => out[i].1.extend(m.chunks.iter()),
+            None => {
+                at.insert(key, out.len());
+                let ids = m.chunks.to_vec();
+                out.push((m, ids));
+            }
+        }
+    }
+    out.into_iter()
+        .map(|(mut m, ids)| {
+            if ids.len() != m.chunks.len() {
+                m.chunks = ids.into();
+            }
+            m
+        })
+        .collect()
+}
+
 /// Packs transfers into sub-steps: `groups[g]` lists the indices of the transfers (each given
 /// by the link directions of its route with their lane counts, as [`route_directions`] returns
 /// them) that move in sub-step `g`. Each goes, in order, into the first sub-step where every
@@ -298,4 +328,39 @@ pub fn route_directions(
             (DirectionId::new(link, backward), machine.link(link).lanes)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedule_ir::ChunkId;
+
+    fn hop(from: usize, to: usize, link: usize, chunk: usize, mode: RecvMode) -> Move {
+        Move::data(
+            NodeId::new(from),
+            NodeId::new(to),
+            vec![LinkId::new(link)],
+            vec![ChunkId::new(chunk)],
+            mode,
+        )
+    }
+
+    #[test]
+    fn moves_along_one_route_travel_as_one() {
+        let moves = vec![
+            hop(0, 1, 0, 3, RecvMode::Reduce),
+            hop(1, 0, 0, 4, RecvMode::Reduce),
+            hop(0, 1, 0, 7, RecvMode::Reduce),
+            hop(0, 1, 1, 8, RecvMode::Reduce),
+            hop(0, 1, 0, 9, RecvMode::Store),
+        ];
+        let out = merged(moves);
+        let chunks: Vec<Vec<usize>> = out
+            .iter()
+            .map(|m| m.chunks.iter().map(ChunkId::index).collect())
+            .collect();
+        // The same sender, receiver, route and mode join, in the order first met; the other
+        // direction, a parallel link and another mode stay apart.
+        assert_eq!(chunks, vec![vec![3, 7], vec![4], vec![8], vec![9]]);
+    }
 }

@@ -21,10 +21,12 @@
 //! shared, a ring step is one BSP step and each node sends on `R` links and receives on `R`
 //! links in every step.
 
+use super::balance::{self, Load};
 use super::floor::Floor;
 use super::plan::{self, Move, Packing, Plan, Step};
 use super::{data_buffer, even_chunks, Embedding, Job, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
+use crate::ids::{IdVec, RingId};
 use crate::limits::Estimate;
 use crate::machine::{Machine, Shape};
 use schedule_ir::{Chunk, ChunkId, Collective, LinkId, NodeId, Phase, RecvMode};
@@ -39,7 +41,7 @@ pub struct Rings;
 impl Lowering for LadderRings {
     fn applies(&self, job: &Job<'_>) -> Result<Embedding, EmbedError> {
         let machine = job.machine;
-        describe_rings(machine, &barley_twist(machine)?)
+        describe_rings(machine, &RingSet::disjoint(barley_twist(machine)?))
     }
     /// The barley twist is built, not searched: its exact size.
     fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
@@ -53,7 +55,8 @@ impl Lowering for LadderRings {
     }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
-        lower_rings(job.name, machine, spec, knobs, barley_twist(machine)?)
+        let set = RingSet::disjoint(barley_twist(machine)?);
+        lower_rings(job.name, machine, spec, knobs, &set)
     }
 }
 
@@ -80,7 +83,7 @@ impl Lowering for Rings {
     }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
-        lower_rings(job.name, machine, spec, knobs, rings(machine)?)
+        lower_rings(job.name, machine, spec, knobs, &rings(machine)?)
     }
 }
 
@@ -107,26 +110,193 @@ fn barley_twist(machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
     Ok(rings)
 }
 
-/// The rings `ring` runs on `machine` (one direction each), proved.
-pub fn rings(machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
-    let rings = match &machine.shape {
-        Shape::Ring => vec![natural_ring(machine)],
-        _ if machine.has_switches() => vec![routed::switched_ring(machine)?],
+/// Rings to run, one direction each, and how many of them a lane may carry.
+#[derive(Clone, Debug)]
+pub struct RingSet {
+    /// The rings.
+    pub rings: Vec<Ring>,
+    /// At most this many rings cross any lane of any link: 1 when they are link-disjoint.
+    pub share: u32,
+}
+
+impl RingSet {
+    /// Link-disjoint rings.
+    pub fn disjoint(rings: Vec<Ring>) -> RingSet {
+        RingSet { rings, share: 1 }
+    }
+}
+
+/// The rings `ring` runs on `machine`, proved.
+pub fn rings(machine: &Machine) -> Result<RingSet, EmbedError> {
+    let set = match &machine.shape {
+        Shape::Ring => RingSet::disjoint(vec![natural_ring(machine)]),
+        _ if machine.has_switches() => RingSet::disjoint(vec![routed::switched_ring(machine)?]),
         shape => match structured_rings(machine, shape) {
-            Some(rings) => rings,
-            None => hamiltonian::find_rings(machine, hamiltonian::DEFAULT_BUDGET)?,
+            Some(rings) => RingSet::disjoint(rings),
+            None => searched_rings(machine)?,
         },
     };
-    embed::prove_rings(machine, &rings)?;
-    Ok(rings)
+    embed::prove_shared_rings(machine, &set.rings, set.share)?;
+    Ok(set)
+}
+
+/// Rings found by search: as many link-disjoint ones as the search finds and, where those leave
+/// some node's links idle (an odd number of links, or fewer rings found than fit), rings of
+/// which two may share a lane, each carrying its part of the vector ([`Logical::of`]) —
+/// whichever moves the vector faster. On the MI250X node, whose GCDs have seven links, three
+/// disjoint rings leave one link of seven idle; seven rings two to a lane use them all.
+fn searched_rings(machine: &Machine) -> Result<RingSet, EmbedError> {
+    let disjoint = RingSet::disjoint(hamiltonian::find_rings(
+        machine,
+        hamiltonian::DEFAULT_BUDGET,
+    )?);
+    let pace = Logical::of(machine, &disjoint).pace;
+    if pace <= node_pace(machine) * (1.0 + SHARING_GAIN) {
+        return Ok(disjoint);
+    }
+    let Ok(shared) = hamiltonian::find_shared_rings(machine, shared_budget(machine), 2) else {
+        return Ok(disjoint);
+    };
+    let shared = RingSet {
+        rings: shared,
+        share: 2,
+    };
+    Ok(
+        if Logical::of(machine, &shared).pace < pace * (1.0 - SHARING_GAIN) {
+            shared
+        } else {
+            disjoint
+        },
+    )
+}
+
+/// Search steps for rings that share lanes: enough for Warnsdorff's straight walks to find
+/// each ring with some backtracking, small beside the disjoint search's, which has already
+/// run.
+fn shared_budget(machine: &Machine) -> u64 {
+    let rings = hamiltonian::most_shared_rings(machine, 2) as u64;
+    (SHARED_STEPS_PER_NODE * machine.node_count() as u64 * rings)
+        .clamp(10_000, hamiltonian::DEFAULT_BUDGET)
+}
+
+/// Search steps per node and ring sought when rings may share lanes ([`shared_budget`]).
+const SHARED_STEPS_PER_NODE: u64 = 256;
+
+/// The least gain for which rings sharing lanes replace disjoint ones: below it, the search
+/// is not worth its time and the disjoint rings' simpler schedule stays.
+const SHARING_GAIN: f64 = 1e-3;
+
+/// The fastest any set of rings can move the vector, in seconds per byte-share of a ring step
+/// ([`Logical::pace`]): every logical ring leaves every node on one of its link directions, so
+/// the node with the least bandwidth out bounds them all.
+fn node_pace(machine: &Machine) -> f64 {
+    machine
+        .compute_nodes()
+        .iter()
+        .map(|&n| {
+            let out: f64 = machine
+                .links_at(n)
+                .iter()
+                .map(|&(l, _)| schedule_ir::cost::bytes_per_second(machine.link(l).bandwidth_gbps))
+                .sum();
+            1.0 / out
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The logical rings a [`RingSet`] runs, and the part of the vector each carries.
+#[derive(Clone, Debug)]
+pub struct Logical {
+    /// The logical rings, each already oriented.
+    pub rings: Vec<Ring>,
+    /// The part of the vector each ring carries, summing to 1; `None` for equal parts.
+    pub shares: Option<Vec<f64>>,
+    /// Whether rings may cross a lane together, their chunks then travelling as one transfer
+    /// ([`plan::merged`]); link-disjoint rings keep a transfer, and a lane, each.
+    pub merge: bool,
+    /// Seconds per byte of the vector that the busiest link direction needs in one ring step,
+    /// with these shares: what ring steps cost beyond their latency, per byte.
+    pub pace: f64,
+}
+
+impl Logical {
+    /// Disjoint rings run as [`orient`] says; rings that share lanes each run both ways. The
+    /// parts are those of the linear program of [`balance`] (the busiest direction as idle as
+    /// can be), or equal parts where those are optimal: link-disjoint rings over links of one
+    /// bandwidth, and rings routed through switches, whose ring steps are split into sub-steps.
+    pub fn of(machine: &Machine, set: &RingSet) -> Logical {
+        let rings = if set.share > 1 {
+            set.rings
+                .iter()
+                .flat_map(|r| [r.clone(), r.reversed()])
+                .collect()
+        } else {
+            orient(machine, &set.rings)
+        };
+        let loads: IdVec<RingId, Load> = rings.iter().map(|r| ring_load(machine, r)).collect();
+        let even: IdVec<RingId, f64> = IdVec::filled(1.0 / rings.len().max(1) as f64, rings.len());
+        let even_pace = pace(&loads, &even);
+        let balanced = if rings.iter().any(Ring::is_routed) {
+            None
+        } else {
+            balance::balance(&loads)
+                .map(|shares| (pace(&loads, &shares), shares))
+                .filter(|&(p, _)| p < even_pace * (1.0 - 1e-9))
+        };
+        match balanced {
+            Some((pace, shares)) => Logical {
+                rings,
+                shares: Some(shares.into_raw()),
+                merge: set.share > 1,
+                pace,
+            },
+            None => Logical {
+                rings,
+                shares: None,
+                merge: set.share > 1,
+                pace: even_pace,
+            },
+        }
+    }
+}
+
+/// Seconds per byte each link direction needs when `ring` carries one byte per hop: the
+/// input of [`balance`].
+fn ring_load(machine: &Machine, ring: &Ring) -> Load {
+    let mut load = Load::default();
+    for i in 0..ring.nodes.len() {
+        for (d, _) in directions(machine, ring, i) {
+            let gbps = machine.link(d.link()).bandwidth_gbps;
+            *load.seconds.entry(d).or_default() += 1.0 / schedule_ir::cost::bytes_per_second(gbps);
+        }
+    }
+    load
+}
+
+/// The busiest direction's seconds when each ring carries its share.
+fn pace(loads: &IdVec<RingId, Load>, shares: &IdVec<RingId, f64>) -> f64 {
+    let mut busy: std::collections::BTreeMap<schedule_ir::DirectionId, f64> = Default::default();
+    for (load, &x) in loads.iter().zip(shares.iter()) {
+        for (&d, &s) in &load.seconds {
+            *busy.entry(d).or_default() += x * s;
+        }
+    }
+    busy.into_values().fold(0.0, f64::max)
 }
 
 /// The rings in words, for `topoc check`.
-fn describe_rings(machine: &Machine, rings: &[Ring]) -> Result<Embedding, EmbedError> {
+fn describe_rings(machine: &Machine, set: &RingSet) -> Result<Embedding, EmbedError> {
+    let rings = &set.rings;
     let count = rings.len();
     let plural = if count == 1 { "" } else { "s" };
     let summary = if rings.iter().any(Ring::is_routed) {
         format!("{count} ring{plural} through the switches, each hop routed, proved")
+    } else if set.share > 1 {
+        format!(
+            "{count} Hamiltonian rings, at most {} on any lane, each carrying its part of the \
+             vector, proved",
+            set.share
+        )
     } else {
         format!("{count} link-disjoint Hamiltonian ring{plural}, proved")
     };
@@ -140,19 +310,22 @@ fn describe_rings(machine: &Machine, rings: &[Ring]) -> Result<Embedding, EmbedE
     })
 }
 
-/// Orients `rings`, refuses a schedule too large to build, and lowers.
+/// Orients the rings of `set`, refuses a schedule too large to build, and lowers.
 fn lower_rings(
     method: &str,
     machine: &Machine,
     spec: &PhaseSpec,
     knobs: &Knobs,
-    rings: Vec<Ring>,
+    set: &RingSet,
 ) -> Result<Lowered, EmbedError> {
-    let logical = orient(machine, &rings);
+    let logical = Logical::of(machine, set);
     // Admit the rings found before building: a ring schedule grows with the square of the
     // nodes, and a search may find more rings than the estimate assumed.
-    crate::limits::admit(Estimate::rings(spec.collective, &logical), &knobs.budget)
-        .map_err(EmbedError::OverBudget)?;
+    crate::limits::admit(
+        Estimate::rings(spec.collective, &logical.rings),
+        &knobs.budget,
+    )
+    .map_err(EmbedError::OverBudget)?;
     let phase = lower(spec, method, machine, &logical).ok_or_else(|| {
         EmbedError::NotApplicable(format!(
             "rings do not lower {}",
@@ -161,8 +334,8 @@ fn lower_rings(
     })?;
     Ok(Lowered {
         phase,
-        rings: rings.iter().map(|r| r.describe(machine)).collect(),
-        embedding: rings,
+        rings: set.rings.iter().map(|r| r.describe(machine)).collect(),
+        embedding: set.rings.clone(),
         trees: Vec::new(),
         detail: None,
     })
@@ -248,32 +421,52 @@ pub fn orient(machine: &Machine, rings: &[Ring]) -> Vec<Ring> {
     }
 }
 
-/// Lowers `spec` onto the logical `rings` (each already oriented) of `machine`. `algorithm`
-/// names the method in the schedule. Each ring step is one plan step; the assembler splits it
-/// into as many BSP steps as its shared link directions need (one when the rings share none).
-/// Returns `None` for a collective rings do not lower (see [`supports`]).
+/// Lowers `spec` onto the `logical` rings of `machine`. `algorithm` names the method in the
+/// schedule. Each ring step is one plan step; the assembler splits it into as many BSP steps
+/// as its shared link directions need (one when the rings share none). Returns `None` for a
+/// collective rings do not lower (see [`supports`]).
 pub fn lower(
     spec: &PhaseSpec,
     algorithm: &str,
     machine: &Machine,
-    rings: &[Ring],
+    logical: &Logical,
 ) -> Option<Phase> {
-    Some(plan::assemble(
-        spec,
-        algorithm,
-        machine,
-        ring_plan(spec, rings)?,
-    ))
+    let plan = ring_plan(spec, logical)?;
+    Some(plan::assemble(spec, algorithm, machine, plan))
 }
 
-/// The plan of [`lower`]: one step per ring step, every hop of every ring in ring order.
-pub fn ring_plan(spec: &PhaseSpec, rings: &[Ring]) -> Option<Plan> {
+/// The vector cut for `count` logical rings of `p` chunks each: equal chunks, or ring `r`'s
+/// part of the vector (`shares[r]`, in whole elements) cut evenly among its `p` chunks.
+fn ring_chunks(elements: u64, count: usize, p: usize, shares: Option<&[f64]>) -> Vec<(u64, u64)> {
+    let Some(shares) = shares else {
+        return even_chunks(elements, count * p);
+    };
+    let shares: IdVec<RingId, f64> = shares.iter().copied().collect();
+    let mut at = 0;
+    let mut out = Vec::with_capacity(count * p);
+    for part in balance::apportion(elements, &shares) {
+        out.extend(
+            even_chunks(part, p)
+                .into_iter()
+                .map(|(a, b)| (at + a, at + b)),
+        );
+        at += part;
+    }
+    out
+}
+
+/// The plan of [`lower`]: one step per ring step, every hop of every ring in ring order; where
+/// rings may share lanes, hops that cross a link direction together in a step travel as one
+/// transfer ([`plan::merged`]).
+pub fn ring_plan(spec: &PhaseSpec, logical: &Logical) -> Option<Plan> {
     let (reduce_scatter, allgather) = super::halves(spec.collective)?;
+    let rings = &logical.rings;
     let p = rings.first().map_or(0, |r| r.nodes.len());
     let owners_needed = !matches!(spec.collective, Collective::AllReduce);
     let chunk_id = |r: usize, j: usize| ChunkId::new(r * p + j);
+    let shares = logical.shares.as_deref();
 
-    let chunks: Vec<Chunk> = even_chunks(spec.elements, rings.len() * p)
+    let chunks: Vec<Chunk> = ring_chunks(spec.elements, rings.len(), p, shares)
         .into_iter()
         .enumerate()
         .map(|(c, (start, end))| {
@@ -295,23 +488,26 @@ pub fn ring_plan(spec: &PhaseSpec, rings: &[Ring]) -> Option<Plan> {
             } else {
                 (RecvMode::Store, 1 + p - (ring_step - rs_steps) % p)
             };
-            Step::of(
-                rings
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(r, ring)| {
-                        (0..p).map(move |i| {
-                            Move::data(
-                                ring.nodes[i],
-                                ring.nodes[(i + 1) % p],
-                                ring.route(i).collect(),
-                                vec![chunk_id(r, (i + offset) % p)],
-                                mode,
-                            )
-                        })
+            let moves: Vec<Move> = rings
+                .iter()
+                .enumerate()
+                .flat_map(|(r, ring)| {
+                    (0..p).map(move |i| {
+                        Move::data(
+                            ring.nodes[i],
+                            ring.nodes[(i + 1) % p],
+                            ring.route(i).collect(),
+                            vec![chunk_id(r, (i + offset) % p)],
+                            mode,
+                        )
                     })
-                    .collect(),
-            )
+                })
+                .collect();
+            Step::of(if logical.merge {
+                plan::merged(moves)
+            } else {
+                moves
+            })
         })
         .collect();
     Some(Plan {
@@ -345,7 +541,13 @@ mod tests {
     }
 
     fn verified(machine: &Machine, rings: &[Ring]) -> schedule_ir::Phase {
-        let phase = lower(&spec(), "ring", machine, rings).unwrap_or_else(|| panic!("lowers"));
+        let logical = Logical {
+            rings: rings.to_vec(),
+            shares: None,
+            merge: false,
+            pace: 0.0,
+        };
+        let phase = lower(&spec(), "ring", machine, &logical).unwrap_or_else(|| panic!("lowers"));
         let schedule = schedule_ir::Schedule {
             format_version: schedule_ir::FORMAT_VERSION,
             machine: machine.to_ir(),
