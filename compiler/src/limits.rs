@@ -558,7 +558,9 @@ mod tests {
                         );
                     }
                     // `ring` estimates one logical ring before its search (a lower bound), and
-                    // admits the rings found again, exactly: that count must match.
+                    // admits the rings found again, walked around: the schedule holds no more
+                    // than that, and no less than half when its chunks meet in the middle (half
+                    // the steps) or rings sharing a link send as one.
                     let estimate = if method == Method::Ring {
                         let set = crate::lower::ring::rings(machine).unwrap();
                         let logical = crate::lower::ring::Logical::of(machine, &set);
@@ -568,7 +570,9 @@ mod tests {
                     };
                     if method == Method::Ring && request.spec.op != schedule_ir::ReduceOp::Mean {
                         assert!(
-                            estimate.near(&actual, 2),
+                            actual.instructions <= estimate.instructions
+                                && actual.chunk_refs <= estimate.chunk_refs
+                                && estimate.near(&actual, 4),
                             "{case}: {estimate:?} for {actual:?}"
                         );
                     }

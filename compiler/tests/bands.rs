@@ -31,8 +31,8 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// The 8-node ladder: its cheapest method is `matching` for small vectors and `ladder-rings`
-/// for large ones.
+/// The 8-node ladder: its cheapest method is `matching` for small vectors and `ring` (its two
+/// barley-twist rings, chunks meeting in the middle) for large ones.
 fn ladder8(sizes: &Sizes) -> VerifiedSchedule {
     let text = std::fs::read_to_string(repo().join("examples/ladder8.ron")).unwrap();
     let loaded = topoc::load(&text).unwrap();
@@ -51,7 +51,7 @@ fn one_size_sets_every_phase_s_elements_and_auto_decides_at_it() {
     let phase = &large.schedule().phases[0];
     assert_eq!(
         (phase.elements, phase.algorithm.as_str()),
-        (1 << 18, "ladder-rings")
+        (1 << 18, "ring")
     );
     // No bands: the program is the file's.
     assert_eq!(
@@ -107,7 +107,7 @@ fn bands_hold_one_phase_per_size_verify_run_by_size_and_repeat_byte_for_byte() {
         .iter()
         .map(|p| p.algorithm.as_str())
         .collect();
-    assert_eq!(methods, ["matching", "ladder-rings"]);
+    assert_eq!(methods, ["matching", "ring"]);
     // The text reads back and verifies again, and a second compile writes the same bytes.
     let text = serial::to_string(schedule, Format::Ron);
     schedule_ir::verify(serial::from_str(&text).unwrap()).unwrap();
@@ -120,8 +120,8 @@ fn bands_hold_one_phase_per_size_verify_run_by_size_and_repeat_byte_for_byte() {
         (1, "matching"),
         (100, "matching"),
         (8191, "matching"),
-        (8192, "ladder-rings"),
-        (100_003, "ladder-rings"),
+        (8192, "ring"),
+        (100_003, "ring"),
     ] {
         let sized = bands::select(&verified, "grads", DType::I32, elements).unwrap();
         let phase = sized.phase();
@@ -149,7 +149,7 @@ fn topoc_run_runs_the_band_that_holds_the_size() {
     assert!(out.status.success(), "{}", stderr(&out));
     for (elements, phase, method) in [
         ("100", "grads@1KiB", "matching"),
-        ("9000", "grads@1MiB", "ladder-rings"),
+        ("9000", "grads@1MiB", "ring"),
     ] {
         let run = topoc(&[
             "run",
@@ -266,7 +266,7 @@ fn msccl_export_writes_one_checked_algorithm_per_band_with_its_byte_range() {
     assert_eq!(names, ["00-1KiB.xml", "01-1MiB.xml"]);
     // MSCCL takes an algorithm for n bytes when minBytes <= n <= maxBytes, maxBytes 0 meaning
     // no upper end: the bands 0..32768 and 32768.. exactly.
-    let expected = [("0", "32767", "matching"), ("32768", "0", "ladder-rings")];
+    let expected = [("0", "32767", "matching"), ("32768", "0", "ring")];
     for (name, (min, max, method)) in names.iter().zip(expected) {
         let xml = std::fs::read_to_string(out_dir.join(name)).unwrap();
         assert_eq!(
@@ -335,8 +335,8 @@ fn simulate_prices_a_banded_schedule_by_the_band_of_each_size() {
         [
             (1024, "grads", "matching"),
             (16384, "grads", "matching"),
-            (65536, "grads", "ladder-rings"),
-            (1 << 20, "grads", "ladder-rings"),
+            (65536, "grads", "ring"),
+            (1 << 20, "grads", "ring"),
         ]
     );
 }

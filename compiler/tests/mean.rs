@@ -173,8 +173,9 @@ fn the_verify_report_counts_scales() {
         .unwrap()
         .schedule;
     let text = verified.report().to_string();
-    // The ring completes one chunk per node in its last reduce-scatter step (both directions).
+    // The ring completes its chunks in its last reduce-scatter step: step 1 of 4, its chunks
+    // meeting in the middle (both halves of each owner's chunk, from both sides).
     let scaled: Vec<&str> = text.lines().filter(|l| l.contains("scales")).collect();
     assert_eq!(scaled.len(), 1, "{text}");
-    assert!(scaled[0].starts_with("  step  2  "), "{text}");
+    assert!(scaled[0].starts_with("  step  1  "), "{text}");
 }

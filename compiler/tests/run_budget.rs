@@ -31,8 +31,8 @@ fn a_run_past_the_default_memory_budget_is_refused_before_allocating() {
     let all = text(&out);
     assert!(
         all.contains(
-            "error: running phase `grads`: phase `grads` needs about 25.0 GiB of memory to run \
-             (data 8.0 GiB on 8 node(s), scratch 0 B, messages 1.0 GiB, copies held beside the \
+            "error: running phase `grads`: phase `grads` needs about 26.0 GiB of memory to run \
+             (data 8.0 GiB on 8 node(s), scratch 0 B, messages 2.0 GiB, copies held beside the \
              run 16.0 GiB)"
         ),
         "{all}"

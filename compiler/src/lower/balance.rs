@@ -73,6 +73,28 @@ pub fn balance<E: Id>(loads: &IdVec<E, Load>) -> Option<IdVec<E, f64>> {
     Some(x)
 }
 
+/// Shares in proportion to each embedding's own speed (the inverse of its busiest direction's
+/// seconds): the optimum of [`balance`] when no two embeddings share a direction, found
+/// without solving anything. An embedding that uses no direction gets no share.
+pub fn by_speed<E: Id>(loads: &IdVec<E, Load>) -> IdVec<E, f64> {
+    let speed: IdVec<E, f64> = loads
+        .iter()
+        .map(|l| {
+            let busiest = l.seconds.values().copied().fold(0.0, f64::max);
+            if busiest.is_finite() && busiest > 0.0 {
+                1.0 / busiest
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let total: f64 = speed.iter().sum();
+    speed
+        .iter()
+        .map(|s| if total > 0.0 { s / total } else { 0.0 })
+        .collect()
+}
+
 /// The power of two that brings `largest` into `[0.5, 1)`: the solver's tolerances are absolute
 /// (about 1e-9), so costs far below 1 — seconds per byte are around 1e-11 — would all look
 /// like zero to it and any shares would pass for optimal. A power of two rescales exactly.
@@ -181,6 +203,21 @@ mod tests {
         assert_eq!(unit_scale(0.75), 1.0);
         assert_eq!(unit_scale(3.0), 0.25);
         assert_eq!(unit_scale(0.0), 1.0);
+    }
+
+    #[test]
+    fn shares_by_speed_are_the_optimum_for_disjoint_embeddings() {
+        let disjoint = loads(&[
+            load(&[(0, 2.0), (1, 1.0)]),
+            load(&[(2, 1.0), (3, 1.0)]),
+            load(&[(4, 4.0)]),
+        ]);
+        let quick = by_speed(&disjoint);
+        let solved = balance(&disjoint).expect("solvable");
+        for (q, s) in quick.iter().zip(solved.iter()) {
+            assert!((q - s).abs() < 1e-6, "{quick:?} against {solved:?}");
+        }
+        assert!((quick[TreeId(1)] - 4.0 / 7.0).abs() < 1e-12, "{quick:?}");
     }
 
     #[test]

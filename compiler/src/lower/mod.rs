@@ -364,8 +364,9 @@ impl Method {
                 name: "ring",
                 about: "ring collectives over as many link-disjoint Hamiltonian rings as the machine holds \
                  (a link of k lanes serving k rings), or rings two to a link where disjoint ones \
-                 leave links idle, each walked both ways with its part of the vector, or one ring \
-                 routed through the switches",
+                 leave links idle, each walked both ways with its part of the vector (chunks \
+                 meeting in the middle where that is cheaper: half the steps), or one ring routed \
+                 through the switches",
                 lowering: &ring::Rings,
             },
             Method::Tree => Entry {

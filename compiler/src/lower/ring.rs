@@ -12,6 +12,10 @@
 //! Allreduce is the two in sequence, `2(p - 1)` ring steps. A chunk's owner — where it ends up
 //! reduced, and where an allgather takes it from — is the node before its position.
 //!
+//! `ring` also lowers rings walked both ways as chunks **meeting in the middle** ([`meet_plan`]):
+//! each chunk reduced from both sides at once, `⌊p/2⌋` steps per half, and keeps whichever of
+//! the two walks the cost model prices lower.
+//!
 //! A hop may be a route through switches. When the hops of one ring step need some link
 //! direction more often than its `lanes` allow (logical rings that share links, routes that
 //! share a tree's uplink), the ring step is split into sub-steps, each a BSP step that
@@ -51,12 +55,12 @@ impl Lowering for LadderRings {
     }
     fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
         let (machine, spec) = (job.machine, job.spec);
-        ring_floor(machine, spec, base)
+        ring_floor(machine, spec, base, Walk::Around)
     }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
         let set = RingSet::disjoint(barley_twist(machine)?);
-        lower_rings(job.name, machine, spec, knobs, &set)
+        lower_rings(job.name, machine, spec, knobs, &set, Walk::Around)
     }
 }
 
@@ -79,20 +83,32 @@ impl Lowering for Rings {
     }
     fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
         let (machine, spec) = (job.machine, job.spec);
-        ring_floor(machine, spec, base)
+        ring_floor(machine, spec, base, Walk::Cheaper)
     }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
-        lower_rings(job.name, machine, spec, knobs, &rings(machine)?)
+        lower_rings(
+            job.name,
+            machine,
+            spec,
+            knobs,
+            &rings(machine)?,
+            Walk::Cheaper,
+        )
     }
 }
 
-/// A ring schedule over the `p` compute nodes runs `p - 1` ring steps per half, and every
-/// ring step is at least one BSP step in which every node sends ([`ring_plan`]).
-fn ring_floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
+/// A ring schedule over the `p` compute nodes runs `p - 1` ring steps per half walking around
+/// ([`ring_plan`]), `⌊p/2⌋` meeting in the middle ([`meet_plan`]; never more, as `p - 1 ≥ ⌊p/2⌋`),
+/// and every ring step is at least one BSP step in which every node sends.
+fn ring_floor(machine: &Machine, spec: &PhaseSpec, base: &Floor, walk: Walk) -> f64 {
     let p = machine.compute_nodes().len() as u64;
     let halves = super::halves(spec.collective).map_or(0, |(rs, ag)| u64::from(rs) + u64::from(ag));
-    base.in_steps(halves * p.saturating_sub(1))
+    let per_half = match walk {
+        Walk::Around => p.saturating_sub(1),
+        Walk::Cheaper => (p / 2).min(p.saturating_sub(1)),
+    };
+    base.in_steps(halves * per_half)
 }
 
 /// The ladder's barley-twist rings, proved.
@@ -236,13 +252,16 @@ impl Logical {
         let loads: IdVec<RingId, Load> = rings.iter().map(|r| ring_load(machine, r)).collect();
         let even: IdVec<RingId, f64> = IdVec::filled(1.0 / rings.len().max(1) as f64, rings.len());
         let even_pace = pace(&loads, &even);
+        let terms: usize = loads.iter().map(|l| l.seconds.len()).sum();
         let balanced = if rings.iter().any(Ring::is_routed) {
             None
+        } else if terms > MAX_SHARE_TERMS {
+            Some(balance::by_speed(&loads))
         } else {
             balance::balance(&loads)
-                .map(|shares| (pace(&loads, &shares), shares))
-                .filter(|&(p, _)| p < even_pace * (1.0 - 1e-9))
-        };
+        }
+        .map(|shares| (pace(&loads, &shares), shares))
+        .filter(|&(p, _)| p < even_pace * (1.0 - 1e-9));
         match balanced {
             Some((pace, shares)) => Logical {
                 rings,
@@ -259,6 +278,12 @@ impl Logical {
         }
     }
 }
+
+/// The largest share program solved (logical rings times the link directions each uses): the
+/// solver's time grows fast with it, and past it (a 24-node full mesh of 8-lane links holds
+/// 88 rings, 176 walked both ways) each ring gets a share in proportion to its own speed,
+/// the optimum when the rings share no link direction.
+const MAX_SHARE_TERMS: usize = 2048;
 
 /// Seconds per byte each link direction needs when `ring` carries one byte per hop: the
 /// input of [`balance`].
@@ -317,6 +342,7 @@ fn lower_rings(
     spec: &PhaseSpec,
     knobs: &Knobs,
     set: &RingSet,
+    walk: Walk,
 ) -> Result<Lowered, EmbedError> {
     let logical = Logical::of(machine, set);
     // Admit the rings found before building: a ring schedule grows with the square of the
@@ -326,7 +352,7 @@ fn lower_rings(
         &knobs.budget,
     )
     .map_err(EmbedError::OverBudget)?;
-    let phase = lower(spec, method, machine, &logical).ok_or_else(|| {
+    let phase = lower(spec, method, machine, &logical, walk).ok_or_else(|| {
         EmbedError::NotApplicable(format!(
             "rings do not lower {}",
             crate::compile::describe(spec.collective)
@@ -421,18 +447,180 @@ pub fn orient(machine: &Machine, rings: &[Ring]) -> Vec<Ring> {
     }
 }
 
+/// How rings walked both ways move their chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Walk {
+    /// Every logical ring runs its own reduce-scatter and allgather all the way around:
+    /// `2(p - 1)` ring steps for an allreduce (seed 004's four logical rings on the ladder).
+    Around,
+    /// Also price [`meet_plan`], in which each chunk is reduced from both sides at once and
+    /// meets at its owner, in about half the steps, and keep whichever the cost model prices
+    /// lower.
+    Cheaper,
+}
+
 /// Lowers `spec` onto the `logical` rings of `machine`. `algorithm` names the method in the
 /// schedule. Each ring step is one plan step; the assembler splits it into as many BSP steps
-/// as its shared link directions need (one when the rings share none). Returns `None` for a
-/// collective rings do not lower (see [`supports`]).
+/// as its shared link directions need (one when the rings share none). With [`Walk::Cheaper`]
+/// rings walked both ways also try meeting in the middle. Returns `None` for a collective
+/// rings do not lower (see [`supports`]).
 pub fn lower(
     spec: &PhaseSpec,
     algorithm: &str,
     machine: &Machine,
     logical: &Logical,
+    walk: Walk,
 ) -> Option<Phase> {
-    let plan = ring_plan(spec, logical)?;
-    Some(plan::assemble(spec, algorithm, machine, plan))
+    let around = plan::assemble(spec, algorithm, machine, ring_plan(spec, logical)?);
+    let meet = match walk {
+        Walk::Around => None,
+        Walk::Cheaper => meet_plan(spec, logical),
+    };
+    let Some(meet) = meet else {
+        return Some(around);
+    };
+    let meet = plan::assemble(spec, algorithm, machine, meet);
+    let ir = machine.to_ir();
+    let seconds = |phase: &Phase| schedule_ir::cost::estimate(&ir, phase).seconds;
+    Some(if seconds(&meet) < seconds(&around) {
+        meet
+    } else {
+        around
+    })
+}
+
+/// Rings walked both ways, meeting in the middle: the plan of [`Walk::Cheaper`]'s second
+/// candidate, or `None` where it does not apply (rings not walked both ways, routed rings,
+/// fewer than three nodes).
+///
+/// Each ring `r` of `p` nodes takes the part of the vector its two logical rings carried
+/// together and cuts it into `p` chunks, chunk `j` owned by the node at position `j` — into
+/// two halves of `p` chunks each when `p` is even. Reduce-scatter: chunk `j`'s partial sum
+/// starts at position `j - h` and travels forward to `j`, and another starts at `j + g` and
+/// travels backward to `j` (`h + g = p - 1`), each receiver reducing it in; the owner reduces
+/// both (in one step when `h = g`: two reducing receives into one chunk combine one after the
+/// other). For odd `p`, `h = g = (p - 1)/2`; for even `p` the two halves take
+/// `(h, g) = (p/2 - 1, p/2)` and `(p/2, p/2 - 1)`, so that both directions stay equally loaded.
+/// Allgather: the owner's chunk travels forward `g` hops and backward `h`, each node storing
+/// it once. `⌈(p - 1)/2⌉` steps per half instead of `p - 1`, each moving over every direction
+/// of a ring's hops what its two logical rings moved in two steps: the bandwidth term of
+/// walking around, half its latencies.
+pub fn meet_plan(spec: &PhaseSpec, logical: &Logical) -> Option<Plan> {
+    let (reduce_scatter, allgather) = super::halves(spec.collective)?;
+    let pairs: Vec<&[Ring]> = logical.rings.chunks(2).collect();
+    let p = logical.rings.first().map_or(0, |r| r.nodes.len());
+    let walked_both_ways = pairs.iter().all(|pair| match pair {
+        [one, back] => *back == one.reversed() && !one.is_routed(),
+        _ => false,
+    });
+    if p < 3 || pairs.is_empty() || !walked_both_ways {
+        return None;
+    }
+    let rings: Vec<&Ring> = pairs.iter().map(|pair| &pair[0]).collect();
+    // Each half of an even ring: (hops forward, hops backward) of its reduce-scatter.
+    let halves: Vec<(usize, usize)> = if p % 2 == 1 {
+        vec![(p / 2, p / 2)]
+    } else {
+        vec![(p / 2 - 1, p / 2), (p / 2, p / 2 - 1)]
+    };
+    let parts = halves.len();
+    let shares: Option<Vec<f64>> = logical.shares.as_ref().map(|x| {
+        x.chunks(2)
+            .flat_map(|two| vec![two.iter().sum::<f64>() / parts as f64; parts])
+            .collect()
+    });
+    let owners_needed = !matches!(spec.collective, Collective::AllReduce);
+    // Chunk `j` of half `q` of ring `r`.
+    let chunk_id = |r: usize, q: usize, j: usize| ChunkId::new((r * parts + q) * p + j % p);
+    let chunks: Vec<Chunk> = ring_chunks(spec.elements, rings.len() * parts, p, shares.as_deref())
+        .into_iter()
+        .enumerate()
+        .map(|(c, (start, end))| Chunk {
+            start,
+            end,
+            owner: owners_needed.then(|| rings[c / (p * parts)].nodes[c % p]),
+        })
+        .collect();
+    let back: Vec<Ring> = rings.iter().map(|r| r.reversed()).collect();
+    // Hop `i` forward goes from position `i` to `i + 1`; backward, from `i` to `i - 1`, which is
+    // hop `(p - i) mod p` of the reversed ring.
+    let forward = |r: usize, i: usize, chunk: ChunkId, mode: RecvMode| {
+        let ring = rings[r];
+        Move::data(
+            ring.nodes[i],
+            ring.nodes[(i + 1) % p],
+            ring.route(i).collect(),
+            vec![chunk],
+            mode,
+        )
+    };
+    let backward = |r: usize, i: usize, chunk: ChunkId, mode: RecvMode| {
+        let ring = rings[r];
+        Move::data(
+            ring.nodes[i],
+            ring.nodes[(i + p - 1) % p],
+            back[r].route((p - i) % p).collect(),
+            vec![chunk],
+            mode,
+        )
+    };
+    let rounds = p / 2;
+    let mut steps: Vec<Vec<Move>> = Vec::new();
+    if reduce_scatter {
+        for s in 0..rounds {
+            let mut moves = Vec::new();
+            for r in 0..rings.len() {
+                for (q, &(h, g)) in halves.iter().enumerate() {
+                    for i in 0..p {
+                        if s < h {
+                            // Position `i` carries chunk `i + h - s` forward.
+                            let c = chunk_id(r, q, i + h + p - s);
+                            moves.push(forward(r, i, c, RecvMode::Reduce));
+                        }
+                        if s < g {
+                            // Position `i` carries chunk `i - g + s` backward.
+                            let c = chunk_id(r, q, i + p - g + s);
+                            moves.push(backward(r, i, c, RecvMode::Reduce));
+                        }
+                    }
+                }
+            }
+            steps.push(moves);
+        }
+    }
+    if allgather {
+        for t in 0..rounds {
+            let mut moves = Vec::new();
+            for r in 0..rings.len() {
+                for (q, &(h, g)) in halves.iter().enumerate() {
+                    for i in 0..p {
+                        if t < g {
+                            // `g` hops forward: position `i` passes on chunk `i - t`.
+                            let c = chunk_id(r, q, i + p - t);
+                            moves.push(forward(r, i, c, RecvMode::Store));
+                        }
+                        if t < h {
+                            // `h` hops backward: position `i` passes on chunk `i + t`.
+                            let c = chunk_id(r, q, i + t);
+                            moves.push(backward(r, i, c, RecvMode::Store));
+                        }
+                    }
+                }
+            }
+            steps.push(moves);
+        }
+    }
+    // The halves of a ring cross each direction together: one transfer.
+    let steps = steps
+        .into_iter()
+        .map(|moves| Step::of(plan::merged(moves)))
+        .collect();
+    Some(Plan {
+        chunks,
+        buffers: data_buffer(),
+        steps,
+        packing: Packing::FirstFit,
+    })
 }
 
 /// The vector cut for `count` logical rings of `p` chunks each: equal chunks, or ring `r`'s
@@ -547,7 +735,8 @@ mod tests {
             merge: false,
             pace: 0.0,
         };
-        let phase = lower(&spec(), "ring", machine, &logical).unwrap_or_else(|| panic!("lowers"));
+        let phase = lower(&spec(), "ring", machine, &logical, Walk::Around)
+            .unwrap_or_else(|| panic!("lowers"));
         let schedule = schedule_ir::Schedule {
             format_version: schedule_ir::FORMAT_VERSION,
             machine: machine.to_ir(),
