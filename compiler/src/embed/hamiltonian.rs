@@ -142,8 +142,8 @@ impl<'a> Searcher<'a> {
     /// Unvisited neighbours of `v`, ordered so that `pop` yields first the one over the link
     /// fewest rings use yet, then the one with the fewest unvisited neighbours (ties: lowest
     /// id). Among parallel links to one neighbour, the least used is taken. Where rings may
-    /// share links, preferring unused ones spreads the rings over every link; where they may
-    /// not, every link offered is unused and the order is Warnsdorff's alone.
+    /// share lanes, preferring unused links spreads the rings over every link; where they may
+    /// not, uses do not count ([`Taken::uses`]) and the order is Warnsdorff's alone.
     fn order(&self, v: usize, visited: &[bool], taken: &Taken) -> Vec<(usize, LinkId)> {
         let mut out: Vec<(u32, usize, usize, LinkId)> = Vec::new();
         for &(u, l) in &self.adj[v] {
@@ -354,6 +354,8 @@ struct Taken {
     uses: Vec<u32>,
     /// Lanes of each link, by link index.
     lanes: Vec<u32>,
+    /// Whether rings may share a lane: only then does the walk prefer the least used links.
+    shared: bool,
 }
 
 impl Taken {
@@ -370,6 +372,7 @@ impl Taken {
         Taken {
             uses: vec![0; lanes.len()],
             lanes,
+            shared: share > 1,
         }
     }
 
@@ -383,8 +386,12 @@ impl Taken {
         self
     }
 
-    /// How many rings use the link.
+    /// How many rings use the link, where rings may share lanes; 0 where they may not, so that
+    /// the search for disjoint rings (links of several lanes included) walks as it always has.
     fn uses(&self, link: LinkId) -> u32 {
+        if !self.shared {
+            return 0;
+        }
         self.uses.get(link.index()).copied().unwrap_or(0)
     }
 

@@ -190,13 +190,19 @@ fn searched_rings(machine: &Machine) -> Result<RingSet, EmbedError> {
 /// each ring with some backtracking, small beside the disjoint search's, which has already
 /// run.
 fn shared_budget(machine: &Machine) -> u64 {
-    let rings = hamiltonian::most_shared_rings(machine, 2) as u64;
+    let rings = (hamiltonian::most_shared_rings(machine, 2) as u64).min(SHARED_RINGS_BUDGETED);
     (SHARED_STEPS_PER_NODE * machine.node_count() as u64 * rings)
         .clamp(10_000, hamiltonian::DEFAULT_BUDGET)
 }
 
 /// Search steps per node and ring sought when rings may share lanes ([`shared_budget`]).
 const SHARED_STEPS_PER_NODE: u64 = 256;
+
+/// The most rings [`shared_budget`] pays for: links of many lanes make room for dozens of
+/// rings (176 on a 24-node full mesh of 8-lane links), and a budget for all of them would let a
+/// search that cannot finish run for seconds; the first rings are found fastest and bring the
+/// most.
+const SHARED_RINGS_BUDGETED: u64 = 8;
 
 /// The least gain for which rings sharing lanes replace disjoint ones: below it, the search
 /// is not worth its time and the disjoint rings' simpler schedule stays.
