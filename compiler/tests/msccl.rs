@@ -6,6 +6,7 @@
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 mod msccl_sim;
+mod walked_around;
 
 use msccl_sim::{Algo, Mode, Policy};
 use schedule_ir::{
@@ -40,29 +41,6 @@ fn compile(source: &str) -> VerifiedSchedule {
     }
 }
 
-/// `source` compiled, its one phase replaced by its rings walked around (`ring` itself takes the
-/// cheaper walk, chunks meeting in the middle): MSCCL's own ring allreduce, whose structure
-/// these tests pin.
-fn walked_around(source: &str) -> schedule_ir::VerifiedSchedule {
-    use topoc::lower::ring;
-    let compiled = topoc::compile_source(source, &topoc::Options::default())
-        .unwrap_or_else(|e| panic!("does not compile: {e:?}"));
-    let machine = topoc::compile::load(source).unwrap().machine;
-    let mut schedule = compiled.schedule.schedule().clone();
-    let old = &schedule.phases[0];
-    let spec = topoc::lower::PhaseSpec {
-        name: old.name.clone(),
-        collective: old.collective,
-        op: old.op,
-        dtype: old.dtype,
-        elements: old.elements,
-    };
-    let logical = ring::Logical::of(&machine, &ring::rings(&machine).unwrap());
-    let phase = ring::lower(&spec, "ring", &machine, &logical, ring::Walk::Around).unwrap();
-    schedule.phases = vec![phase];
-    schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn export(schedule: &VerifiedSchedule) -> String {
     msccl::to_xml(schedule, &Options::default()).unwrap_or_else(|e| panic!("exports: {e}"))
 }
@@ -93,7 +71,7 @@ fn ring_allreduce_types(p: usize) -> Vec<&'static str> {
 
 #[test]
 fn ring4_has_the_structure_of_msccl_ring_allreduce() {
-    let xml = export(&walked_around(RING4));
+    let xml = export(&walked_around::walked_around(RING4));
     insta::with_settings!({
         snapshot_path => "../../snapshots/msccl",
         prepend_module_to_snapshot => false,
@@ -474,7 +452,7 @@ fn switches_scratch_and_local_reductions_round_trip_with_waits() {
 
 #[test]
 fn the_reader_rejects_a_wrong_algorithm() {
-    let xml = export(&walked_around(RING4));
+    let xml = export(&walked_around::walked_around(RING4));
     // Forwarding without adding the local input loses a rank.
     let wrong = xml.replacen("type=\"rrs\"", "type=\"rcs\"", 1);
     let algo = msccl_sim::parse(&wrong).expect("still readable");

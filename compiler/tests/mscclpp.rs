@@ -6,6 +6,7 @@
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 mod mscclpp_sim;
+mod walked_around;
 
 use mscclpp_sim::{Plan, Policy};
 use serde_json::{json, Value};
@@ -35,31 +36,8 @@ fn export(source: &str) -> Result<String, MscclppError> {
     mscclpp::to_json(&compiled.schedule, &Options::default())
 }
 
-/// `source` compiled, its one phase replaced by its rings walked around (`ring` itself takes the
-/// cheaper walk, chunks meeting in the middle): MSCCL's own ring allreduce, whose structure
-/// these tests pin.
-fn walked_around(source: &str) -> schedule_ir::VerifiedSchedule {
-    use topoc::lower::ring;
-    let compiled = topoc::compile_source(source, &topoc::Options::default())
-        .unwrap_or_else(|e| panic!("does not compile: {e:?}"));
-    let machine = topoc::compile::load(source).unwrap().machine;
-    let mut schedule = compiled.schedule.schedule().clone();
-    let old = &schedule.phases[0];
-    let spec = topoc::lower::PhaseSpec {
-        name: old.name.clone(),
-        collective: old.collective,
-        op: old.op,
-        dtype: old.dtype,
-        elements: old.elements,
-    };
-    let logical = ring::Logical::of(&machine, &ring::rings(&machine).unwrap());
-    let phase = ring::lower(&spec, "ring", &machine, &logical, ring::Walk::Around).unwrap();
-    schedule.phases = vec![phase];
-    schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{e}"))
-}
-
 fn ring4() -> String {
-    mscclpp::to_json(&walked_around(RING4), &Options::default())
+    mscclpp::to_json(&walked_around::walked_around(RING4), &Options::default())
         .unwrap_or_else(|e| panic!("exports: {e}"))
 }
 

@@ -570,57 +570,49 @@ pub fn meet_plan(spec: &PhaseSpec, logical: &Logical) -> Option<Plan> {
             mode,
         )
     };
-    let rounds = p / 2;
-    let mut steps: Vec<Vec<Move>> = Vec::new();
-    if reduce_scatter {
-        for s in 0..rounds {
-            let mut moves = Vec::new();
-            for r in 0..rings.len() {
-                for (q, &(h, g)) in halves.iter().enumerate() {
-                    for i in 0..p {
-                        if s < h {
-                            // Position `i` carries chunk `i + h - s` forward.
-                            let c = chunk_id(r, q, i + h + p - s);
-                            moves.push(forward(r, i, c, RecvMode::Reduce));
-                        }
-                        if s < g {
-                            // Position `i` carries chunk `i - g + s` backward.
-                            let c = chunk_id(r, q, i + p - g + s);
-                            moves.push(backward(r, i, c, RecvMode::Reduce));
-                        }
+    // One round of either half: `carried(h, g, i)` names the chunk position `i` of a ring half
+    // `(h, g)` carries forward and the one it carries backward, if any. The halves of a ring
+    // cross each direction together: one transfer.
+    let round = |mode: RecvMode, carried: &dyn Fn(usize, usize, usize) -> [Option<usize>; 2]| {
+        let mut moves = Vec::new();
+        for r in 0..rings.len() {
+            for (q, &(h, g)) in halves.iter().enumerate() {
+                for i in 0..p {
+                    let [ahead, behind] = carried(h, g, i);
+                    if let Some(j) = ahead {
+                        moves.push(forward(r, i, chunk_id(r, q, j), mode));
+                    }
+                    if let Some(j) = behind {
+                        moves.push(backward(r, i, chunk_id(r, q, j), mode));
                     }
                 }
             }
-            steps.push(moves);
         }
+        Step::of(plan::merged(moves))
+    };
+    let rounds = p / 2;
+    let mut steps = Vec::new();
+    if reduce_scatter {
+        // Partial sums travel `h` hops forward and `g` backward: in round `s`, position `i`
+        // carries chunk `i + h - s` forward and chunk `i - g + s` backward.
+        steps.extend((0..rounds).map(|s| {
+            round(RecvMode::Reduce, &|h, g, i| {
+                [
+                    (s < h).then_some(i + h + p - s),
+                    (s < g).then_some(i + p - g + s),
+                ]
+            })
+        }));
     }
     if allgather {
-        for t in 0..rounds {
-            let mut moves = Vec::new();
-            for r in 0..rings.len() {
-                for (q, &(h, g)) in halves.iter().enumerate() {
-                    for i in 0..p {
-                        if t < g {
-                            // `g` hops forward: position `i` passes on chunk `i - t`.
-                            let c = chunk_id(r, q, i + p - t);
-                            moves.push(forward(r, i, c, RecvMode::Store));
-                        }
-                        if t < h {
-                            // `h` hops backward: position `i` passes on chunk `i + t`.
-                            let c = chunk_id(r, q, i + t);
-                            moves.push(backward(r, i, c, RecvMode::Store));
-                        }
-                    }
-                }
-            }
-            steps.push(moves);
-        }
+        // Results travel `g` hops forward and `h` backward: in round `t`, position `i` passes on
+        // chunk `i - t` forward and chunk `i + t` backward.
+        steps.extend((0..rounds).map(|t| {
+            round(RecvMode::Store, &|h, g, i| {
+                [(t < g).then_some(i + p - t), (t < h).then_some(i + t)]
+            })
+        }));
     }
-    // The halves of a ring cross each direction together: one transfer.
-    let steps = steps
-        .into_iter()
-        .map(|moves| Step::of(plan::merged(moves)))
-        .collect();
     Some(Plan {
         chunks,
         buffers: data_buffer(),
