@@ -74,6 +74,30 @@ fn rings_meeting_in_the_middle_take_half_the_steps_and_run_bit_exact() {
     }
 }
 
+#[test]
+fn a_variant_picks_the_walk() {
+    // Around: 2(p - 1) steps, what `ring` by default would not take on this small vector;
+    // meeting in the middle: 2⌊p/2⌋.
+    let source = ring_machine(8, "AllReduce", 4099);
+    let with = |variant: &str| {
+        source.replace(
+            "elements: 4099",
+            &format!("elements: 4099, algorithm: \"ring\", variant: {variant}"),
+        )
+    };
+    for (variant, steps) in [(1, 14), (2, 8)] {
+        let compiled = compile(&with(&variant.to_string()));
+        let phase = &compiled.schedule.schedule().phases[0];
+        assert_eq!(phase.steps, steps, "variant {variant}");
+        runs(&compiled, &format!("variant {variant}"));
+    }
+    let err = topoc::compile_source(&with("3"), &topoc::Options::default())
+        .err()
+        .map(|e| format!("{e:?}"))
+        .unwrap_or_default();
+    assert!(err.contains("`ring` has no variant 3"), "{err}");
+}
+
 fn compile(source: &str) -> topoc::Compiled {
     let options = topoc::Options {
         algorithm: "ring".parse().ok(),

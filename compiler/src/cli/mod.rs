@@ -75,7 +75,9 @@ enum Command {
         /// phase's `slices`, else 2).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
         slices: Option<u32>,
-        /// The method's variant: the cube-plane method's 300 or 400 (default 400).
+        /// The method's variant: the cube-plane method's 300 or 400 (default 400); `ring`'s 1
+        /// (every ring walked around, MSCCL's own ring shape) or 2 (chunks meeting in the
+        /// middle; by default the cheaper).
         #[arg(long)]
         variant: Option<u32>,
         /// Output format of the schedule.

@@ -101,10 +101,16 @@ fn check_variant(at: &Path, wanted: Choice, knobs: &Knobs) -> Result<(), Problem
             format!("variant {v} given for algorithm `{wanted}`"),
             "no variant here",
         )
-        .hint(format!(
-            "only {} takes a variant; name the algorithm too",
-            takers.join(", ")
-        )));
+        .hint(match takers.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!(
+                "only {} and {last} take a variant; name the algorithm too",
+                rest.join(", ")
+            ),
+            _ => format!(
+                "only {} takes a variant; name the algorithm too",
+                takers.join(", ")
+            ),
+        }));
     };
     if method.variants().contains(&v) {
         return Ok(());

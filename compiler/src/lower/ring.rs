@@ -85,18 +85,33 @@ impl Lowering for Rings {
         let (machine, spec) = (job.machine, job.spec);
         ring_floor(machine, spec, base, Walk::Cheaper)
     }
+    /// `1`: every ring walked around (MSCCL's own ring allreduce, which its runtimes fuse);
+    /// `2`: chunks meeting in the middle wherever that applies. By default the cheaper.
+    fn variants(&self) -> &'static [u32] {
+        &[AROUND, MEET]
+    }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec, knobs) = (job.machine, job.spec, job.knobs);
-        lower_rings(
-            job.name,
-            machine,
-            spec,
-            knobs,
-            &rings(machine)?,
-            Walk::Cheaper,
-        )
+        let walk = match knobs.variant {
+            None => Walk::Cheaper,
+            Some(AROUND) => Walk::Around,
+            Some(MEET) => Walk::Meet,
+            Some(other) => {
+                return Err(EmbedError::NotApplicable(format!(
+                    "`ring` has variants {AROUND} (around) and {MEET} (meeting in the middle), \
+                     not {other}"
+                )))
+            }
+        };
+        lower_rings(job.name, machine, spec, knobs, &rings(machine)?, walk)
     }
 }
+
+/// `ring`'s variant that walks every ring around.
+pub const AROUND: u32 = 1;
+
+/// `ring`'s variant whose chunks meet in the middle.
+pub const MEET: u32 = 2;
 
 /// A ring schedule over the `p` compute nodes runs `p - 1` ring steps per half walking around
 /// ([`ring_plan`]), `⌊p/2⌋` meeting in the middle ([`meet_plan`]; never more, as `p - 1 ≥ ⌊p/2⌋`),
@@ -106,7 +121,7 @@ fn ring_floor(machine: &Machine, spec: &PhaseSpec, base: &Floor, walk: Walk) -> 
     let halves = super::halves(spec.collective).map_or(0, |(rs, ag)| u64::from(rs) + u64::from(ag));
     let per_half = match walk {
         Walk::Around => p.saturating_sub(1),
-        Walk::Cheaper => (p / 2).min(p.saturating_sub(1)),
+        Walk::Cheaper | Walk::Meet => (p / 2).min(p.saturating_sub(1)),
     };
     base.in_steps(halves * per_half)
 }
@@ -463,6 +478,8 @@ pub enum Walk {
     /// meets at its owner, in about half the steps, and keep whichever the cost model prices
     /// lower.
     Cheaper,
+    /// [`meet_plan`] wherever it applies, priced or not.
+    Meet,
 }
 
 /// Lowers `spec` onto the `logical` rings of `machine`. `algorithm` names the method in the
@@ -480,12 +497,15 @@ pub fn lower(
     let around = plan::assemble(spec, algorithm, machine, ring_plan(spec, logical)?);
     let meet = match walk {
         Walk::Around => None,
-        Walk::Cheaper => meet_plan(spec, logical),
+        Walk::Cheaper | Walk::Meet => meet_plan(spec, logical),
     };
     let Some(meet) = meet else {
         return Some(around);
     };
     let meet = plan::assemble(spec, algorithm, machine, meet);
+    if walk == Walk::Meet {
+        return Some(meet);
+    }
     let ir = machine.to_ir();
     let seconds = |phase: &Phase| schedule_ir::cost::estimate(&ir, phase).seconds;
     Some(if seconds(&meet) < seconds(&around) {
