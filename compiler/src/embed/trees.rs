@@ -443,13 +443,7 @@ fn choose_shares(
         .iter()
         .filter_map(|&t| candidates.get(t).cloned())
         .collect();
-    let mut busy: std::collections::BTreeMap<DirectionId, f64> = Default::default();
-    for (load, x) in kept_loads.iter().zip(&shares) {
-        for (&d, &s) in &load.seconds {
-            *busy.entry(d).or_default() += s * x;
-        }
-    }
-    let busiest = busy.values().copied().fold(0.0, f64::max);
+    let busiest = balance::busiest(&kept_loads, &shares);
     Ok(Packing {
         trees,
         shares,

@@ -73,6 +73,18 @@ pub fn balance<E: Id>(loads: &IdVec<E, Load>) -> Option<IdVec<E, f64>> {
     Some(x)
 }
 
+/// The busiest direction's seconds when each embedding carries its share: the time the shares
+/// leave the slowest direction, what [`balance`] minimises.
+pub fn busiest<E: Id>(loads: &IdVec<E, Load>, shares: &IdVec<E, f64>) -> f64 {
+    let mut busy: BTreeMap<DirectionId, f64> = BTreeMap::new();
+    for (load, &x) in loads.iter().zip(shares.iter()) {
+        for (&d, &s) in &load.seconds {
+            *busy.entry(d).or_default() += s * x;
+        }
+    }
+    busy.into_values().fold(0.0, f64::max)
+}
+
 /// Shares in proportion to each embedding's own speed (the inverse of its busiest direction's
 /// seconds): the optimum of [`balance`] when no two embeddings share a direction, found
 /// without solving anything. An embedding that uses no direction gets no share.

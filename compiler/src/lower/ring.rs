@@ -174,8 +174,8 @@ pub fn rings(machine: &Machine) -> Result<RingSet, EmbedError> {
 /// Rings found by search: as many link-disjoint ones as the search finds and, where those leave
 /// some node's links idle (an odd number of links, or fewer rings found than fit), rings of
 /// which two may share a lane, each carrying its part of the vector ([`Logical::of`]) —
-/// whichever moves the vector faster. On the MI250X node, whose GCDs have seven links, three
-/// disjoint rings leave one link of seven idle; seven rings two to a lane use them all.
+/// whichever moves the vector faster. On a 5-dimensional hypercube two disjoint rings leave
+/// one link of five idle; five rings two to a link use them all.
 fn searched_rings(machine: &Machine) -> Result<RingSet, EmbedError> {
     let disjoint = RingSet::disjoint(hamiltonian::find_rings(
         machine,
@@ -272,7 +272,7 @@ impl Logical {
         };
         let loads: IdVec<RingId, Load> = rings.iter().map(|r| ring_load(machine, r)).collect();
         let even: IdVec<RingId, f64> = IdVec::filled(1.0 / rings.len().max(1) as f64, rings.len());
-        let even_pace = pace(&loads, &even);
+        let even_pace = balance::busiest(&loads, &even);
         let terms: usize = loads.iter().map(|l| l.seconds.len()).sum();
         let balanced = if rings.iter().any(Ring::is_routed) {
             None
@@ -281,7 +281,7 @@ impl Logical {
         } else {
             balance::balance(&loads)
         }
-        .map(|shares| (pace(&loads, &shares), shares))
+        .map(|shares| (balance::busiest(&loads, &shares), shares))
         .filter(|&(p, _)| p < even_pace * (1.0 - 1e-9));
         match balanced {
             Some((pace, shares)) => Logical {
@@ -317,17 +317,6 @@ fn ring_load(machine: &Machine, ring: &Ring) -> Load {
         }
     }
     load
-}
-
-/// The busiest direction's seconds when each ring carries its share.
-fn pace(loads: &IdVec<RingId, Load>, shares: &IdVec<RingId, f64>) -> f64 {
-    let mut busy: std::collections::BTreeMap<schedule_ir::DirectionId, f64> = Default::default();
-    for (load, &x) in loads.iter().zip(shares.iter()) {
-        for (&d, &s) in &load.seconds {
-            *busy.entry(d).or_default() += x * s;
-        }
-    }
-    busy.into_values().fold(0.0, f64::max)
 }
 
 /// The rings in words, for `topoc check`.
