@@ -177,6 +177,15 @@ fn every_example_under_every_method_that_applies() {
                     floor <= estimate,
                     "{case}: floor {floor} s above the estimate {estimate} s"
                 );
+                // So must the bound with which it declines where it has a schedule to beat.
+                let declined =
+                    method.lower_unless(&loaded.machine, &request.spec, &knobs, &|_| true);
+                if let Ok(topoc::lower::Unless::Outpriced(bound)) = declined {
+                    assert!(
+                        bound <= estimate,
+                        "{case}: declined with {bound} s, above the estimate {estimate} s"
+                    );
+                }
                 let instructions: usize = phase
                     .programs
                     .iter()

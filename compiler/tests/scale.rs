@@ -2,8 +2,9 @@
 //! is the one lowering every method would make.
 //!
 //! For a random machine of every kind (`gen/random.rs`) and a random collective, at sizes from
-//! 1 KiB to 1 GiB: every method's floor ([`Method::floor`]) is at most the cost model's
-//! estimate of the schedule it lowers, and `auto`'s pick equals the exhaustive pick (the
+//! 1 KiB to 1 GiB: every method's floor ([`Method::floor`]) and the bound with which it may
+//! decline to lower ([`Method::lower_unless`]) are at most the cost model's estimate of the
+//! schedule it lowers, and `auto`'s pick equals the exhaustive pick (the
 //! cheapest estimate, of equal ones the first in [`Method::ALL`]). Examples are checked by
 //! `examples.rs`, which lowers every method on every example and checks its floor, and whose
 //! snapshot pins `auto`'s pick.
@@ -14,7 +15,7 @@ mod gen;
 use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
 use topoc::compile::{lower_phase, Verdict};
 use topoc::lower::floor::Floor;
-use topoc::lower::{Choice, Knobs, Method};
+use topoc::lower::{Choice, Knobs, Method, Unless};
 
 /// Default number of random machines; `TOPOC_PROPTEST_CASES` asks for more.
 const CASES: u32 = 3;
@@ -58,6 +59,18 @@ fn floors_hold(text: &str, sizes: &[Option<u64>]) -> Result<(), TestCaseError> {
                          {estimate} s\n{text}",
                         spec.elements
                     )));
+                }
+                // Asked to beat nothing, a method that declines says by how much it would lose:
+                // that bound holds as a floor does.
+                let declined = method.lower_unless(machine, &spec, &knobs, &|_| true);
+                if let Ok(Unless::Outpriced(bound)) = declined {
+                    if bound.is_nan() || bound > estimate {
+                        return Err(TestCaseError::fail(format!(
+                            "{method} at {} elements: declined with the bound {bound} s, \
+                             above its estimate {estimate} s\n{text}",
+                            spec.elements
+                        )));
+                    }
                 }
                 if exhaustive.is_none_or(|(s, _)| estimate < s) {
                     exhaustive = Some((estimate, method));

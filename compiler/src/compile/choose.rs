@@ -5,7 +5,7 @@ use crate::diag::Problem;
 use crate::embed::EmbedError;
 use crate::limits::Refusal;
 use crate::lower::floor::Floor;
-use crate::lower::{Choice, Knobs, Lowered, Method, PhaseSpec};
+use crate::lower::{Choice, Knobs, Lowered, Method, PhaseSpec, Unless};
 use crate::machine::Machine;
 use crate::path;
 use crate::topology::spans::Path;
@@ -249,29 +249,41 @@ fn cheapest(
     let mut skipped: Vec<(usize, Method, f64)> = Vec::new();
     let mut failed: Vec<(usize, Method, EmbedError)> = Vec::new();
     let mut best: Option<(usize, Method, f64, Lowered)> = None;
-    for (i, method, floor) in order {
+    let mut queue: std::collections::VecDeque<(usize, Method, f64)> = order.into();
+    while let Some((i, method, floor)) = queue.pop_front() {
+        // A method that can decline once it has a schedule to beat waits for one, behind the
+        // next method that cannot decline.
+        if best.is_none() && method.declines() {
+            if let Some(next) = queue.iter().position(|(_, m, _)| !m.declines()) {
+                queue.insert(next + 1, (i, method, floor));
+                continue;
+            }
+        }
         // A method over a limit is refused as it would be when lowered, floor or not.
         if let Err(e) = method.admit(machine, spec, knobs) {
             failed.push((i, method, e));
             continue;
         }
         // It could only tie the best so far at its floor, and a tie goes to the earlier.
-        if let Some((b, _, s, _)) = &best {
-            if floor > *s || (floor == *s && i > *b) {
-                skipped.push((i, method, floor));
-                continue;
-            }
+        let out = |floor: f64| {
+            best.as_ref()
+                .is_some_and(|(b, _, s, _)| floor > *s || (floor == *s && i > *b))
+        };
+        if out(floor) {
+            skipped.push((i, method, floor));
+            continue;
         }
         crate::progress::doing(|| format!("phase `{}`: lowering with {method}", spec.name));
-        match method.lower(machine, spec, knobs) {
-            Ok(lowered) => {
+        match method.lower_unless(machine, spec, knobs, &out) {
+            Ok(Unless::Outpriced(floor)) => skipped.push((i, method, floor)),
+            Ok(Unless::Lowered(lowered)) => {
                 let seconds = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
                 priced.push((i, method, seconds));
                 let wins = best
                     .as_ref()
                     .is_none_or(|(b, _, s, _)| seconds < *s || (seconds == *s && i < *b));
                 if wins {
-                    best = Some((i, method, seconds, lowered));
+                    best = Some((i, method, seconds, *lowered));
                 }
             }
             Err(e) => failed.push((i, method, e)),

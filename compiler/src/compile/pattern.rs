@@ -12,7 +12,7 @@
 
 use super::{Loaded, Options, PhaseNote, Verdict, Weighed};
 use crate::lower::floor::Floor;
-use crate::lower::{mean, rotated, Choice, Knobs, Method, PhaseSpec};
+use crate::lower::{mean, rotated, Choice, Knobs, Method, PhaseSpec, Unless};
 use crate::machine::{Machine, Shape};
 use crate::Error;
 use schedule_ir::{Collective, Grid, Pattern, Phase, VerifiedPattern, FORMAT_VERSION};
@@ -216,9 +216,10 @@ fn weigh(
             });
             continue;
         }
-        let floor = method.floor(machine, spec, knobs, &base);
         let earlier = rank(method) < rank(Method::RotatedHd);
-        if floor > seconds || (floor == seconds && !earlier) {
+        let out = |floor: f64| floor > seconds || (floor == seconds && !earlier);
+        let floor = method.floor(machine, spec, knobs, &base);
+        if out(floor) {
             weighed.push(Weighed {
                 method,
                 verdict: Verdict::Skipped(floor),
@@ -227,8 +228,12 @@ fn weigh(
         }
         // It could win by its floor: lowered, as `auto` would.
         crate::progress::doing(|| format!("phase `{}`: lowering with {method}", spec.name));
-        match method.lower(machine, spec, knobs) {
-            Ok(lowered) => {
+        match method.lower_unless(machine, spec, knobs, &out) {
+            Ok(Unless::Outpriced(floor)) => weighed.push(Weighed {
+                method,
+                verdict: Verdict::Skipped(floor),
+            }),
+            Ok(Unless::Lowered(lowered)) => {
                 let s = schedule_ir::cost::estimate(ir, &lowered.phase).seconds;
                 if s < seconds || (s == seconds && earlier) {
                     return None;

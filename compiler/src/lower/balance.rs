@@ -136,15 +136,22 @@ pub fn apportion<E: Id>(elements: u64, shares: &IdVec<E, f64>) -> IdVec<E, u64> 
     let mut out: IdVec<E, u64> = exact.iter().map(|e| e.floor() as u64).collect();
     let assigned: u64 = out.iter().sum();
     let mut order: Vec<E> = shares.ids().collect();
-    order.sort_by(|&a, &b| {
-        let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
-        rb.total_cmp(&ra).then(a.cmp(&b))
-    });
-    for &i in order
-        .iter()
-        .cycle()
-        .take(elements.saturating_sub(assigned) as usize)
-    {
+    let by_remainder = |a: &E, b: &E| {
+        let (ra, rb) = (exact[*a] - exact[*a].floor(), exact[*b] - exact[*b].floor());
+        rb.total_cmp(&ra).then(a.cmp(b))
+    };
+    let extra = elements.saturating_sub(assigned) as usize;
+    if extra < order.len() {
+        // Only which `extra` come first matters: a selection, not a sort (`trees` apportions
+        // every pipeline depth up to thousands to bound them).
+        if extra > 0 {
+            order.select_nth_unstable_by(extra - 1, by_remainder);
+        }
+        order.truncate(extra);
+    } else {
+        order.sort_by(by_remainder);
+    }
+    for &i in order.iter().cycle().take(extra) {
         out[i] += 1;
     }
     out

@@ -205,6 +205,26 @@ pub trait Lowering: Sync {
     }
     /// Lowers `spec` on `machine`, a mean as a sum.
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError>;
+    /// [`lower`], unless a bound found on the way, after work [`floor`] cannot afford
+    /// (`trees` builds its tree packings for it), is `out`: no cheaper than a schedule `auto`
+    /// already has. Then [`Unless::Outpriced`] with that bound, which must be sound as a floor
+    /// is. By default the method is lowered.
+    ///
+    /// [`lower`]: Lowering::lower
+    /// [`floor`]: Lowering::floor
+    fn lower_unless(
+        &self,
+        job: &Job<'_>,
+        _out: &dyn Fn(f64) -> bool,
+    ) -> Result<Unless, EmbedError> {
+        self.lower(job)
+            .map(|lowered| Unless::Lowered(Box::new(lowered)))
+    }
+    /// Whether [`Lowering::lower_unless`] may decline: `auto` then lowers another method
+    /// first where it can, so that there is a schedule to beat.
+    fn declines(&self) -> bool {
+        false
+    }
     /// Whether the schedule depends on the vector's length beyond its chunk sizes, so that
     /// `topoc simulate` lowers it again for every size instead of re-chunking one schedule.
     fn sized(&self) -> bool {
@@ -276,6 +296,15 @@ pub struct Knobs {
     /// [`Lowering::estimate`] before it lowers, and by the ring methods again once their rings
     /// are found.
     pub budget: Budget,
+}
+
+/// What [`Lowering::lower_unless`] comes back with.
+pub enum Unless {
+    /// The method lowered the phase.
+    Lowered(Box<Lowered>),
+    /// It did not: a lower bound on the estimate of the schedule it would have lowered, in
+    /// seconds, which the caller's test ruled out.
+    Outpriced(f64),
 }
 
 /// A lowered phase with what the compiler reports about it.
@@ -483,6 +512,30 @@ impl Method {
         let mut lowered = self.lowering().lower(&self.job(machine, spec, knobs))?;
         mean::add_scales(&mut lowered.phase, &machine.compute_nodes());
         Ok(lowered)
+    }
+
+    /// See [`Lowering::declines`].
+    pub fn declines(self) -> bool {
+        self.lowering().declines()
+    }
+
+    /// See [`Lowering::lower_unless`]; what [`Method::lower`] does when it lowers.
+    pub fn lower_unless(
+        self,
+        machine: &Machine,
+        spec: &PhaseSpec,
+        knobs: &Knobs,
+        out: &dyn Fn(f64) -> bool,
+    ) -> Result<Unless, EmbedError> {
+        self.admit(machine, spec, knobs)?;
+        let job = self.job(machine, spec, knobs);
+        Ok(match self.lowering().lower_unless(&job, out)? {
+            Unless::Lowered(mut lowered) => {
+                mean::add_scales(&mut lowered.phase, &machine.compute_nodes());
+                Unless::Lowered(lowered)
+            }
+            outpriced => outpriced,
+        })
     }
 
     /// See [`Lowering::estimate`].

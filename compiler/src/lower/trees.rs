@@ -42,10 +42,12 @@ mod walk;
 use super::balance;
 use super::dag::{self, DagError, Scheduled, Transfers};
 use super::floor::Floor;
-use super::{Embedding, Job, Lowered as Planned, Lowering, PhaseSpec};
+use super::{Embedding, Job, Lowered as Planned, Lowering, PhaseSpec, Unless};
 use crate::embed::trees::{traffic, Packing};
+use crate::embed::EmbedError;
 use crate::ids::{IdVec, TreeId};
 use crate::machine::Machine;
+use least::Profile;
 use schedule_ir::{BufferId, Chunk, ChunkId, Collective, DirectionId, NodeId};
 use std::collections::BTreeSet;
 use walk::{broadcast_down, reduce_up, Walk};
@@ -104,61 +106,101 @@ impl Lowering for Trees {
     fn floor(&self, job: &Job<'_>, base: &Floor) -> f64 {
         floor(job.machine, job.spec, base)
     }
-    fn lower(&self, job: &Job<'_>) -> Result<Planned, crate::embed::EmbedError> {
-        let (machine, spec) = (job.machine, job.spec);
-        super::check_planned(job.name, machine)?;
-        let failed = |e: DagError| {
-            crate::embed::EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"))
-        };
-        // Every packing is lowered and priced; the cheapest schedule is kept (the first on a
-        // tie), and the other ranking rates are tried on it.
-        let mut best: Option<(f64, usize, Lowered)> = None;
-        let mut packings = crate::embed::trees::packings(machine, spec.collective)?;
-        for (i, packing) in packings.iter().enumerate() {
-            let from = best
-                .as_ref()
-                .map_or(1, |b| b.2.chunks_per_tree.iter().sum());
-            let (seconds, lowered) = lower(spec, machine, packing, from).map_err(failed)?;
-            if best.as_ref().is_none_or(|b| seconds < b.0) {
-                best = Some((seconds, i, lowered));
-            }
+    fn lower(&self, job: &Job<'_>) -> Result<Planned, EmbedError> {
+        match lower_unless(job, None)? {
+            Unless::Lowered(lowered) => Ok(*lowered),
+            Unless::Outpriced(_) => Err(EmbedError::NotApplicable(
+                "`trees` was asked to beat no schedule and declined".to_string(),
+            )),
         }
-        let Some((seconds, mut index, lowered)) = best else {
-            return Err(crate::embed::EmbedError::NotApplicable(
-                "no tree packing was found".to_string(),
-            ));
-        };
-        let mut best = Search::new(spec, machine, &packings[index])
-            .ranked((seconds, lowered))
-            .map_err(failed)?;
-        // Then one breadth-first tree, where its fewer levels beat them.
-        let shallow = crate::embed::trees::shallow(machine, spec.collective)?;
-        let search = Search::new(spec, machine, &shallow);
-        if let Some(found) = search.depth_below(best.0).map_err(failed)? {
-            best = search.ranked((found.0, found.2)).map_err(failed)?;
-            index = packings.len();
-        }
-        packings.push(shallow);
-        let (lowered, packing) = (best.2, &packings[index]);
-        let total: usize = lowered.chunks_per_tree.iter().sum();
-        let used: Vec<(&crate::embed::trees::Tree, usize)> = packing
-            .trees
-            .iter()
-            .zip(lowered.chunks_per_tree.iter().copied())
-            .filter(|&(_, c)| c > 0)
-            .collect();
-        Ok(Planned {
-            rings: used
-                .iter()
-                .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
-                .collect(),
-            trees: used.iter().map(|(t, _)| (*t).clone()).collect(),
-            ..Planned::phase(lowered.scheduled.phase(spec, job.name, machine))
-        })
+    }
+    /// Before searching any pipeline, the least bound of every depth on every packing
+    /// ([`least::Profile::least`]), which sees what each depth pays to fill and drain: where
+    /// `out` rules it out, nothing is scheduled.
+    fn lower_unless(&self, job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, EmbedError> {
+        lower_unless(job, Some(out))
+    }
+    fn declines(&self) -> bool {
+        true
     }
     fn sized(&self) -> bool {
         true
     }
+}
+
+/// [`Trees`]' lowering: the packings, then each one's pipeline depth, then the ranking rates on
+/// the cheapest, then one breadth-first tree; unless `out` rules out the least bound of every
+/// depth on every packing, which is then returned instead.
+fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unless, EmbedError> {
+    let (machine, spec) = (job.machine, job.spec);
+    super::check_planned(job.name, machine)?;
+    let failed =
+        |e: DagError| EmbedError::NotApplicable(format!("scheduling the trees failed: {e}"));
+    // The packings, and last one breadth-first tree, tried where its fewer levels beat them.
+    let mut packings = crate::embed::trees::packings(machine, spec.collective)?;
+    packings.push(crate::embed::trees::shallow(machine, spec.collective)?);
+    let most = most_chunks(machine, spec.collective, spec.elements);
+    let profiles = packings
+        .iter()
+        .map(|packing| Profile::of(spec, machine, packing, most))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?;
+    if let Some(out) = out {
+        // The depths 1, 2, 4, … first: where their least bound is not out, no least is, and
+        // the thousands of depths between them need not be bounded.
+        let doublings =
+            || std::iter::successors(Some(1), |&n| (n < most).then(|| (2 * n).min(most)));
+        let least = |totals: &dyn Fn(&Profile) -> f64| {
+            profiles.iter().map(totals).fold(f64::INFINITY, f64::min)
+        };
+        if out(least(&|p| p.least_of(doublings()))) {
+            let least = least(&|p| p.least(most));
+            if out(least) {
+                return Ok(Unless::Outpriced(least));
+            }
+        }
+    }
+    let search = |i: usize| Search::new(spec, machine, &packings[i], &profiles[i]);
+    let shallow = packings.len() - 1;
+    // Every packing is lowered and priced; the cheapest schedule is kept (the first on a tie),
+    // and the other ranking rates are tried on it.
+    let mut best: Option<(f64, usize, Lowered)> = None;
+    for i in 0..shallow {
+        let from = best
+            .as_ref()
+            .map_or(1, |b| b.2.chunks_per_tree.iter().sum());
+        let (seconds, _, lowered) = search(i).depth(from).map_err(failed)?;
+        if best.as_ref().is_none_or(|b| seconds < b.0) {
+            best = Some((seconds, i, lowered));
+        }
+    }
+    let Some((seconds, mut index, lowered)) = best else {
+        return Err(EmbedError::NotApplicable(
+            "no tree packing was found".to_string(),
+        ));
+    };
+    let mut best = search(index).ranked((seconds, lowered)).map_err(failed)?;
+    let deep = search(shallow);
+    if let Some(found) = deep.depth_below(best.0).map_err(failed)? {
+        best = deep.ranked((found.0, found.2)).map_err(failed)?;
+        index = shallow;
+    }
+    let (lowered, packing) = (best.2, &packings[index]);
+    let total: usize = lowered.chunks_per_tree.iter().sum();
+    let used: Vec<(&crate::embed::trees::Tree, usize)> = packing
+        .trees
+        .iter()
+        .zip(lowered.chunks_per_tree.iter().copied())
+        .filter(|&(_, c)| c > 0)
+        .collect();
+    Ok(Unless::Lowered(Box::new(Planned {
+        rings: used
+            .iter()
+            .map(|(t, c)| format!("{c}/{total} of the vector, {}", t.describe(machine)))
+            .collect(),
+        trees: used.iter().map(|(t, _)| (*t).clone()).collect(),
+        ..Planned::phase(lowered.scheduled.phase(spec, job.name, machine))
+    })))
 }
 
 /// How tightly the scheduler keeps pipeline chunks in order (see [`lower`]): chunk `q` is
@@ -357,7 +399,9 @@ pub fn lower(
     packing: &Packing,
     from: usize,
 ) -> Result<(f64, Lowered), DagError> {
-    let best = Search::new(spec, machine, packing).depth(from)?;
+    let most = most_chunks(machine, spec.collective, spec.elements);
+    let profile = Profile::of(spec, machine, packing, most)?;
+    let best = Search::new(spec, machine, packing, &profile).depth(from)?;
     Ok((best.0, best.2))
 }
 
@@ -369,16 +413,24 @@ struct Search<'a> {
     ir: schedule_ir::Machine,
     /// The most pipeline chunks ([`most_chunks`]).
     most: usize,
+    /// What bounds every depth's estimate, so that depths that cannot win are never built.
+    profile: &'a Profile,
 }
 
 impl<'a> Search<'a> {
-    fn new(spec: &'a PhaseSpec, machine: &'a Machine, packing: &'a Packing) -> Search<'a> {
+    fn new(
+        spec: &'a PhaseSpec,
+        machine: &'a Machine,
+        packing: &'a Packing,
+        profile: &'a Profile,
+    ) -> Search<'a> {
         Search {
             spec,
             machine,
             packing,
             ir: machine.to_ir(),
             most: most_chunks(machine, spec.collective, spec.elements),
+            profile,
         }
     }
 
@@ -409,19 +461,18 @@ impl<'a> Search<'a> {
         Ok((seconds, total, lowered))
     }
 
-    /// Priced unless its bound ([`least::estimate`]) shows it cannot be below `beat`.
-    fn priced_below(&self, built: Built, beat: f64) -> Result<Option<Priced>, DagError> {
-        let size = self.spec.dtype.size_bytes() as f64;
-        let least_chunk = built.2.iter().map(|c| c.end - c.start).min().unwrap_or(0) as f64;
-        if least::estimate(self.machine, &built.3, least_chunk * size)? >= beat {
+    /// The pipeline of `total` chunks at `rate`, priced, unless its bound
+    /// ([`Profile::bound`]) shows it cannot be below `beat`: then it is not even built.
+    fn priced_below(&self, total: usize, rate: f64, beat: f64) -> Result<Option<Priced>, DagError> {
+        if self.profile.bound(total) >= beat {
             return Ok(None);
         }
-        self.price(built).map(Some)
+        self.price(self.build(total, rate)).map(Some)
     }
 
     /// `best`, or the pipeline of `total` chunks at `rate` where that prices lower.
     fn try_total(&self, best: &mut Priced, total: usize, rate: f64) -> Result<(), DagError> {
-        if let Some(candidate) = self.priced_below(self.build(total, rate), best.0)? {
+        if let Some(candidate) = self.priced_below(total, rate, best.0)? {
             if candidate.0 < best.0 {
                 *best = candidate;
             }
@@ -447,7 +498,7 @@ impl<'a> Search<'a> {
         let mut total = 1;
         while tried.len() < 3 && total <= self.most {
             tried.insert(total);
-            if let Some(first) = self.priced_below(self.build(total, rate), beat)? {
+            if let Some(first) = self.priced_below(total, rate, beat)? {
                 if first.0 < beat {
                     return self.deepen(first, tried).map(Some);
                 }
@@ -576,54 +627,95 @@ fn pipeline(
         first_chunk.push(next);
         next += c * pieces;
     }
-    // Where chunks have owners, every tree hangs from each owner in turn.
-    let rooted: IdVec<TreeId, Vec<Walk>> = packing
-        .trees
-        .iter()
-        .zip(counts)
-        .map(|(t, &c)| match (owned, c) {
-            (true, 1..) => compute.iter().map(|&o| Walk::of(&t.rerooted(o))).collect(),
-            _ => Vec::new(),
-        })
-        .collect();
-    let walks: IdVec<TreeId, Walk> = packing.trees.iter().map(Walk::of).collect();
+    let walks = Walks::of(machine, spec.collective, packing, |i| counts[i] > 0);
 
     // Transfers chunk by chunk, the trees' pipelines interleaved. Pipeline chunk `q` (in that
     // order) gets rank ⌊q · r · rank_rate⌋, `r` the chunks the busiest direction carries per pipeline
     // chunk: the scheduler then prefers earlier chunks over later ones, but only loosely, so
     // that a late chunk can fill a link that an early one cannot use yet.
-    let data = BufferId(0);
     let mut transfers = Transfers::new();
     let weights: IdVec<TreeId, f64> = counts.iter().map(|&c| c as f64).collect();
     let rate = busiest_count(machine, packing, spec.collective, &weights) / total.max(1) as f64;
     for (q, (i, j)) in interleave(counts).into_iter().enumerate() {
-        // `counts` was apportioned over the packing's shares: one entry per tree.
-        let tree = &walks[i];
         let first = transfers.len();
-        for k in 0..pieces {
-            let chunk = ChunkId::new(first_chunk[i] + j * pieces + k);
-            // The tree hanging from this piece's owner (where pieces have owners).
-            let owners = rooted[i].get(k).unwrap_or(tree);
-            let add = &mut transfers;
-            match spec.collective {
-                Collective::AllReduce => {
-                    let into_root = reduce_up(tree, data, chunk, add);
-                    broadcast_down(tree, data, chunk, &into_root, add);
-                }
-                Collective::Reduce { .. } => {
-                    reduce_up(tree, data, chunk, add);
-                }
-                Collective::Broadcast { .. } => broadcast_down(tree, data, chunk, &[], add),
-                Collective::AllGather => broadcast_down(owners, data, chunk, &[], add),
-                Collective::ReduceScatter => {
-                    reduce_up(owners, data, chunk, add);
-                }
-            }
-        }
+        walks.chunk(
+            spec.collective,
+            i,
+            first_chunk[i] + j * pieces,
+            &mut transfers,
+        );
         let rank = (q as f64 * rate * rank_rate).floor() as u32;
         transfers.iter_mut().skip(first).for_each(|t| t.rank = rank);
     }
     (chunks, transfers)
+}
+
+/// The trees of a packing as walked for pipeline chunks: each from its root and, where chunks
+/// have owners, from each owner in turn (the tree re-rooted there).
+struct Walks {
+    plain: IdVec<TreeId, Walk>,
+    rooted: IdVec<TreeId, Vec<Walk>>,
+    /// Pieces per pipeline chunk ([`pieces`]).
+    pieces: usize,
+}
+
+impl Walks {
+    /// The walks of `packing`'s trees for `collective`; re-rooted walks only for the trees
+    /// `used` says carry chunks.
+    fn of(
+        machine: &Machine,
+        collective: Collective,
+        packing: &Packing,
+        used: impl Fn(TreeId) -> bool,
+    ) -> Walks {
+        let compute = machine.compute_nodes();
+        let owned = matches!(
+            collective,
+            Collective::AllGather | Collective::ReduceScatter
+        );
+        let rooted = packing
+            .trees
+            .iter_enumerated()
+            .map(|(i, t)| {
+                if owned && used(i) {
+                    compute.iter().map(|&o| Walk::of(&t.rerooted(o))).collect()
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        Walks {
+            plain: packing.trees.iter().map(Walk::of).collect(),
+            rooted,
+            pieces: pieces(machine, collective),
+        }
+    }
+
+    /// Appends the transfers of one pipeline chunk on tree `i`, whose pieces are chunks
+    /// `first`, `first + 1`, … (one per owner where chunks have owners).
+    fn chunk(&self, collective: Collective, i: TreeId, first: usize, transfers: &mut Transfers) {
+        let data = BufferId(0);
+        let tree = &self.plain[i];
+        for k in 0..self.pieces {
+            let chunk = ChunkId::new(first + k);
+            // The tree hanging from this piece's owner (where pieces have owners).
+            let owners = self.rooted[i].get(k).unwrap_or(tree);
+            match collective {
+                Collective::AllReduce => {
+                    let into_root = reduce_up(tree, data, chunk, transfers);
+                    broadcast_down(tree, data, chunk, &into_root, transfers);
+                }
+                Collective::Reduce { .. } => {
+                    reduce_up(tree, data, chunk, transfers);
+                }
+                Collective::Broadcast { .. } => broadcast_down(tree, data, chunk, &[], transfers),
+                Collective::AllGather => broadcast_down(owners, data, chunk, &[], transfers),
+                Collective::ReduceScatter => {
+                    reduce_up(owners, data, chunk, transfers);
+                }
+            }
+        }
+    }
 }
 
 /// `(tree, chunk)` pairs with the trees' pipelines interleaved: ordered by how far through its

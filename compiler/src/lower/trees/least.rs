@@ -1,8 +1,20 @@
-//! A lower bound on the cost model's estimate of one pipeline depth's schedule, from its
-//! transfers alone: [`super::lower`] list-schedules and prices only the depths whose bound
-//! is below the cheapest so far, since no other can replace it.
+//! Lower bounds on the cost model's estimate of a pipeline of trees, for every depth at once:
+//! [`super::lower`] list-schedules and prices only the depths whose bound is below the cheapest
+//! so far, since no other can replace it, and `auto` skips `trees` where no depth's bound is
+//! below another method's estimate ([`Profile::least`]).
+//!
+//! A pipeline chunk's transfers depend only on transfers of the same chunk, so what a depth
+//! asks of each link direction is what one chunk of each tree asks, times the tree's chunks
+//! ([`Crossings`], [`Profile`]): the bound of any depth is read from one chunk per tree,
+//! without building or scheduling the pipeline.
 
+use super::{pieces, Walks};
+use crate::embed::trees::Packing;
+use crate::ids::{IdVec, TreeId};
+use crate::lower::balance;
 use crate::lower::dag::{self, DagError, Transfers};
+use crate::lower::floor::least_chunk;
+use crate::lower::PhaseSpec;
 use crate::machine::Machine;
 use schedule_ir::DirectionId;
 
@@ -10,81 +22,377 @@ use schedule_ir::DirectionId;
 /// relative margin so that rounding never lifts it above the estimate it bounds.
 const ROUNDING: f64 = 1e-9;
 
-/// A lower bound on [`schedule_ir::cost::estimate`] of the schedule [`dag::schedule`] makes of
-/// `transfers` under [`dag::Batching::ByBandwidth`], every transfer carrying at least
-/// `chunk_bytes` bytes.
-///
-/// *Proof.* The estimate sums, per step, `α + busy`: `α` the route latency of the step's
-/// slowest send (a route's latency is at least that of each link it crosses), `busy` at least
-/// the bytes crossing each link direction in the step over its link's bandwidth.
-///
-/// - Per direction `d` crossed by `n_d` transfers: a step takes at most `lanes × batch` of them
-///   over `d` (one send per lane, each batching at most `batch` transfers, `batch` the ratio of
-///   `d`'s lane speed to the slowest lane the transfers cross, as [`dag::schedule`] computes
-///   it), so `d` is used in at least `⌈n_d / (lanes × batch)⌉` steps, each charged at least
-///   `d`'s latency; and the steps together are busy at least `n_d · chunk_bytes` over `d`'s
-///   bandwidth.
-/// - Per dependency chain of `L` transfers: the scheduler puts a transfer in a step after those
-///   it waits for, so the chain takes `L` steps, each charged at least the least link latency
-///   and one chunk over the fastest link.
-///
-/// The estimate is at least the largest of these. Transfers wait only for earlier ones
-/// (creation order); a wait on a later one is not counted, which only shortens the chain.
-/// A route the scheduler would refuse is refused here with the same error.
-pub fn estimate(
+/// What a set of transfers asks of each link direction it crosses, and its longest
+/// dependency chain.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Crossings {
+    /// Every direction crossed, in direction order.
+    directions: Vec<Crossing>,
+    /// The longest dependency chain, in transfers.
+    longest: u64,
+}
+
+/// One link direction's part of [`Crossings`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Crossing {
+    direction: DirectionId,
+    /// Transfers crossing it (a route crossing it twice counts twice).
+    count: u64,
+    /// The fewest transfers chained before one of them.
+    fill: u64,
+    /// The fewest transfers chained after one of them.
+    drain: u64,
+}
+
+impl Crossings {
+    /// The crossings of `transfers`. Transfers wait only for earlier ones (creation order); a
+    /// wait on a later one is not counted, which only shortens the chains. A route the
+    /// scheduler would refuse is refused here with the same error.
+    pub fn of(machine: &Machine, transfers: &Transfers) -> Result<Crossings, DagError> {
+        // `chain[t]`: transfers chained up to and including `t`; `below[t]`: those after it.
+        let mut chain = vec![0u64; transfers.len()];
+        let mut below = vec![0u64; transfers.len()];
+        let mut routes = Vec::with_capacity(transfers.len());
+        for (id, t) in transfers.iter_enumerated() {
+            routes.push(dag::directions(machine, id, t)?);
+            let before = t
+                .after
+                .iter()
+                .filter(|a| **a < id)
+                .map(|a| chain[a.index()])
+                .max()
+                .unwrap_or(0);
+            chain[id.index()] = before + 1;
+        }
+        for (id, t) in transfers.iter_enumerated().rev() {
+            let after = below[id.index()] + 1;
+            for a in t.after.iter().filter(|a| **a < id) {
+                below[a.index()] = below[a.index()].max(after);
+            }
+        }
+        let mut by_direction: std::collections::BTreeMap<DirectionId, Crossing> =
+            Default::default();
+        for (i, route) in routes.iter().enumerate() {
+            for &direction in route {
+                let entry = by_direction.entry(direction).or_insert(Crossing {
+                    direction,
+                    count: 0,
+                    fill: u64::MAX,
+                    drain: u64::MAX,
+                });
+                entry.count += 1;
+                entry.fill = entry.fill.min(chain[i] - 1);
+                entry.drain = entry.drain.min(below[i]);
+            }
+        }
+        Ok(Crossings {
+            directions: by_direction.into_values().collect(),
+            longest: chain.iter().copied().max().unwrap_or(0),
+        })
+    }
+}
+
+/// A link direction as [`Profile::bound_with`] reads it.
+#[derive(Clone, Copy, Debug)]
+struct Direction {
+    /// Its lane's speed, Gbit/s.
+    lane: f64,
+    /// Its link's lanes.
+    lanes: f64,
+    /// Bytes per second.
+    rate: f64,
+    /// Seconds.
+    latency: f64,
+}
+
+/// One part's crossings with its directions numbered as the profile's.
+#[derive(Clone, Debug, Default)]
+struct Part {
+    /// (profile direction, transfers, least fill, least drain).
+    crossings: Vec<(usize, u64, u64, u64)>,
+    /// Its longest dependency chain, in transfers.
+    longest: u64,
+    /// The slowest lane, least latency and fastest rate among its directions.
+    slowest_lane: f64,
+    least_latency: f64,
+    fastest: f64,
+}
+
+/// What bounds every pipeline depth of one packing: one pipeline chunk of each tree
+/// ([`Crossings`]), and how a depth's chunks are shared among the trees.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    /// Every direction some part crosses.
+    directions: Vec<Direction>,
+    /// One per tree: a chunk's crossings, empty for a tree that carries no chunk at any depth
+    /// up to the most.
+    parts: Vec<Part>,
+    shares: IdVec<TreeId, f64>,
+    elements: u64,
+    pieces: u64,
+    element_bytes: f64,
+}
+
+impl Profile {
+    /// The profile of `packing` for `spec`, for depths of at most `most` pipeline chunks.
+    pub fn of(
+        spec: &PhaseSpec,
+        machine: &Machine,
+        packing: &Packing,
+        most: usize,
+    ) -> Result<Profile, DagError> {
+        // A tree whose rounded share is zero at every depth is never built.
+        let mut used: IdVec<TreeId, bool> = IdVec::filled(false, packing.trees.len());
+        for total in 1..=most.max(1) {
+            let counts = balance::apportion(total as u64, &packing.shares);
+            for (u, &c) in used.iter_mut().zip(&counts) {
+                *u |= c > 0;
+            }
+            if used.iter().all(|&u| u) {
+                break;
+            }
+        }
+        let walks = Walks::of(machine, spec.collective, packing, |i| used[i]);
+        let mut parts = Vec::with_capacity(packing.trees.len());
+        for (i, &u) in used.iter_enumerated() {
+            let mut transfers = Transfers::new();
+            if u {
+                walks.chunk(spec.collective, i, 0, &mut transfers);
+            }
+            parts.push(Crossings::of(machine, &transfers)?);
+        }
+        Ok(Profile::new(machine, &parts, packing.shares.clone(), spec))
+    }
+
+    /// The profile of `chunks`, the crossings of one chunk per share.
+    fn new(
+        machine: &Machine,
+        chunks: &[Crossings],
+        shares: IdVec<TreeId, f64>,
+        spec: &PhaseSpec,
+    ) -> Profile {
+        let mut number: std::collections::BTreeMap<DirectionId, usize> = Default::default();
+        let mut directions: Vec<Direction> = Vec::new();
+        let mut parts = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            let mut part = Part {
+                crossings: Vec::with_capacity(c.directions.len()),
+                longest: c.longest,
+                slowest_lane: f64::INFINITY,
+                least_latency: f64::INFINITY,
+                fastest: 0.0,
+            };
+            for x in &c.directions {
+                let at = *number.entry(x.direction).or_insert_with(|| {
+                    let link = machine.link(x.direction.link());
+                    let lanes = f64::from(link.lanes.max(1));
+                    directions.push(Direction {
+                        lane: link.bandwidth_gbps / lanes,
+                        lanes,
+                        rate: schedule_ir::cost::bytes_per_second(link.bandwidth_gbps),
+                        latency: link.latency_us * 1e-6,
+                    });
+                    directions.len() - 1
+                });
+                let d = directions[at];
+                part.slowest_lane = part.slowest_lane.min(d.lane);
+                part.least_latency = part.least_latency.min(d.latency);
+                part.fastest = part.fastest.max(d.rate);
+                part.crossings.push((at, x.count, x.fill, x.drain));
+            }
+            parts.push(part);
+        }
+        Profile {
+            directions,
+            parts,
+            shares,
+            elements: spec.elements,
+            pieces: pieces(machine, spec.collective) as u64,
+            element_bytes: spec.dtype.size_bytes() as f64,
+        }
+    }
+
+    /// A lower bound on the estimate of the pipeline of `total` chunks, at any ranking rate.
+    pub fn bound(&self, total: usize) -> f64 {
+        let counts = balance::apportion(total as u64, &self.shares);
+        self.bound_with(counts.as_slice(), self.chunk_bytes(total))
+    }
+
+    /// The least [`Profile::bound`] of any depth from 1 to `most` chunks: a lower bound on the
+    /// estimate of every pipeline of this packing a depth search can lower. Each depth's bound
+    /// updates the one before ([`Tally`]), equal to the bit to [`Profile::bound`]'s.
+    pub fn least(&self, most: usize) -> f64 {
+        self.least_of(1..=most.max(1))
+    }
+
+    /// The least [`Profile::bound`] of the depths `totals`.
+    pub fn least_of(&self, totals: impl Iterator<Item = usize>) -> f64 {
+        let mut tally = Tally::new(self);
+        let mut least = f64::INFINITY;
+        for total in totals {
+            let counts = balance::apportion(total as u64, &self.shares);
+            tally.set(self, counts.as_slice());
+            least = least.min(tally.seconds(self, self.chunk_bytes(total)));
+        }
+        least
+    }
+
+    /// The bytes of the least chunk of the pipeline of `total` chunks.
+    fn chunk_bytes(&self, total: usize) -> f64 {
+        least_chunk(self.elements, (total as u64).saturating_mul(self.pieces)) as f64
+            * self.element_bytes
+    }
+
+    /// A lower bound on [`schedule_ir::cost::estimate`] of the schedule [`dag::schedule`]
+    /// makes under [`dag::Batching::ByBandwidth`] of `times[i]` copies of part `i`'s
+    /// transfers, the copies independent of each other, every transfer carrying at least
+    /// `chunk_bytes` bytes.
+    ///
+    /// *Proof.* The estimate sums, per step, `α + busy`: `α` the route latency of the step's
+    /// slowest send (a route's latency is at least that of each link it crosses), `busy` at
+    /// least the bytes crossing each link direction in the step over its link's bandwidth.
+    /// Every step carries at least one transfer (the scheduler never leaves one empty), so
+    /// every step is charged at least the least latency and one chunk over the fastest link.
+    ///
+    /// - Per direction `d` crossed by `n_d` transfers: a step takes at most `lanes × batch` of
+    ///   them over `d` (one send per lane, each batching at most `batch` transfers, `batch` the
+    ///   ratio of `d`'s lane speed to the slowest lane the transfers cross, as
+    ///   [`dag::schedule`] computes it), so `d` is used in at least `⌈n_d / (lanes × batch)⌉`
+    ///   steps, each charged at least `d`'s latency; and the steps together are busy at least
+    ///   `n_d · chunk_bytes` over `d`'s bandwidth.
+    /// - Fill and drain, per direction `d`: the scheduler puts a transfer in a step after
+    ///   those it waits for, so a transfer with `a` transfers chained before it runs in step
+    ///   `a` at the earliest, and one with `b` chained after it leaves at least `b` steps after
+    ///   its own. So before `d`'s first step come at least `a_d` steps (the least `a` among
+    ///   `d`'s transfers) and after its last at least `b_d` (the least `b`), none of them
+    ///   `d`'s: `d`'s bound above grows by `a_d + b_d` steps of the least cost. This is what a
+    ///   pipeline pays to fill and drain, and it is what rules out most of the depths a search
+    ///   would otherwise schedule.
+    /// - Per dependency chain of `L` transfers: `L` steps of the least cost.
+    ///
+    /// The estimate is at least the largest of these. Copies of a part add their crossings
+    /// and keep its chains, since no copy waits for another.
+    fn bound_with(&self, times: &[u64], chunk_bytes: f64) -> f64 {
+        let mut tally = Tally::new(self);
+        tally.set(self, times);
+        tally.seconds(self, chunk_bytes)
+    }
+}
+
+/// What [`Profile::bound_with`] adds up for some copies of the parts, kept so that the next
+/// depth's copies update it: from one depth to the next only a few trees' counts change.
+struct Tally {
+    /// Copies of each part.
+    times: Vec<u64>,
+    /// Per direction: transfers, least fill, least drain (over the parts with copies).
+    crossings: Vec<(u64, u64, u64)>,
+    longest: u64,
+    /// Per direction: transfers it takes per step (lanes × batch, the batch set by the
+    /// slowest lane of the parts with copies).
+    room: Vec<f64>,
+    least_latency: f64,
+    fastest: f64,
+}
+
+impl Tally {
+    fn new(profile: &Profile) -> Tally {
+        Tally {
+            times: vec![0; profile.parts.len()],
+            crossings: vec![(0, u64::MAX, u64::MAX); profile.directions.len()],
+            longest: 0,
+            room: vec![1.0; profile.directions.len()],
+            least_latency: f64::INFINITY,
+            fastest: 0.0,
+        }
+    }
+
+    /// Sets the copies of part `i` to `times[i]`.
+    fn set(&mut self, profile: &Profile, times: &[u64]) {
+        let mut reshaped = false;
+        for ((part, was), &now) in profile.parts.iter().zip(&mut self.times).zip(times) {
+            if *was == now {
+                continue;
+            }
+            reshaped |= (*was == 0) != (now == 0);
+            for &(d, count, _, _) in &part.crossings {
+                let n = &mut self.crossings[d].0;
+                *n = *n - count * *was + count * now;
+            }
+            *was = now;
+        }
+        if !reshaped {
+            return;
+        }
+        // Which parts have copies changed: what depends on the set alone is found again.
+        self.longest = 0;
+        self.least_latency = f64::INFINITY;
+        self.fastest = 0.0;
+        let mut slowest_lane = f64::INFINITY;
+        self.crossings
+            .iter_mut()
+            .for_each(|c| (c.1, c.2) = (u64::MAX, u64::MAX));
+        for (part, _) in profile
+            .parts
+            .iter()
+            .zip(&self.times)
+            .filter(|(_, &t)| t > 0)
+        {
+            self.longest = self.longest.max(part.longest);
+            slowest_lane = slowest_lane.min(part.slowest_lane);
+            self.least_latency = self.least_latency.min(part.least_latency);
+            self.fastest = self.fastest.max(part.fastest);
+            for &(d, _, fill, drain) in &part.crossings {
+                let c = &mut self.crossings[d];
+                (c.1, c.2) = (c.1.min(fill), c.2.min(drain));
+            }
+        }
+        for (room, d) in self.room.iter_mut().zip(&profile.directions) {
+            let ratio = (d.lane / slowest_lane * (1.0 + 1e-9)).floor();
+            let batch = if ratio.is_finite() && ratio >= 1.0 {
+                ratio.min(f64::from(u16::MAX))
+            } else {
+                1.0
+            };
+            *room = d.lanes * batch;
+        }
+    }
+
+    /// The bound ([`Profile::bound_with`]) when every transfer carries `chunk_bytes` bytes.
+    fn seconds(&self, profile: &Profile, chunk_bytes: f64) -> f64 {
+        // The least a step can cost.
+        let least_step = if self.least_latency.is_finite() && self.fastest > 0.0 {
+            self.least_latency + chunk_bytes / self.fastest
+        } else {
+            0.0
+        };
+        let mut best = self.longest as f64 * least_step;
+        let directions = profile
+            .directions
+            .iter()
+            .zip(&self.crossings)
+            .zip(&self.room);
+        for ((d, &(n, fill, drain)), &room) in directions {
+            if n == 0 || d.rate <= 0.0 {
+                continue;
+            }
+            let busy = (n as f64 / room).ceil() * d.latency + n as f64 * chunk_bytes / d.rate;
+            best = best.max(busy + (fill + drain) as f64 * least_step);
+        }
+        best * (1.0 - ROUNDING)
+    }
+}
+
+/// The bound of a pipeline's own transfers, for the tests: what [`Profile::bound`] must equal.
+#[cfg(test)]
+fn estimate(
     machine: &Machine,
+    spec: &PhaseSpec,
     transfers: &Transfers,
     chunk_bytes: f64,
 ) -> Result<f64, DagError> {
-    let directions = DirectionId::count(machine.link_count());
-    let mut crossings = vec![0u64; directions];
-    let mut chain = vec![0u64; transfers.len()];
-    let mut slowest_lane = f64::INFINITY;
-    let lane = |d: DirectionId| {
-        let link = machine.link(d.link());
-        link.bandwidth_gbps / f64::from(link.lanes.max(1))
-    };
-    for (id, t) in transfers.iter_enumerated() {
-        for d in dag::directions(machine, id, t)? {
-            crossings[d.index()] += 1;
-            slowest_lane = slowest_lane.min(lane(d));
-        }
-        let before = t
-            .after
-            .iter()
-            .filter(|a| **a < id)
-            .map(|a| chain[a.index()])
-            .max()
-            .unwrap_or(0);
-        chain[id.index()] = before + 1;
-    }
-    let (mut least_latency, mut fastest) = (f64::INFINITY, 0.0f64);
-    let mut bound = 0.0f64;
-    for (i, &n) in crossings.iter().enumerate() {
-        let Some(d) = DirectionId::from_index(i).filter(|_| n > 0) else {
-            continue;
-        };
-        let link = machine.link(d.link());
-        let ratio = (lane(d) / slowest_lane * (1.0 + 1e-9)).floor();
-        let batch = if ratio.is_finite() && ratio >= 1.0 {
-            ratio.min(f64::from(u16::MAX))
-        } else {
-            1.0
-        };
-        let room = f64::from(link.lanes.max(1)) * batch;
-        let latency = link.latency_us * 1e-6;
-        let rate = schedule_ir::cost::bytes_per_second(link.bandwidth_gbps);
-        least_latency = least_latency.min(latency);
-        fastest = fastest.max(rate);
-        if rate > 0.0 {
-            bound = bound.max((n as f64 / room).ceil() * latency + n as f64 * chunk_bytes / rate);
-        }
-    }
-    let longest = chain.iter().copied().max().unwrap_or(0) as f64;
-    if least_latency.is_finite() && fastest > 0.0 {
-        bound = bound.max(longest * (least_latency + chunk_bytes / fastest));
-    }
-    Ok(bound * (1.0 - ROUNDING))
+    let all = Crossings::of(machine, transfers)?;
+    let profile = Profile::new(machine, &[all], IdVec::filled(1.0, 1), spec);
+    Ok(profile.bound_with(&[1], chunk_bytes))
 }
 
 #[cfg(test)]
@@ -96,6 +404,36 @@ mod tests {
     use crate::lower::dag::{self, Scheduled};
     use crate::lower::testing::{machine, spec};
     use schedule_ir::{Collective, DType};
+
+    /// The least bound over depths, computed depth after depth from the one before, is the
+    /// least of the bounds computed one by one.
+    #[test]
+    fn the_least_bound_is_the_least_of_every_depths() {
+        let machines = [
+            r#"Topology(name: "t", machine: Torus(dims: [4, 4]))"#,
+            include_str!("../../../../examples/mesh8x8.ron"),
+            include_str!("../../../../examples/nvswitch-2x8.ron"),
+            include_str!("../../../../examples/graph-petersen.ron"),
+        ];
+        for text in machines {
+            let m = machine(text);
+            for collective in [Collective::AllReduce, Collective::AllGather] {
+                let spec = spec(collective, DType::F32, 1 << 20);
+                for packing in crate::embed::trees::packings(&m, collective).unwrap() {
+                    let profile = super::Profile::of(&spec, &m, &packing, 300).unwrap();
+                    let one_by_one = (1..=300)
+                        .map(|total| profile.bound(total))
+                        .fold(f64::INFINITY, f64::min);
+                    assert_eq!(
+                        profile.least(300).to_bits(),
+                        one_by_one.to_bits(),
+                        "{}",
+                        m.name
+                    );
+                }
+            }
+        }
+    }
 
     /// Every pipeline depth's schedule is priced at no less than its bound, on machines whose
     /// links differ in speed, lanes and latency and that route through switches: the bound
@@ -141,7 +479,15 @@ mod tests {
                                 .collect();
                         let (chunks, transfers) = pipeline(&spec, &m, &packing, &counts, rate);
                         let least = chunks.iter().map(|c| c.end - c.start).min().unwrap() as f64;
-                        let bound = super::estimate(&m, &transfers, least * 4.0).unwrap();
+                        let bound = super::estimate(&m, &spec, &transfers, least * 4.0).unwrap();
+                        // The profile's bound is the same, read from one chunk per tree.
+                        let profile = super::Profile::of(&spec, &m, &packing, 64).unwrap();
+                        assert_eq!(
+                            profile.bound(total as usize).to_bits(),
+                            bound.to_bits(),
+                            "{} {collective} {elements} elements, {total} chunks",
+                            m.name
+                        );
                         let timetable =
                             dag::schedule(&m, &transfers, dag::Batching::ByBandwidth).unwrap();
                         let scheduled = Scheduled {
