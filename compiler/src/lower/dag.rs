@@ -241,14 +241,10 @@ pub fn schedule_with(
         },
     );
     check_lanes(machine, &routes, &lanes)?;
-    let (successors, mut waiting) = dependencies(transfers)?;
+    let (successors, waiting) = dependencies(transfers)?;
     let (top, level) = levels(&successors, &waiting)?;
 
     let mut step: IdVec<TransferId, u32> = IdVec::filled(u32::MAX, n);
-    let key = |t: TransferId| {
-        let start = transfers[t].rank.saturating_add(top[t]);
-        (start, Reverse(level[t]), t)
-    };
     let batch = batch_sizes(machine, batching, &routes);
     let (class, classes) = send_classes(transfers, &batch);
     let (route, distinct) = route_numbers(&routes);
@@ -260,13 +256,21 @@ pub fn schedule_with(
         }
     }
     let class_route = |c: u32| route_of_class.get(c as usize).copied();
-    // Where a transfer waits when ready: its route and its class.
-    let place_of = |t: TransferId| (route[t], class[t]);
+    // What placing a transfer reads of each successor, side by side.
+    let mut pending: IdVec<TransferId, Pending> = IdVec::from_fn(n, |t: TransferId| Pending {
+        key: (
+            transfers[t].rank.saturating_add(top[t]),
+            Reverse(level[t]),
+            t,
+        ),
+        place: (route[t], class[t]),
+        waiting: waiting[t],
+    });
     let mut ready = Ready::new(distinct.len(), classes);
-    waiting
-        .ids()
-        .filter(|&t| waiting[t] == 0)
-        .for_each(|t| ready.insert(place_of(t), key(t)));
+    pending
+        .iter()
+        .filter(|p| p.waiting == 0)
+        .for_each(|p| ready.insert(p.place, p.key));
     let mut booking = Booking::new(&routes, (&class, classes), lanes, batch);
     let mut send: IdVec<TransferId, u32> = IdVec::filled(0, n);
     let mut placed = 0;
@@ -334,11 +338,12 @@ pub fn schedule_with(
             });
         }
         for t in taken.drain(..) {
-            ready.remove(place_of(t), key(t));
-            for &s in &successors[t] {
-                waiting[s] -= 1;
-                if waiting[s] == 0 {
-                    ready.insert(place_of(s), key(s));
+            ready.remove(pending[t].place, pending[t].key);
+            for &s in successors.of(t) {
+                let next = &mut pending[s];
+                next.waiting -= 1;
+                if next.waiting == 0 {
+                    ready.insert(next.place, next.key);
                 }
             }
         }
@@ -354,6 +359,16 @@ pub fn schedule_with(
 /// A transfer's priority, smallest first: its rank plus top level, its bottom level (largest
 /// first), its id ([module doc](self)).
 type Key = (u32, Reverse<u32>, TransferId);
+
+/// A transfer as the scheduler tracks it until it is placed.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    key: Key,
+    /// Where it waits when ready: its route and its send class.
+    place: (u32, u32),
+    /// The transfers it still waits for.
+    waiting: usize,
+}
 
 /// The ready transfers, each under its route, in priority order. Grouping by route lets a step
 /// skip, in one go, every transfer whose route crosses a direction already full, instead of
@@ -638,27 +653,56 @@ fn check_lanes(
     Ok(())
 }
 
-/// A table of each transfer's successors, by transfer.
-type Successors = IdVec<TransferId, Vec<TransferId>>;
+/// Each transfer's successors, in one table: the scheduler reads them for every transfer it
+/// places, and one allocation per transfer would scatter them over the heap.
+struct Successors {
+    /// Where each transfer's successors start in `list`; one more entry than transfers.
+    start: Vec<usize>,
+    /// Every transfer's successors, by transfer, each in id order.
+    list: Vec<TransferId>,
+}
+
+impl Successors {
+    /// The successors of `t`.
+    fn of(&self, t: TransferId) -> &[TransferId] {
+        let (from, to) = (self.start[t.index()], self.start[t.index() + 1]);
+        &self.list[from..to]
+    }
+
+    fn len(&self) -> usize {
+        self.start.len() - 1
+    }
+}
 
 /// Each transfer's successors and the number of transfers it waits for.
 fn dependencies(transfers: &Transfers) -> Result<(Successors, IdVec<TransferId, usize>), DagError> {
     let n = transfers.len();
-    let mut successors: Successors = IdVec::filled(Vec::new(), n);
     let mut waiting: IdVec<TransferId, usize> = IdVec::filled(0, n);
+    let mut start = vec![0usize; n + 1];
     for (id, t) in transfers.iter_enumerated() {
         for &p in &t.after {
-            let Some(next) = successors.get_mut(p) else {
+            if p.index() >= n {
                 return Err(DagError::UnknownDependency {
                     transfer: id,
                     missing: p,
                 });
-            };
-            next.push(id);
+            }
+            start[p.index() + 1] += 1;
             waiting[id] += 1;
         }
     }
-    Ok((successors, waiting))
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut next = start.clone();
+    let mut list = vec![TransferId(0); start[n]];
+    for (id, t) in transfers.iter_enumerated() {
+        for &p in &t.after {
+            list[next[p.index()]] = id;
+            next[p.index()] += 1;
+        }
+    }
+    Ok((Successors { start, list }, waiting))
 }
 
 /// What makes two transfers one send: the same route, buffer and receive mode.
@@ -753,7 +797,7 @@ fn levels(
     let mut order: Vec<TransferId> = left.ids().filter(|&t| left[t] == 0).collect();
     let mut i = 0;
     while let Some(&t) = order.get(i) {
-        for &s in &successors[t] {
+        for &s in successors.of(t) {
             left[s] -= 1;
             if left[s] == 0 {
                 order.push(s);
@@ -769,12 +813,17 @@ fn levels(
     }
     let mut level: IdVec<TransferId, u32> = IdVec::filled(1, n);
     for &t in order.iter().rev() {
-        let below = successors[t].iter().map(|&s| level[s]).max().unwrap_or(0);
+        let below = successors
+            .of(t)
+            .iter()
+            .map(|&s| level[s])
+            .max()
+            .unwrap_or(0);
         level[t] = below + 1;
     }
     let mut top: IdVec<TransferId, u32> = IdVec::filled(0, n);
     for &t in &order {
-        for &s in &successors[t] {
+        for &s in successors.of(t) {
             top[s] = top[s].max(top[t] + 1);
         }
     }
