@@ -153,6 +153,46 @@ fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
     assert!(note.reason.contains(", not lowered"), "{}", note.reason);
 }
 
+/// On a 4 × 4 torus at 256 MiB `rotated-hd` meets the bandwidth bound, and `trees`' floor (its
+/// pipeline's steps) is below it: `trees` is handed `rotated-hd`'s estimate and declines with
+/// the least bound of its pipeline depths, which sees what every depth pays to fill and
+/// drain, before it schedules any of them. Without the decline it would be lowered and priced.
+#[test]
+fn trees_declines_where_no_pipeline_depth_can_win() {
+    let text = include_str!("../../examples/torus4x4.ron");
+    let loaded = topoc::load(text).unwrap();
+    let machine = &loaded.machine;
+    let ir = machine.to_ir();
+    let knobs = Knobs::default();
+    let request = &loaded.phases().unwrap()[0];
+    let mut spec = request.spec.clone();
+    spec.elements = (256 << 20) / spec.dtype.size_bytes();
+    let (_, note) = lower_phase(machine, &request.at, &spec, Choice::Auto, &knobs).unwrap();
+    assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
+    let estimate = |m: Method| {
+        let lowered = m.lower(machine, &spec, &knobs).unwrap();
+        schedule_ir::cost::estimate(&ir, &lowered.phase).seconds
+    };
+    let best = estimate(Method::RotatedHd);
+    let floor = Method::Trees.floor(machine, &spec, &knobs, &Floor::of(&ir, &spec));
+    assert!(
+        floor < best,
+        "trees' floor {floor} already rules it out against {best}"
+    );
+    let trees = note
+        .weighed
+        .iter()
+        .find(|w| w.method == Method::Trees)
+        .unwrap();
+    let Verdict::Skipped(bound) = trees.verdict else {
+        panic!("trees was lowered: {:?}; {}", trees.verdict, note.reason);
+    };
+    assert!(
+        best < bound && bound <= estimate(Method::Trees),
+        "{best} {bound}"
+    );
+}
+
 /// On a 32 × 32 torus (1 024 nodes) `auto` lowers `rotated-hd` only, for the allreduce and for
 /// the allgather of `examples/torus4x4.ron`'s phases: the floors of `trees` (its trees' depth,
 /// its pipeline's pieces), `halving-doubling` (the bytes each of its steps moves over one link)
