@@ -458,6 +458,7 @@ fn switch_schedule() -> Schedule {
                 name: "data".to_string(),
                 kind: BufferKind::Data,
             }],
+            links: schedule_ir::LinkUse::Exclusive,
             steps: 2,
             programs,
         }],

@@ -382,6 +382,7 @@ fn star_schedule() -> Schedule {
                 scratch("from-b"),
                 scratch("from-c"),
             ],
+            links: schedule_ir::LinkUse::Exclusive,
             steps: 4,
             programs: vec![
                 Program {
@@ -513,6 +514,7 @@ fn two_node_phase(collective: Collective, chunks: Vec<Chunk>, programs: Vec<Prog
                 name: "data".to_string(),
                 kind: BufferKind::Data,
             }],
+            links: schedule_ir::LinkUse::Exclusive,
             steps: 1,
             programs,
         }],

@@ -107,6 +107,7 @@ fn one_way_ring(collective: Collective, n: u32, k: u32) -> VerifiedSchedule {
                 name: "data".to_string(),
                 kind: BufferKind::Data,
             }],
+            links: schedule_ir::LinkUse::Exclusive,
             steps: n - 1,
             programs,
         }],

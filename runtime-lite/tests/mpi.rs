@@ -213,6 +213,24 @@ fn routes_through_a_switch_and_integers() {
     bsp_allreduce(&file.0, &["--supersteps", "3"]);
 }
 
+/// A phase whose links are shared sends two messages between two ranks over one link of one
+/// lane in a step: each gets its own tag.
+#[test]
+fn a_shared_phase_sends_more_messages_per_link_than_it_has_lanes() {
+    let file = schedule_file(
+        "shared8",
+        star_machine(8),
+        vec![shared_star_allreduce(
+            8,
+            "grads",
+            ReduceOp::Sum,
+            DType::I64,
+            10_007,
+        )],
+    );
+    bsp_allreduce(&file.0, &[]);
+}
+
 #[test]
 fn sixteen_bit_floats_go_over_mpi_as_their_bits() {
     // MPI has no f16 or bf16 datatype: the messages carry the bit patterns, and the result

@@ -323,6 +323,10 @@ pub struct Phase {
     pub buffers: Vec<Buffer>,
     /// The number of BSP steps; every program has exactly this many.
     pub steps: u32,
+    /// Whether the transfers of a step may outnumber a link direction's lanes
+    /// ([`LinkUse`]); exclusive when absent, and then not written.
+    #[serde(default, skip_serializing_if = "LinkUse::is_exclusive")]
+    pub links: LinkUse,
     /// One program per node, indexed by [`NodeId`]. A switch's program is empty unless the
     /// switch is a device ([`Node::capacity`]). A device's buffers start undefined; a chunk of
     /// a device's buffer is *live* from a step that writes it to the last step that reads it
@@ -452,6 +456,32 @@ pub enum Instr {
         /// What every element is divided by: the number of compute nodes of the machine.
         divisor: u32,
     },
+}
+
+/// How the transfers of a phase's steps use the link directions they cross.
+///
+/// A step lasts as long as its slowest transfer and its most loaded direction's bytes, however
+/// many transfers share that direction. Exclusive phases are *conflict-free*: no direction
+/// carries more transfers in a step than its link has lanes, the discipline the topology's
+/// methods are proved against. On a machine whose links differ in speed, that rule lets a
+/// fast link carry only as many pieces per step as a slow one, so a method that spreads the
+/// vector over links in proportion to their speed (spanning-tree packing) cannot keep the fast
+/// ones busy. A shared phase drops the rule and is priced the same way: by each direction's
+/// total bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LinkUse {
+    /// At most `lanes` transfers per link direction and step (the verifier checks it).
+    #[default]
+    Exclusive,
+    /// Any number of transfers per link direction and step, priced by their total bytes.
+    Shared,
+}
+
+impl LinkUse {
+    /// Whether this is [`LinkUse::Exclusive`] (the default, not written in files).
+    pub fn is_exclusive(&self) -> bool {
+        *self == LinkUse::Exclusive
+    }
 }
 
 /// How a receive writes its destination.

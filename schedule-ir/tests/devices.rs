@@ -98,6 +98,7 @@ fn in_switch(capacity: Option<u32>) -> Schedule {
                 name: "data".into(),
                 kind: BufferKind::Data,
             }],
+            links: schedule_ir::LinkUse::Exclusive,
             steps: 2,
             programs: vec![compute(0), compute(1), switch],
         }],

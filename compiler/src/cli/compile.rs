@@ -19,6 +19,9 @@ struct PhaseReport<'a> {
     method: &'a str,
     steps: u32,
     chunks: usize,
+    /// Present when the phase's links are shared.
+    #[serde(skip_serializing_if = "schedule_ir::LinkUse::is_exclusive")]
+    links: schedule_ir::LinkUse,
     reason: &'a str,
     /// Under `auto`: every method weighed, cheapest first.
     weighed: Vec<WeighedReport>,
@@ -59,12 +62,16 @@ fn report_phases(
         ReportFormat::Text => {
             for (note, phase) in phases {
                 let line = format!(
-                    "phase `{}`: {} ({}), {} steps, {} chunks — {}",
+                    "phase `{}`: {} ({}), {} steps, {} chunks{} — {}",
                     note.phase,
                     note.method,
                     phase.collective.describe(machine),
                     phase.steps,
                     phase.chunks.len(),
+                    match phase.links {
+                        schedule_ir::LinkUse::Exclusive => "",
+                        schedule_ir::LinkUse::Shared => ", links shared",
+                    },
                     note.reason
                 );
                 // Phase and node names come from the user's file.
@@ -78,6 +85,7 @@ fn report_phases(
                     method: note.method.name(),
                     steps: phase.steps,
                     chunks: phase.chunks.len(),
+                    links: phase.links,
                     reason: &note.reason,
                     weighed: note
                         .weighed

@@ -343,6 +343,7 @@ mod tests {
                 name: "data".into(),
                 kind: BufferKind::Data,
             }],
+            links: schedule_ir::LinkUse::Exclusive,
             steps: 4,
             programs,
         }

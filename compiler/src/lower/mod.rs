@@ -88,6 +88,7 @@ impl PhaseSpec {
             algorithm: algorithm.to_string(),
             chunks,
             buffers,
+            links: schedule_ir::LinkUse::Exclusive,
             steps: u32::try_from(steps).unwrap_or(u32::MAX),
             programs,
         }

@@ -405,6 +405,7 @@ pub fn pattern(
         algorithm: algorithm.to_string(),
         chunks: chunks(spec, &grid),
         buffers: super::data_buffer(),
+        links: schedule_ir::LinkUse::Exclusive,
         steps: u32::try_from(steps.len()).unwrap_or(u32::MAX),
         programs: vec![Program { steps }],
     };

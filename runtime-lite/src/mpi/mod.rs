@@ -74,7 +74,8 @@
 //! ```text
 //! tag = (g · S + (2·l + d) · Λ + j) mod (MPI_TAG_UB + 1)
 //!   g = steps(phase 0) + … + steps(phase p-1) + k     the global step
-//!   Λ = the most lanes any link of the machine has
+//!   Λ = the most lanes any link of the machine has, or, if more, the most messages
+//!       of one step between two nodes over one link in a phase whose links are shared
 //!   S = 2 · links · Λ                                 tag slots per step
 //! ```
 //!

@@ -89,7 +89,7 @@ impl MpiNode {
         let tag_ub = tag_ub(comm);
         let machine = &schedule.schedule().machine;
         let checked = rank_node(machine, rank, size).and_then(|node| {
-            tag_space(machine, tag_ub)?;
+            tag_space(schedule.schedule(), tag_ub)?;
             no_device_programs(schedule.schedule(), None)?;
             Ok(node)
         });

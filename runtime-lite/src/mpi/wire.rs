@@ -59,7 +59,7 @@ impl Wire {
             lanes,
             slots,
             modulus,
-        } = tag_space(machine, tag_ub)?;
+        } = tag_space(schedule, tag_ub)?;
         if p.elements > i32::MAX as u64 {
             return Err(MpiError::TooLarge {
                 phase: p.name.clone(),
@@ -186,9 +186,10 @@ pub(crate) fn no_device_programs(schedule: &Schedule, phase: Option<&str>) -> Re
     Ok(())
 }
 
-/// How a machine's messages share the tags.
+/// How a schedule's messages share the tags.
 pub(crate) struct TagSpace {
-    /// The most lanes any link has: tag slots per link direction.
+    /// Tag slots per link direction: the most lanes any link has, or more where a phase whose
+    /// links are shared sends more messages between two nodes over one link in a step.
     lanes: u64,
     /// Tag slots per step: 2 directions × links × lanes.
     slots: u64,
@@ -196,13 +197,15 @@ pub(crate) struct TagSpace {
     modulus: u64,
 }
 
-/// The tag space of `machine` under a tag upper bound of `tag_ub` (or the least guaranteed
+/// The tag space of `schedule` under a tag upper bound of `tag_ub` (or the least guaranteed
 /// one, if `tag_ub` is not positive); fails if one step's messages cannot have distinct tags.
-pub(crate) fn tag_space(machine: &Machine, tag_ub: i32) -> Result<TagSpace, MpiError> {
+pub(crate) fn tag_space(schedule: &Schedule, tag_ub: i32) -> Result<TagSpace, MpiError> {
+    let machine = &schedule.machine;
     let lanes = machine
         .links
         .iter()
         .map(|l| u64::from(l.lanes.max(1)))
+        .chain(schedule.phases.iter().map(most_between))
         .max()
         .unwrap_or(1);
     let slots = 2 * (machine.links.len() as u64).max(1) * lanes;
@@ -220,6 +223,30 @@ pub(crate) fn tag_space(machine: &Machine, tag_ub: i32) -> Result<TagSpace, MpiE
         slots,
         modulus,
     })
+}
+
+/// The most messages of one step of `phase` from one node to another over one (last) link,
+/// where the phase's links are shared (0 where they are exclusive: lanes bound them). Every
+/// message has its receive, so receives are counted.
+fn most_between(phase: &schedule_ir::Phase) -> u64 {
+    if phase.links.is_exclusive() {
+        return 0;
+    }
+    let mut most = 0;
+    let mut count: std::collections::HashMap<(NodeId, LinkId), u64> = Default::default();
+    for program in &phase.programs {
+        for step in &program.steps {
+            count.clear();
+            for instr in step {
+                if let schedule_ir::Instr::Recv { link, from, .. } = instr {
+                    let c = count.entry((*from, *link)).or_default();
+                    *c += 1;
+                    most = most.max(*c);
+                }
+            }
+        }
+    }
+    most
 }
 
 impl Wire {

@@ -7,9 +7,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use runtime_lite::{Element, Expected, Message, MessageKey, Transport};
 use schedule_ir::{
-    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, DType, Instr, Link, LinkId, Machine,
-    Node, NodeId, NodeKind, Phase, Program, RecvMode, ReduceOp, Schedule, StepId, VerifiedSchedule,
-    FORMAT_VERSION,
+    Buffer, BufferId, BufferKind, Chunk, ChunkId, Collective, DType, Instr, Link, LinkId, LinkUse,
+    Machine, Node, NodeId, NodeKind, Phase, Program, RecvMode, ReduceOp, Schedule, StepId,
+    VerifiedSchedule, FORMAT_VERSION,
 };
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -166,6 +166,7 @@ impl PhaseBuilder {
                     })
                     .collect(),
                 buffers,
+                links: schedule_ir::LinkUse::Exclusive,
                 steps: steps as u32,
                 programs: machine
                     .nodes
@@ -445,6 +446,33 @@ pub fn star_allreduce(p: usize, name: &str, op: ReduceOp, dtype: DType, elements
         }
     }
     b.build()
+}
+
+/// An allreduce in two steps around the switch of `star_machine(p)`, in a phase whose links
+/// are shared: node `j` owns chunks `2j` and `2j + 1`; in step 0 every node sends each of them
+/// to its owner, who reduces it, and in step 1 every owner sends them back. Each chunk is its
+/// own transfer, so two messages go between every two nodes over one link (of one lane) in a
+/// step.
+pub fn shared_star_allreduce(
+    p: usize,
+    name: &str,
+    op: ReduceOp,
+    dtype: DType,
+    elements: u64,
+) -> Phase {
+    let shape = Shape::new(Collective::AllReduce, op, dtype, elements);
+    let mut b = PhaseBuilder::new(&star_machine(p), name, shape, 2 * p, 0, 2);
+    for from in 0..p {
+        for to in (0..p).filter(|&to| to != from) {
+            for c in [2 * to, 2 * to + 1] {
+                b.transfer(0, from, to, &[from, to], 0, 0, &[c], RecvMode::Reduce);
+                b.transfer(1, to, from, &[to, from], 0, 0, &[c], RecvMode::Store);
+            }
+        }
+    }
+    let mut phase = b.build();
+    phase.links = LinkUse::Shared;
+    phase
 }
 
 /// The first half of the ring allreduce as a reduce-scatter: chunk `c` is owned by node

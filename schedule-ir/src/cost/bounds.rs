@@ -9,7 +9,7 @@
 //! the largest of the bandwidth-type bounds.
 
 use super::{bytes_per_second, cuts, latency};
-use crate::{Collective, Machine, NodeId, Phase};
+use crate::{Collective, LinkUse, Machine, NodeId, Phase};
 use serde::Serialize;
 
 /// A lower bound on the time of a phase.
@@ -41,7 +41,8 @@ pub struct Bound {
     /// compute nodes that must hear from each other (for broadcast and reduce, from the root).
     pub distance_seconds: f64,
     /// How many steps information needs to spread, each node exchanging at most as many
-    /// transfers per step as its links have lanes, times the smallest link latency.
+    /// transfers per step as its links have lanes (any number where the phase's links are
+    /// shared: one step), times the smallest link latency.
     pub spreading_seconds: f64,
 }
 
@@ -269,7 +270,8 @@ fn reduction(machine: &Machine, phase: &Phase, p: f64, m: f64) -> f64 {
 }
 
 /// The two latency bounds: distance (information must cross the machine) and spreading
-/// (a node hears from at most as many others per step as its links have lanes). Both are 0
+/// (a node hears from at most as many others per step as its links have lanes; from every
+/// other in one step where the phase's links are shared). Both are 0
 /// for an empty vector, which a schedule need not move at all.
 fn latency_bounds(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) -> (f64, f64) {
     if compute.len() < 2 || m <= 0.0 {
@@ -296,7 +298,13 @@ fn latency_bounds(machine: &Machine, phase: &Phase, compute: &[NodeId], m: f64) 
         return (0.0, 0.0);
     }
     let distance = latency::eccentricity_seconds(machine, &sources);
-    let steps = latency::spreading_steps(compute.len() as u64, latency::max_fan(machine));
+    // In a phase whose links are shared a node may send any number of transfers in a step,
+    // so information may reach every node in one.
+    let fan = match phase.links {
+        LinkUse::Exclusive => latency::max_fan(machine),
+        LinkUse::Shared => u64::MAX,
+    };
+    let steps = latency::spreading_steps(compute.len() as u64, fan);
     let spreading = latency::min_link_seconds(machine) * f64::from(steps);
     (distance, spreading)
 }

@@ -482,6 +482,7 @@ mod tests {
                 owner: None,
             }],
             buffers: Vec::new(),
+            links: crate::LinkUse::Exclusive,
             steps: 0,
             programs: Vec::new(),
         }

@@ -440,6 +440,7 @@ mod tests {
                 name: "data".into(),
                 kind: BufferKind::Data,
             }],
+            links: crate::LinkUse::Exclusive,
             steps: 2,
             programs: vec![
                 Program {
@@ -489,6 +490,54 @@ mod tests {
         assert!(close(e.seconds, 11.5e-6));
         assert!(close(e.latency_seconds, 5.5e-6));
         assert!(close(e.transfer_seconds, 6e-6));
+    }
+
+    /// Nine nodes around a switch, one lane each: information needs `⌈log2 9⌉ = 4` steps to
+    /// spread at one transfer per node and step, and one where the phase's links are shared.
+    #[test]
+    fn shared_links_spread_in_one_step() {
+        let mut m = machine();
+        m.nodes.truncate(2);
+        m.links.clear();
+        for i in 0..8u32 {
+            m.nodes.push(Node {
+                name: format!("C{i}"),
+                kind: NodeKind::Compute,
+                capacity: None,
+            });
+            m.links.push(Link {
+                name: format!("U{i}"),
+                a: NodeId(2 + i),
+                b: NodeId(1),
+                bandwidth_gbps: 80.0,
+                latency_us: 2.0,
+                lanes: 1,
+            });
+        }
+        // N0 keeps a link so that the machine stays connected; it has one lane too.
+        m.links.push(Link {
+            name: "U".into(),
+            a: NodeId(0),
+            b: NodeId(1),
+            bandwidth_gbps: 80.0,
+            latency_us: 2.0,
+            lanes: 1,
+        });
+        let mut p = phase(Collective::AllReduce);
+        for program in &mut p.programs {
+            program.steps.iter_mut().for_each(Vec::clear);
+        }
+        p.programs.resize(m.nodes.len(), p.programs[0].clone());
+        p.programs[1].steps.clear();
+        let exclusive = lower_bound(&m, &p);
+        // 9 compute nodes: 4 steps of 2 µs.
+        assert!(close(exclusive.spreading_seconds, 8e-6), "{exclusive:?}");
+        p.links = crate::LinkUse::Shared;
+        let shared = lower_bound(&m, &p);
+        assert!(close(shared.spreading_seconds, 2e-6), "{shared:?}");
+        // Two links of 2 µs between any two compute nodes, whatever the phase's links.
+        assert!(close(shared.distance_seconds, 4e-6), "{shared:?}");
+        assert!(close(shared.latency_seconds, 4e-6), "{shared:?}");
     }
 
     #[test]

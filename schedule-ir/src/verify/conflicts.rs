@@ -1,13 +1,17 @@
-//! Pass 2, conflict-free: no link direction carries more transfers in a step than its lanes.
+//! Pass 2, conflict-free: no link direction carries more transfers in a step than its lanes,
+//! in every phase whose links are exclusive ([`LinkUse`]).
 
 use super::{
     link, node, step_id, step_instrs, ChunkList, ErrorKind, Location, Transfer, VerifyError,
 };
-use crate::{Instr, Machine, NodeId, Phase};
+use crate::{Instr, LinkUse, Machine, NodeId, Phase};
 use std::collections::BTreeMap;
 
 /// Runs the pass on one (well-formed) phase, appending every problem to `errors`.
 pub(super) fn check(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>) {
+    if phase.links == LinkUse::Shared {
+        return;
+    }
     let directions = machine.links.len() * 2;
     let mut count = vec![0u32; directions];
     let mut touched: Vec<usize> = Vec::new();

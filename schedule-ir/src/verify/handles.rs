@@ -325,6 +325,8 @@ fn check_header(machine: &Machine, phase: &Phase, errors: &mut Vec<VerifyError>)
         buffers,
         // Checked by `check_programs`.
         steps: _,
+        // Either value is valid; it decides whether the conflict pass runs.
+        links: _,
         programs: _,
     } = phase;
     let nodes = machine.nodes.len();

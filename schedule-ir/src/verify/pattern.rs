@@ -290,6 +290,7 @@ fn header(phase: &Phase) -> Phase {
         chunks: phase.chunks.clone(),
         buffers: phase.buffers.clone(),
         steps: phase.steps,
+        links: phase.links,
         programs: Vec::new(),
     }
 }

@@ -3,7 +3,9 @@
 use super::{link, node, Named, Warning};
 use crate::cost::{self, Bound, Estimate};
 use crate::visible::Shown;
-use crate::{Collective, DType, LinkId, Machine, NodeId, NodeKind, ReduceOp, Schedule, StepId};
+use crate::{
+    Collective, DType, LinkId, LinkUse, Machine, NodeId, NodeKind, ReduceOp, Schedule, StepId,
+};
 use serde::Serialize;
 use std::fmt;
 
@@ -62,6 +64,10 @@ pub struct PhaseReport {
     pub algorithm: String,
     /// Its number of steps.
     pub steps: u32,
+    /// Whether its steps may carry more transfers over a link direction than its lanes
+    /// (omitted from JSON when exclusive).
+    #[serde(skip_serializing_if = "LinkUse::is_exclusive")]
+    pub links: LinkUse,
     /// Bytes of every send, each counted once.
     pub bytes_sent: u64,
     /// Bytes summed over link directions (a send crossing two links counts twice).
@@ -178,6 +184,7 @@ pub(super) fn build(schedule: &Schedule, warnings: Vec<Vec<Warning>>) -> Report 
                 vector_bytes: phase.elements.saturating_mul(phase.dtype.size_bytes()),
                 algorithm: phase.algorithm.clone(),
                 steps: phase.steps,
+                links: phase.links,
                 bytes_sent: sum(|r| r.bytes_sent),
                 link_bytes: direction_bytes
                     .iter()
@@ -271,6 +278,16 @@ fn direction_names(report: &Report, dirs: &[usize], shown: usize) -> String {
     s.join(", ")
 }
 
+/// What a phase's heading adds when its links are shared.
+fn shared_note(links: LinkUse) -> &'static str {
+    match links {
+        LinkUse::Exclusive => "",
+        LinkUse::Shared => {
+            ", links shared (several transfers may cross a link direction in a step)"
+        }
+    }
+}
+
 /// Steps shown at each end of a phase longer than [`MAX_STEPS_SHOWN`].
 const EDGE_STEPS: usize = 8;
 /// Phases with more steps than this show only their first and last [`EDGE_STEPS`].
@@ -287,14 +304,15 @@ impl Report {
         };
         writeln!(
             f,
-            "phase `{}`: {collective}, {} over {} {} ({} B), algorithm `{}`, {} steps",
+            "phase `{}`: {collective}, {} over {} {} ({} B), algorithm `{}`, {} steps{}",
             Shown(&p.name),
             p.op,
             p.elements,
             p.dtype,
             p.vector_bytes,
             Shown(&p.algorithm),
-            p.steps
+            p.steps,
+            shared_note(p.links)
         )?;
         writeln!(
             f,

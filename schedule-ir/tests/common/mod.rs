@@ -193,6 +193,7 @@ pub fn skeleton(
                 name: "data".into(),
                 kind: BufferKind::Data,
             }],
+            links: schedule_ir::LinkUse::Exclusive,
             steps: steps as u32,
             programs,
         }],

@@ -596,6 +596,7 @@ mod tests {
                 name: "data".into(),
                 kind: BufferKind::Data,
             }],
+            links: schedule_ir::LinkUse::Exclusive,
             steps: 2,
             programs: vec![program(1), program(0)],
         };
