@@ -253,14 +253,14 @@ fn check_summarises_switched_and_failed_machines() {
     let text = stdout(&out);
     assert!(
         text.contains(
-            "  phase `grads`: auto takes in-network (475.883 µs, 38.9% below ring at 779.146 µs)"
+            "  phase `grads`: auto takes in-network (475.883 µs, 25.5% below hierarchical at 638.392 µs)"
         ),
         "{text}"
     );
-    // `trees` declines before scheduling: every pipeline depth's bound is above the in-network
-    // schedule's estimate.
+    // `trees` declines before scheduling: every pipeline depth's bound, with link directions
+    // shared or not, is above the in-network schedule's estimate.
     assert!(
-        text.contains("; trees ≥ 561.084 µs, not lowered;"),
+        text.contains("; trees ≥ 532.700 µs, not lowered;"),
         "{text}"
     );
     assert!(

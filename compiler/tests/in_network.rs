@@ -93,10 +93,13 @@ fn few_segment_units_space_the_batches_out() {
     }
 }
 
+/// The host's ranks reach the network only through its NIC, whose switch cannot reduce:
+/// `auto` takes the cheapest of the other methods (`hierarchical`, sharing the NIC's link
+/// directions) and says why `in-network` does not apply.
 #[test]
-fn where_the_network_cannot_reduce_auto_falls_back_to_ring_and_says_why() {
+fn where_the_network_cannot_reduce_auto_takes_another_method_and_says_why() {
     let dumb = compile(&read("fabric-dumb-switch.ron"), "auto");
-    assert_eq!(dumb.notes[0].method.name(), "ring");
+    assert_eq!(dumb.notes[0].method.name(), "hierarchical");
     assert!(
         dumb.notes[0].reason.contains("in-network does not apply"),
         "{}",

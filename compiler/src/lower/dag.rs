@@ -50,7 +50,8 @@ use crate::ids::{compiler_id, IdVec};
 use crate::machine::Machine;
 use schedule_ir::cost::{StepLoad, StepTally};
 use schedule_ir::{
-    BufferId, Chunk, ChunkBytes, ChunkIds, DType, DirectionId, LinkId, NodeId, Phase, RecvMode,
+    BufferId, Chunk, ChunkBytes, ChunkIds, DType, DirectionId, LinkId, LinkUse, NodeId, Phase,
+    RecvMode,
 };
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
@@ -88,6 +89,9 @@ pub struct Timetable {
     pub send: IdVec<TransferId, u32>,
     /// The number of steps (one more than the last used step; 0 for no transfers).
     pub steps: u32,
+    /// Whether some step's sends outnumber a link direction's lanes: only under
+    /// [`Lanes::Shared`].
+    pub links: LinkUse,
 }
 
 /// Why a DAG cannot be scheduled.
@@ -186,6 +190,15 @@ pub enum Lanes {
     /// lengthen steps that fewer lanes would have paired with transfers on other links. A
     /// lowering that prices its candidates can try several.
     AtMost(u32),
+    /// As many as fit a step's time, whatever the link declares: the timetable is for a phase
+    /// whose links are shared ([`LinkUse::Shared`]), priced by each direction's total bytes.
+    /// Each lane of the slowest lane the transfers use takes this many per step (at least
+    /// one), and a lane `k` times as fast `k` times as many, so that for transfers of about
+    /// equal size every direction's share of a step takes about the same time. Each transfer
+    /// is its own send, whatever the batching. Where no direction ends up carrying more sends
+    /// in a step than its lanes, the timetable is exclusive all the same
+    /// ([`Timetable::links`]).
+    Shared(u32),
 }
 
 /// How [`schedule_with`] fills steps.
@@ -233,14 +246,19 @@ pub fn schedule_with(
         .iter_enumerated()
         .map(|(id, t)| directions(machine, id, t))
         .collect::<Result<_, _>>()?;
-    let lanes: IdVec<DirectionId, u32> = IdVec::from_fn(
-        DirectionId::count(machine.link_count()),
-        |d: DirectionId| match policy {
-            Lanes::Declared => machine.link(d.link()).lanes.max(1),
-            Lanes::AtMost(most) => machine.link(d.link()).lanes.clamp(1, most.max(1)),
-        },
-    );
+    let declared = |d: DirectionId| machine.link(d.link()).lanes.max(1);
+    let lanes: IdVec<DirectionId, u32> = match policy {
+        Lanes::Declared => IdVec::from_fn(DirectionId::count(machine.link_count()), declared),
+        Lanes::AtMost(most) => IdVec::from_fn(DirectionId::count(machine.link_count()), |d| {
+            declared(d).min(most.max(1))
+        }),
+        Lanes::Shared(most) => shared_lanes(machine, &routes, most),
+    };
     check_lanes(machine, &routes, &lanes)?;
+    let batching = match policy {
+        Lanes::Shared(_) => Batching::One,
+        Lanes::Declared | Lanes::AtMost(_) => batching,
+    };
     let (successors, waiting) = dependencies(transfers)?;
     let (top, level) = levels(&successors, &waiting)?;
 
@@ -349,10 +367,89 @@ pub fn schedule_with(
         }
         now += 1;
     }
+    let links = match policy {
+        Lanes::Shared(_) if overbooked(machine, &routes, &step) => LinkUse::Shared,
+        _ => LinkUse::Exclusive,
+    };
     Ok(Timetable {
         step,
         send,
         steps: if n == 0 { 0 } else { now },
+        links,
+    })
+}
+
+/// The transfers per step of every direction under [`Lanes::Shared`]`(most)`: `most` per lane
+/// of the slowest lane the routes use, proportionally more on faster lanes, times the lanes (a
+/// route that crosses a direction more often than that is refused, as under declared lanes).
+fn shared_lanes(
+    machine: &Machine,
+    routes: &IdVec<TransferId, Vec<DirectionId>>,
+    most: u32,
+) -> IdVec<DirectionId, u32> {
+    batch_sizes(machine, Batching::ByBandwidth, routes)
+        .iter_enumerated()
+        .map(|(d, &k)| {
+            k.saturating_mul(most.max(1))
+                .saturating_mul(machine.link(d.link()).lanes.max(1))
+        })
+        .collect()
+}
+
+/// The transfers a lowering's shared link directions take per step on the slowest direction
+/// it uses ([`Lanes::Shared`]). More cost fewer steps' latency but put more of each chunk's
+/// pipeline in one step; 4 priced lowest of 1, 2, 4, 8 and 16 for `trees` on a 5-level switch
+/// tree and on two DGX A100 nodes at 256 MiB (8 and 16 gained under 1% there and tripled the
+/// time to compile).
+pub const SHARED_SENDS: u32 = 4;
+
+/// Whether some link of `machine` is at least twice as fast as another: where every link is
+/// about as fast as every other, a step's transfers take about the same time on each, and
+/// [`Lanes::Shared`] would only stack several where one send per lane does.
+pub fn links_differ(machine: &Machine) -> bool {
+    let (slowest, fastest) = (0..machine.link_count())
+        .map(|l| machine.link(LinkId::new(l)).bandwidth_gbps)
+        .fold((f64::INFINITY, 0.0f64), |(s, f), b| (s.min(b), f.max(b)));
+    fastest >= 2.0 * slowest
+}
+
+/// The most transfers a direction of `link` takes per step under [`Lanes::Shared`]`(most)`,
+/// whatever the transfers: `most` per lane times the ratio of its lane's speed to the slowest
+/// lane of the machine (the transfers' slowest lane is no slower), times its lanes; never
+/// fewer than its lanes, so that it also bounds what declared lanes allow with batching.
+pub fn shared_room(machine: &Machine, link: LinkId, most: u32) -> u64 {
+    let slowest = (0..machine.link_count())
+        .map(|l| lane_speed(machine, LinkId::new(l)))
+        .fold(f64::INFINITY, f64::min);
+    let ratio = (lane_speed(machine, link) / slowest * (1.0 + 1e-9)).floor();
+    let batch = if ratio.is_finite() && ratio >= 1.0 {
+        ratio.min(f64::from(u16::MAX)) as u64
+    } else {
+        1
+    };
+    batch * u64::from(most.max(1)) * u64::from(machine.link(link).lanes.max(1))
+}
+
+/// A lane's speed: its link's bandwidth over its lanes, Gbit/s.
+fn lane_speed(machine: &Machine, link: LinkId) -> f64 {
+    let info = machine.link(link);
+    info.bandwidth_gbps / f64::from(info.lanes.max(1))
+}
+
+/// Whether some step of a timetable of one transfer per send has a direction carrying more
+/// transfers than its link's lanes.
+fn overbooked(
+    machine: &Machine,
+    routes: &IdVec<TransferId, Vec<DirectionId>>,
+    step: &IdVec<TransferId, u32>,
+) -> bool {
+    let mut count: HashMap<(u32, DirectionId), u32> = HashMap::new();
+    routes.iter_enumerated().any(|(t, route)| {
+        route.iter().any(|&d| {
+            let c = count.entry((step[t], d)).or_default();
+            *c += 1;
+            *c > machine.link(d.link()).lanes.max(1)
+        })
     })
 }
 
@@ -891,13 +988,17 @@ impl Scheduled {
     /// The phase `spec` asks for, as method `algorithm`: one BSP step per step of the
     /// timetable, over the data buffer.
     pub fn phase(self, spec: &PhaseSpec, algorithm: &str, machine: &Machine) -> Phase {
+        let links = self.timetable.links;
         let plan = Plan {
             chunks: self.chunks,
             buffers: super::data_buffer(),
             steps: steps(&self.transfers, &self.timetable),
             packing: Packing::AsGiven,
         };
-        plan::assemble(spec, algorithm, machine, plan)
+        Phase {
+            links,
+            ..plan::assemble(spec, algorithm, machine, plan)
+        }
     }
 }
 

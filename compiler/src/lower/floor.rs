@@ -34,6 +34,10 @@ const ROUNDING: f64 = 1e-9;
 pub struct Floor {
     /// A lower bound on the sum of the step latencies of any schedule, in seconds.
     pub latency: f64,
+    /// The part of [`Floor::latency`] that holds where link directions are shared too: how
+    /// far information must travel, without the steps it needs to spread one transfer per
+    /// lane at a time ([`Floor::shared`]).
+    pub distance: f64,
     /// A lower bound on the sum of the steps' bandwidth (and combining) terms, in seconds.
     pub bandwidth: f64,
     /// The least latency a step that sends something is charged, in seconds.
@@ -47,12 +51,14 @@ impl Floor {
         let p = compute.len() as f64;
         let m = spec.elements as f64 * spec.dtype.size_bytes() as f64;
         let moves = compute.len() > 1 && m > 0.0;
+        let (distance, spreading) = if moves {
+            latency_bounds(machine, spec.collective, &compute)
+        } else {
+            (0.0, 0.0)
+        };
         Floor {
-            latency: if moves {
-                latency_bound(machine, spec.collective, &compute)
-            } else {
-                0.0
-            },
+            latency: distance.max(spreading),
+            distance,
             bandwidth: if moves {
                 traffic(machine, spec.collective, &compute, m).max(reduction(
                     machine,
@@ -68,6 +74,16 @@ impl Floor {
             } else {
                 0.0
             },
+        }
+    }
+
+    /// The floor of schedules whose phases may share link directions
+    /// ([`schedule_ir::LinkUse::Shared`]): a node may then send any number of transfers in a
+    /// step, so information can spread in one, and only the distance bound stays.
+    pub fn shared(&self) -> Floor {
+        Floor {
+            latency: self.distance,
+            ..*self
         }
     }
 
@@ -125,17 +141,20 @@ fn in_network(machine: &Machine) -> bool {
     machine.nodes.iter().any(|n| n.capacity.is_some())
 }
 
-/// The latency bound: the distance information must travel and the steps it needs to spread.
+/// The latency bounds: the distance information must travel and the steps it needs to spread.
 /// Reduce-scatter and allgather have none here: theirs depend on the chunks' owners.
-fn latency_bound(machine: &Machine, collective: Collective, compute: &[NodeId]) -> f64 {
+fn latency_bounds(machine: &Machine, collective: Collective, compute: &[NodeId]) -> (f64, f64) {
     let sources: Vec<NodeId> = match collective {
         Collective::AllReduce => compute.to_vec(),
         Collective::Broadcast { root } | Collective::Reduce { root } => vec![root],
-        Collective::ReduceScatter | Collective::AllGather => return 0.0,
+        Collective::ReduceScatter | Collective::AllGather => return (0.0, 0.0),
     };
     let distance = latency::eccentricity_seconds(machine, &sources);
     let steps = latency::spreading_steps(compute.len() as u64, latency::max_fan(machine));
-    distance.max(latency::min_link_seconds(machine) * f64::from(steps))
+    (
+        distance,
+        latency::min_link_seconds(machine) * f64::from(steps),
+    )
 }
 
 /// `bytes / bandwidth`, 0 when either is not positive.

@@ -43,6 +43,11 @@ use schedule_ir::{ChunkId, Collective, RecvMode};
 /// The piece counts tried.
 const PIECES: [usize; 6] = [1, 2, 3, 4, 6, 8];
 
+/// The further piece counts tried where link directions are shared ([`lane_policies`]): a
+/// step then carries a piece's whole exchange inside a group beside another piece's rail
+/// transfers, so the pipeline's fill shrinks with more pieces while its steps stay few.
+const SHARED_PIECES: [usize; 4] = [12, 16, 24, 32];
+
 /// `hierarchical`: reduce-scatter in each group, allreduce across groups on every rail,
 /// allgather in each group, pipelined.
 pub struct Hierarchical;
@@ -86,23 +91,24 @@ impl Lowering for Hierarchical {
             .flatten()
             .flatten()
             .any(|&l| machine.link(l).lanes > 1);
+        let sharing = dag::links_differ(machine);
         let mut best: Option<(f64, Scheduled, Shape)> = None;
-        for shape in candidates(machine, &groups, partners.is_some(), spec.elements) {
+        for shape in candidates(machine, &groups, partners.is_some(), spec.elements, sharing) {
             // A shape whose floor is not below the cheapest so far cannot win: not lowered.
-            let least = floor(machine, &groups, spec, shape);
+            let least = floor(machine, &groups, spec, shape, shares(shape, sharing));
             if best
                 .as_ref()
                 .is_some_and(|(s, _, _)| least * (1.0 - FLOOR_ROUNDING) >= *s)
             {
                 continue;
             }
-            for lanes in lane_policies(shape, groups.size(), many_lanes) {
+            for lanes in lane_policies(shape, groups.size(), many_lanes, sharing) {
                 let lowered = lower_shape(machine, &groups, partners.as_ref(), spec, shape, lanes);
                 // A route that crosses a direction twice needs its lanes: then only the
                 // declared lanes are tried.
                 let scheduled = match (lowered, lanes) {
                     (Ok(scheduled), _) => scheduled,
-                    (Err(_), dag::Lanes::AtMost(_)) => continue,
+                    (Err(_), dag::Lanes::AtMost(_) | dag::Lanes::Shared(_)) => continue,
                     (Err(e), dag::Lanes::Declared) => return Err(e),
                 };
                 let seconds = scheduled.seconds(spec.dtype, &ir);
@@ -131,6 +137,16 @@ impl Lowering for Hierarchical {
         ));
         Ok(lowered)
     }
+    /// The machine's floor; where `hierarchical` may share link directions
+    /// ([`lane_policies`]), without the steps information needs to spread one transfer per
+    /// lane at a time ([`Floor::shared`](super::floor::Floor::shared)).
+    fn floor(&self, job: &Job<'_>, base: &super::floor::Floor) -> f64 {
+        if dag::links_differ(job.machine) {
+            base.shared().seconds()
+        } else {
+            base.seconds()
+        }
+    }
     fn sized(&self) -> bool {
         true
     }
@@ -148,9 +164,20 @@ const FLOOR_ROUNDING: f64 = 1e-9;
 /// the cheapest of those routes' latency, and the bytes leave over those links at most at
 /// their summed bandwidth per unit of `β`. The estimate is `Σ (α + β)`, so it is at least the
 /// steps' latency plus the bytes' time. The same holds of its rail when the rails run rings
-/// ([`rail_floor`]); the larger of the two is a floor.
-fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> f64 {
-    inner_floor(machine, groups, spec, shape).max(rail_floor(machine, groups, spec, shape))
+/// ([`rail_floor`]); the larger of the two is a floor. Where link directions may be shared
+/// (`sharing`), a direction takes at most [`dag::shared_room`] transfers per step, or its
+/// lanes, whichever is more.
+fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape, sharing: bool) -> f64 {
+    let room = |l: schedule_ir::LinkId| {
+        let lanes = u64::from(machine.link(l).lanes.max(1));
+        if sharing {
+            lanes.max(dag::shared_room(machine, l, dag::SHARED_SENDS))
+        } else {
+            lanes
+        }
+    };
+    inner_floor(machine, groups, spec, shape, &room)
+        .max(rail_floor(machine, groups, spec, shape, &room))
 }
 
 /// How many halves of the collective run: an allreduce's two, or one.
@@ -171,8 +198,14 @@ fn least_chunk(groups: &Groups, spec: &PhaseSpec, shape: Shape) -> u64 {
 
 /// [`floor`]'s part for member 0's rail when the rails run rings: per piece and half it sends
 /// `(G - 1) · m` transfers of a slice each, over its rail's first link, each step that carries
-/// one paying at least the route's links' latency.
-fn rail_floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> f64 {
+/// one paying at least the route's links' latency; a step carries at most `room` of them.
+fn rail_floor(
+    machine: &Machine,
+    groups: &Groups,
+    spec: &PhaseSpec,
+    shape: Shape,
+    room: &dyn Fn(schedule_ir::LinkId) -> u64,
+) -> f64 {
     let Some(route) = groups.rail.first().and_then(|g| g.first()) else {
         return 0.0;
     };
@@ -192,14 +225,21 @@ fn rail_floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape
         * halves(spec.collective)
         * (groups.count() as u64 - 1)
         * shape.slices as u64;
-    let steps = transfers.div_ceil(u64::from(link.lanes.max(1)));
+    let steps = transfers.div_ceil(room(first));
     let bytes =
         (transfers * least_chunk(groups, spec, shape)) as f64 * spec.dtype.size_bytes() as f64;
     steps as f64 * latency * 1e-6 + bytes / bandwidth
 }
 
-/// [`floor`]'s part for member 0's transfers inside its group.
-fn inner_floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape) -> f64 {
+/// [`floor`]'s part for member 0's transfers inside its group; a step carries at most `room`
+/// of them over each of its links.
+fn inner_floor(
+    machine: &Machine,
+    groups: &Groups,
+    spec: &PhaseSpec,
+    shape: Shape,
+    room: &dyn Fn(schedule_ir::LinkId) -> u64,
+) -> f64 {
     let k = groups.size();
     let Some(routes) = groups.inner.first().and_then(|g| g.first()) else {
         return 0.0;
@@ -211,10 +251,7 @@ fn inner_floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shap
         routes.iter().filter_map(|r| r.first().copied()).collect();
     first.sort_unstable();
     first.dedup();
-    let lanes: u64 = first
-        .iter()
-        .map(|&l| u64::from(machine.link(l).lanes.max(1)))
-        .sum();
+    let lanes: u64 = first.iter().map(|&l| room(l)).sum();
     let bandwidth: f64 = first
         .iter()
         .map(|&l| schedule_ir::cost::bytes_per_second(machine.link(l).bandwidth_gbps))
@@ -246,15 +283,30 @@ fn inner_floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shap
 /// `k - 1` transfers per direction and step, so that one piece's exchange fills a member's
 /// port and the next piece's waits for the following step instead of stacking on it; rings
 /// and halving are scheduled on the declared lanes and, where some link has several, on one.
-fn lane_policies(shape: Shape, k: usize, many_lanes: bool) -> Vec<dag::Lanes> {
+/// Where `sharing` (the machine's links differ in speed, [`dag::links_differ`]: NVSwitch
+/// ports beside NICs), a direct exchange is also scheduled with shared link directions
+/// ([`dag::Lanes::Shared`]), and only so in [`SHARED_PIECES`] pieces: one send per lane and
+/// step would let a group's fast port carry no more of a piece per step than a NIC. Rings and
+/// halving inside a group take more steps for the same bytes, and are not.
+fn lane_policies(shape: Shape, k: usize, many_lanes: bool, sharing: bool) -> Vec<dag::Lanes> {
     let exchange = u32::try_from(k.saturating_sub(1)).unwrap_or(u32::MAX);
+    let shared = dag::Lanes::Shared(dag::SHARED_SENDS);
     match shape.inside {
+        Inside::Direct if shares(shape, sharing) && !PIECES.contains(&shape.pieces) => {
+            vec![shared]
+        }
+        Inside::Direct if shares(shape, sharing) => vec![dag::Lanes::AtMost(exchange), shared],
         Inside::Direct => vec![dag::Lanes::AtMost(exchange)],
         Inside::Halving | Inside::Ring if many_lanes => {
             vec![dag::Lanes::Declared, dag::Lanes::AtMost(1)]
         }
         Inside::Halving | Inside::Ring => vec![dag::Lanes::Declared],
     }
+}
+
+/// Whether `shape` is scheduled with shared link directions too ([`lane_policies`]).
+fn shares(shape: Shape, sharing: bool) -> bool {
+    sharing && shape.inside == Inside::Direct
 }
 
 /// Whether `hierarchical` lowers `collective`.
@@ -317,9 +369,16 @@ type Partners = Vec<Vec<Vec<Vec<schedule_ir::LinkId>>>>;
 /// and with the slice count that makes a rail transfer about as long as a fabric transfer (a
 /// block is `1/G` of a shard; the rail is slower than the fabric by the ratio of their
 /// bottleneck bandwidths, the rail's divided among the rails that share a link), halving or
-/// ring inside groups, ring or (with `partners`) halving along the rails. Shapes with more
-/// chunks than elements are left out, except the first.
-pub fn candidates(machine: &Machine, groups: &Groups, partners: bool, elements: u64) -> Vec<Shape> {
+/// ring inside groups, ring or (with `partners`) halving along the rails; where `sharing`,
+/// also a direct exchange inside groups in [`SHARED_PIECES`] pieces of one slice. Shapes with
+/// more chunks than elements are left out, except the first.
+pub fn candidates(
+    machine: &Machine,
+    groups: &Groups,
+    partners: bool,
+    elements: u64,
+    sharing: bool,
+) -> Vec<Shape> {
     let slowest = |route: &[schedule_ir::LinkId]| {
         route
             .iter()
@@ -358,23 +417,34 @@ pub fn candidates(machine: &Machine, groups: &Groups, partners: bool, elements: 
         &[Inside::Ring, Inside::Direct]
     };
     let rails: &[bool] = if partners { &[false, true] } else { &[false] };
-    let mut shapes: Vec<Shape> = Vec::new();
+    let mut tried: Vec<Shape> = Vec::new();
     for &rail_halving in rails {
         for &inside in inside {
             for pieces in PIECES {
                 for &slices in &slices {
-                    let shape = Shape {
+                    tried.push(Shape {
                         pieces,
                         slices,
                         inside,
                         rail_halving,
-                    };
-                    let fits = (pieces * slices) as u64 * per_piece <= elements;
-                    if (shapes.is_empty() || fits) && !shapes.contains(&shape) {
-                        shapes.push(shape);
-                    }
+                    });
                 }
             }
+        }
+        for pieces in SHARED_PIECES.into_iter().filter(|_| sharing) {
+            tried.push(Shape {
+                pieces,
+                slices: 1,
+                inside: Inside::Direct,
+                rail_halving,
+            });
+        }
+    }
+    let mut shapes: Vec<Shape> = Vec::new();
+    for shape in tried {
+        let fits = (shape.pieces * shape.slices) as u64 * per_piece <= elements;
+        if (shapes.is_empty() || fits) && !shapes.contains(&shape) {
+            shapes.push(shape);
         }
     }
     shapes
@@ -805,7 +875,8 @@ mod tests {
     ];
 
     /// The floor that lets `auto` skip a shape is never above the estimate of the schedule the
-    /// shape lowers to, under any lane policy, for every collective and for vectors that do
+    /// shape lowers to, under any lane policy (shared link directions included), for every
+    /// collective and for vectors that do
     /// and do not divide evenly: on hosts with one lane per switch port and with seven.
     #[test]
     fn a_shapes_floor_is_never_above_its_estimate() {
@@ -825,9 +896,12 @@ mod tests {
             for collective in COLLECTIVES {
                 for elements in [7, 3001, 1 << 22] {
                     let spec = crate::lower::testing::spec(collective, DType::F32, elements);
-                    for shape in candidates(&machine, &groups, partners.is_some(), elements) {
-                        let least = floor(&machine, &groups, &spec, shape);
-                        for lanes in lane_policies(shape, groups.size(), true) {
+                    let shapes = candidates(&machine, &groups, partners.is_some(), elements, true);
+                    for shape in shapes {
+                        // Every policy, shared link directions too, under the floor that
+                        // allows for them.
+                        let least = floor(&machine, &groups, &spec, shape, shares(shape, true));
+                        for lanes in lane_policies(shape, groups.size(), true, true) {
                             let Ok(scheduled) = lower_shape(
                                 &machine,
                                 &groups,
@@ -872,12 +946,16 @@ mod tests {
             for collective in COLLECTIVES {
                 for elements in [7, 3001] {
                     let spec = crate::lower::testing::spec(collective, DType::I64, elements);
-                    let shapes: Vec<Shape> = candidates(&machine, &groups, true, 1 << 20)
+                    let shapes: Vec<Shape> = candidates(&machine, &groups, true, 1 << 20, true)
                         .into_iter()
                         .filter(|s| s.rail_halving && s.pieces <= 2)
                         .collect();
                     assert!(!shapes.is_empty());
-                    let lanes = [dag::Lanes::Declared, dag::Lanes::AtMost(1)];
+                    let lanes = [
+                        dag::Lanes::Declared,
+                        dag::Lanes::AtMost(1),
+                        dag::Lanes::Shared(dag::SHARED_SENDS),
+                    ];
                     for (shape, lanes) in shapes.into_iter().flat_map(|s| lanes.map(|l| (s, l))) {
                         let case = format!(
                             "{hosts} hosts, {collective:?} × {elements}, {shape:?}, {lanes:?}"
@@ -929,10 +1007,12 @@ mod tests {
         for collective in COLLECTIVES {
             for elements in [8, 4099] {
                 let spec = crate::lower::testing::spec(collective, DType::I64, elements);
-                for shape in candidates(&machine, &groups, false, 1 << 20) {
-                    let case = format!("{collective:?} × {elements}, {shape:?}");
-                    let shaped = (None, shape, dag::Lanes::Declared);
-                    verifies_and_runs(&machine, &groups, &spec, shaped, &case);
+                for shape in candidates(&machine, &groups, false, 1 << 20, true) {
+                    for lanes in lane_policies(shape, groups.size(), true, true) {
+                        let case = format!("{collective:?} × {elements}, {shape:?}, {lanes:?}");
+                        let shaped = (None, shape, lanes);
+                        verifies_and_runs(&machine, &groups, &spec, shaped, &case);
+                    }
                 }
             }
         }

@@ -35,6 +35,14 @@
 //! is at most [`max_transfers`] transfers' worth (large machines get shorter pipelines) and
 //! at most one chunk per element. The schedule still runs at any size (the IR re-chunks it);
 //! it is only tuned for the size compiled, and `topoc simulate` lowers it again per size.
+//!
+//! # Shared link directions
+//!
+//! A packing loads each link in proportion to its speed, but with one send per lane a fast
+//! link carries no more pipeline chunks per step than a slow one. On machines whose links
+//! differ in speed the packings are also priced with shared link directions
+//! ([`dag::Lanes::Shared`], a phase of [`schedule_ir::LinkUse::Shared`]), and the cheapest
+//! schedule under either rule is kept ([`lane_policies`]).
 
 mod least;
 mod walk;
@@ -140,18 +148,28 @@ fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unle
     let mut packings = crate::embed::trees::packings(machine, spec.collective)?;
     packings.push(crate::embed::trees::shallow(machine, spec.collective)?);
     let most = most_chunks(machine, spec.collective, spec.elements);
-    let profiles = packings
-        .iter()
-        .map(|packing| Profile::of(spec, machine, packing, most))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(failed)?;
+    // Every packing under every way of using the links: (packing, lanes, profile).
+    let mut candidates: Vec<(usize, dag::Lanes, Profile)> = Vec::new();
+    for (i, packing) in packings.iter().enumerate() {
+        for lanes in lane_policies(machine) {
+            match Profile::of(spec, machine, packing, most, lanes) {
+                Ok(profile) => candidates.push((i, lanes, profile)),
+                // A route that crosses a direction more often than shared lanes allow.
+                Err(_) if lanes != dag::Lanes::Declared => {}
+                Err(e) => return Err(failed(e)),
+            }
+        }
+    }
     if let Some(out) = out {
         // The depths 1, 2, 4, … first: where their least bound is not out, no least is, and
         // the thousands of depths between them need not be bounded.
         let doublings =
             || std::iter::successors(Some(1), |&n| (n < most).then(|| (2 * n).min(most)));
         let least = |totals: &dyn Fn(&Profile) -> f64| {
-            profiles.iter().map(totals).fold(f64::INFINITY, f64::min)
+            candidates
+                .iter()
+                .map(|(_, _, p)| totals(p))
+                .fold(f64::INFINITY, f64::min)
         };
         if out(least(&|p| p.least_of(doublings()))) {
             let least = least(&|p| p.least(most));
@@ -160,18 +178,43 @@ fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unle
             }
         }
     }
-    let search = |i: usize| Search::new(spec, machine, &packings[i], &profiles[i]);
+    let search = |c: usize| {
+        let (i, lanes, ref profile) = candidates[c];
+        Search::new(spec, machine, &packings[i], profile, lanes)
+    };
     let shallow = packings.len() - 1;
-    // Every packing is lowered and priced; the cheapest schedule is kept (the first on a tie),
-    // and the other ranking rates are tried on it.
+    // Every packing is lowered and priced with one send per lane. With shared link
+    // directions, whose depth searches go deep, every packing is priced at the depth found
+    // and only the cheapest searched. The cheapest schedule is kept (the first on a tie), and
+    // the other ranking rates are tried on it.
     let mut best: Option<(f64, usize, Lowered)> = None;
-    for i in 0..shallow {
+    let deep = |c: &usize| candidates[*c].0 < shallow;
+    let declared = |c: &usize| deep(c) && candidates[*c].1 == dag::Lanes::Declared;
+    for c in (0..candidates.len()).filter(declared) {
         let from = best
             .as_ref()
             .map_or(1, |b| b.2.chunks_per_tree.iter().sum());
-        let (seconds, _, lowered) = search(i).depth(from).map_err(failed)?;
+        let (seconds, _, lowered) = search(c).depth(from).map_err(failed)?;
         if best.as_ref().is_none_or(|b| seconds < b.0) {
-            best = Some((seconds, i, lowered));
+            best = Some((seconds, c, lowered));
+        }
+    }
+    if let Some(from) = best.as_ref().map(|b| b.2.chunks_per_tree.iter().sum()) {
+        let mut probed: Option<(f64, usize)> = None;
+        for c in (0..candidates.len()).filter(|c| deep(c) && !declared(c)) {
+            let probe = search(c);
+            let (seconds, _, _) = probe
+                .price(probe.build(from, RANK_RATES[0]))
+                .map_err(failed)?;
+            if probed.is_none_or(|p| seconds < p.0) {
+                probed = Some((seconds, c));
+            }
+        }
+        if let Some((_, c)) = probed {
+            let (seconds, _, lowered) = search(c).depth(from).map_err(failed)?;
+            if best.as_ref().is_none_or(|b| seconds < b.0) {
+                best = Some((seconds, c, lowered));
+            }
         }
     }
     let Some((seconds, mut index, lowered)) = best else {
@@ -180,12 +223,14 @@ fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unle
         ));
     };
     let mut best = search(index).ranked((seconds, lowered)).map_err(failed)?;
-    let deep = search(shallow);
-    if let Some(found) = deep.depth_below(best.0).map_err(failed)? {
-        best = deep.ranked((found.0, found.2)).map_err(failed)?;
-        index = shallow;
+    for c in (0..candidates.len()).filter(|&c| candidates[c].0 == shallow) {
+        let deep = search(c);
+        if let Some(found) = deep.depth_below(best.0).map_err(failed)? {
+            best = deep.ranked((found.0, found.2)).map_err(failed)?;
+            index = c;
+        }
     }
-    let (lowered, packing) = (best.2, &packings[index]);
+    let (lowered, packing) = (best.2, &packings[candidates[index].0]);
     let total: usize = lowered.chunks_per_tree.iter().sum();
     let used: Vec<(&crate::embed::trees::Tree, usize)> = packing
         .trees
@@ -201,6 +246,22 @@ fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unle
         trees: used.iter().map(|(t, _)| (*t).clone()).collect(),
         ..Planned::phase(lowered.scheduled.phase(spec, job.name, machine))
     })))
+}
+
+/// The ways `trees` may use the links: one send per lane and step, and where the machine's
+/// links differ in speed also shared directions ([`dag::Lanes::Shared`]). A tree packing
+/// loads each link in proportion to its speed, but one send per lane lets a fast link carry
+/// only as many pipeline chunks per step as a slow one (or a batch of chunks on one route, and
+/// chunks of different trees take different routes): fast links idle most of each step. With
+/// shared directions every link carries its share of a step's time. Where every link is
+/// about equally fast, sharing would only stack several chunks where one does, and is not
+/// tried.
+fn lane_policies(machine: &Machine) -> Vec<dag::Lanes> {
+    if dag::links_differ(machine) {
+        vec![dag::Lanes::Declared, dag::Lanes::Shared(dag::SHARED_SENDS)]
+    } else {
+        vec![dag::Lanes::Declared]
+    }
 }
 
 /// How tightly the scheduler keeps pipeline chunks in order (see [`lower`]): chunk `q` is
@@ -256,12 +317,19 @@ pub fn supports(_collective: Collective) -> bool {
 ///   node's reaches its owner), so at least the diameter; and node `v` receives (sends) every
 ///   other owner's piece of every pipeline chunk, `p - 1` at least, while each link direction
 ///   at `v` takes at most `lanes × batch` of them per step (the scheduler's batching, bounded
-///   by the machine's slowest lane).
+///   by the machine's slowest lane; where `trees` may share link directions, at most
+///   [`dag::shared_room`]).
+///
+/// Where `trees` may share link directions ([`lane_policies`]), a node may send any number of
+/// transfers in a step, and the machine's latency bound keeps only its distance part
+/// ([`Floor::shared`]).
 ///
 /// Each of those steps carries at least one piece, of at least the smallest size the pipeline
 /// may cut ([`most_chunks`] chunks at most), so it is busy for at least that over the fastest
 /// link's bandwidth ([`Floor::in_steps_carrying`]).
 fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
+    let sharing = dag::links_differ(machine);
+    let base = &if sharing { base.shared() } else { *base };
     let compute = machine.compute_nodes();
     if compute.len() < 2 || super::check_planned("trees", machine).is_err() {
         return base.seconds();
@@ -275,7 +343,7 @@ fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
             .map_or(0, |i| far[i]),
         Collective::AllGather | Collective::ReduceScatter => {
             let diameter = far.iter().copied().max().unwrap_or(0);
-            diameter.max(by_count(machine, &compute))
+            diameter.max(by_count(machine, &compute, sharing))
         }
     };
     let pieces = pieces(machine, spec.collective) as u64;
@@ -344,8 +412,8 @@ fn hops(machine: &Machine, adjacent: &[Vec<NodeId>], from: NodeId, distance: &mu
 /// The steps an allgather's (reduce-scatter's) pieces need at the busiest node: it receives
 /// (sends) `p - 1` pieces at least, and each link direction at it takes at most its lanes times
 /// its batch ([`dag::Batching::ByBandwidth`]: a lane as many times as fast as the slowest lane
-/// of the machine) per step.
-fn by_count(machine: &Machine, compute: &[NodeId]) -> u64 {
+/// of the machine) per step, or, where `sharing`, at most [`dag::shared_room`].
+fn by_count(machine: &Machine, compute: &[NodeId], sharing: bool) -> u64 {
     let lane = |l: schedule_ir::LinkId| {
         let info = machine.link(l);
         info.bandwidth_gbps / f64::from(info.lanes.max(1))
@@ -360,7 +428,12 @@ fn by_count(machine: &Machine, compute: &[NodeId]) -> u64 {
         } else {
             1
         };
-        u64::from(machine.link(l).lanes.max(1)) * batch
+        let declared = u64::from(machine.link(l).lanes.max(1)) * batch;
+        if sharing {
+            declared.max(dag::shared_room(machine, l, dag::SHARED_SENDS))
+        } else {
+            declared
+        }
     };
     let others = compute.len().saturating_sub(1) as u64;
     compute
@@ -400,8 +473,9 @@ pub fn lower(
     from: usize,
 ) -> Result<(f64, Lowered), DagError> {
     let most = most_chunks(machine, spec.collective, spec.elements);
-    let profile = Profile::of(spec, machine, packing, most)?;
-    let best = Search::new(spec, machine, packing, &profile).depth(from)?;
+    let lanes = dag::Lanes::Declared;
+    let profile = Profile::of(spec, machine, packing, most, lanes)?;
+    let best = Search::new(spec, machine, packing, &profile, lanes).depth(from)?;
     Ok((best.0, best.2))
 }
 
@@ -415,6 +489,8 @@ struct Search<'a> {
     most: usize,
     /// What bounds every depth's estimate, so that depths that cannot win are never built.
     profile: &'a Profile,
+    /// How many transfers a link direction takes per step.
+    lanes: dag::Lanes,
 }
 
 impl<'a> Search<'a> {
@@ -423,6 +499,7 @@ impl<'a> Search<'a> {
         machine: &'a Machine,
         packing: &'a Packing,
         profile: &'a Profile,
+        lanes: dag::Lanes,
     ) -> Search<'a> {
         Search {
             spec,
@@ -431,6 +508,7 @@ impl<'a> Search<'a> {
             ir: machine.to_ir(),
             most: most_chunks(machine, spec.collective, spec.elements),
             profile,
+            lanes,
         }
     }
 
@@ -447,7 +525,12 @@ impl<'a> Search<'a> {
 
     /// Its estimate in seconds, total and lowering.
     fn price(&self, (total, counts, chunks, transfers): Built) -> Result<Priced, DagError> {
-        let timetable = dag::schedule(self.machine, &transfers, dag::Batching::ByBandwidth)?;
+        let options = dag::Options {
+            batching: dag::Batching::ByBandwidth,
+            lanes: self.lanes,
+            hold_to_rank: false,
+        };
+        let timetable = dag::schedule_with(self.machine, &transfers, options)?;
         let scheduled = Scheduled {
             chunks,
             transfers,
@@ -508,13 +591,20 @@ impl<'a> Search<'a> {
         Ok(None)
     }
 
-    /// Doubling the depth from `best` until two doublings in a row gain less than
-    /// [`DOUBLING_GAIN`], then finer steps around the cheapest; `tried` holds the depths
-    /// already priced.
+    /// Doubling the depth from `best` until two doublings in a row (one, with shared link
+    /// directions) gain less than [`DOUBLING_GAIN`], then finer steps around the cheapest;
+    /// `tried` holds the depths already priced.
     fn deepen(&self, mut best: Priced, mut tried: BTreeSet<usize>) -> Result<Priced, DagError> {
         let rate = RANK_RATES[0];
         let (mut total, mut worse) = (best.1, 0);
-        while worse < 2 && total < self.most {
+        // With shared link directions the pipelines are deep and each costs more to schedule;
+        // one doubling that gains too little ends the search there.
+        let patience = if self.lanes == dag::Lanes::Declared {
+            2
+        } else {
+            1
+        };
+        while worse < patience && total < self.most {
             total = (2 * total).min(self.most);
             tried.insert(total);
             let before = best.0;

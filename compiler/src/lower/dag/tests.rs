@@ -155,7 +155,8 @@ fn cycles_missing_dependencies_and_bad_routes_are_errors() {
         Timetable {
             step: IdVec::new(),
             send: IdVec::new(),
-            steps: 0
+            steps: 0,
+            links: LinkUse::Exclusive,
         }
     );
 }

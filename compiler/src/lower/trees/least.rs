@@ -97,8 +97,9 @@ impl Crossings {
 struct Direction {
     /// Its lane's speed, Gbit/s.
     lane: f64,
-    /// Its link's lanes.
-    lanes: f64,
+    /// The sends it takes per step: its link's lanes, or what the schedule's
+    /// [`dag::Lanes`] allows.
+    sends: f64,
     /// Bytes per second.
     rate: f64,
     /// Seconds.
@@ -134,12 +135,14 @@ pub struct Profile {
 }
 
 impl Profile {
-    /// The profile of `packing` for `spec`, for depths of at most `most` pipeline chunks.
+    /// The profile of `packing` for `spec`, for depths of at most `most` pipeline chunks
+    /// scheduled with `lanes`.
     pub fn of(
         spec: &PhaseSpec,
         machine: &Machine,
         packing: &Packing,
         most: usize,
+        lanes: dag::Lanes,
     ) -> Result<Profile, DagError> {
         // A tree whose rounded share is zero at every depth is never built.
         let mut used: IdVec<TreeId, bool> = IdVec::filled(false, packing.trees.len());
@@ -161,7 +164,13 @@ impl Profile {
             }
             parts.push(Crossings::of(machine, &transfers)?);
         }
-        Ok(Profile::new(machine, &parts, packing.shares.clone(), spec))
+        Ok(Profile::new(
+            machine,
+            &parts,
+            packing.shares.clone(),
+            spec,
+            lanes,
+        ))
     }
 
     /// The profile of `chunks`, the crossings of one chunk per share.
@@ -170,6 +179,7 @@ impl Profile {
         chunks: &[Crossings],
         shares: IdVec<TreeId, f64>,
         spec: &PhaseSpec,
+        policy: dag::Lanes,
     ) -> Profile {
         let mut number: std::collections::BTreeMap<DirectionId, usize> = Default::default();
         let mut directions: Vec<Direction> = Vec::new();
@@ -185,10 +195,14 @@ impl Profile {
             for x in &c.directions {
                 let at = *number.entry(x.direction).or_insert_with(|| {
                     let link = machine.link(x.direction.link());
-                    let lanes = f64::from(link.lanes.max(1));
+                    let lanes = link.lanes.max(1);
                     directions.push(Direction {
-                        lane: link.bandwidth_gbps / lanes,
-                        lanes,
+                        lane: link.bandwidth_gbps / f64::from(lanes),
+                        sends: f64::from(match policy {
+                            dag::Lanes::Declared => lanes,
+                            dag::Lanes::AtMost(most) => lanes.min(most.max(1)),
+                            dag::Lanes::Shared(most) => most.max(1).saturating_mul(lanes),
+                        }),
                         rate: schedule_ir::cost::bytes_per_second(link.bandwidth_gbps),
                         latency: link.latency_us * 1e-6,
                     });
@@ -257,7 +271,8 @@ impl Profile {
     /// - Per direction `d` crossed by `n_d` transfers: a step takes at most `lanes × batch` of
     ///   them over `d` (one send per lane, each batching at most `batch` transfers, `batch` the
     ///   ratio of `d`'s lane speed to the slowest lane the transfers cross, as
-    ///   [`dag::schedule`] computes it), so `d` is used in at least `⌈n_d / (lanes × batch)⌉`
+    ///   [`dag::schedule`] computes it; under [`dag::Lanes::Shared`]`(m)`, `m × lanes × batch`
+    ///   sends of one transfer each), so `d` is used in at least `⌈n_d / (lanes × batch)⌉`
     ///   steps, each charged at least `d`'s latency; and the steps together are busy at least
     ///   `n_d · chunk_bytes` over `d`'s bandwidth.
     /// - Fill and drain, per direction `d`: the scheduler puts a transfer in a step after
@@ -353,7 +368,7 @@ impl Tally {
             } else {
                 1.0
             };
-            *room = d.lanes * batch;
+            *room = d.sends * batch;
         }
     }
 
@@ -389,9 +404,10 @@ fn estimate(
     spec: &PhaseSpec,
     transfers: &Transfers,
     chunk_bytes: f64,
+    lanes: dag::Lanes,
 ) -> Result<f64, DagError> {
     let all = Crossings::of(machine, transfers)?;
-    let profile = Profile::new(machine, &[all], IdVec::filled(1.0, 1), spec);
+    let profile = Profile::new(machine, &[all], IdVec::filled(1.0, 1), spec, lanes);
     Ok(profile.bound_with(&[1], chunk_bytes))
 }
 
@@ -420,7 +436,8 @@ mod tests {
             for collective in [Collective::AllReduce, Collective::AllGather] {
                 let spec = spec(collective, DType::F32, 1 << 20);
                 for packing in crate::embed::trees::packings(&m, collective).unwrap() {
-                    let profile = super::Profile::of(&spec, &m, &packing, 300).unwrap();
+                    let profile =
+                        super::Profile::of(&spec, &m, &packing, 300, dag::Lanes::Declared).unwrap();
                     let one_by_one = (1..=300)
                         .map(|total| profile.bound(total))
                         .fold(f64::INFINITY, f64::min);
@@ -468,9 +485,11 @@ mod tests {
                 let packing = pack(&m, collective).unwrap();
                 for elements in [100, 1 << 12, 1 << 20] {
                     let spec = spec(collective, DType::F32, elements);
-                    for (total, rate) in [1, 2, 3, 8, 20, 64]
+                    let policies = [dag::Lanes::Declared, dag::Lanes::Shared(dag::SHARED_SENDS)];
+                    for (total, rate, lanes) in [1, 2, 3, 8, 20, 64]
                         .into_iter()
                         .flat_map(|t| RANK_RATES.map(|r| (t, r)))
+                        .flat_map(|(t, r)| policies.map(|l| (t, r, l)))
                     {
                         let counts: IdVec<TreeId, usize> =
                             balance::apportion(total, &packing.shares)
@@ -479,17 +498,22 @@ mod tests {
                                 .collect();
                         let (chunks, transfers) = pipeline(&spec, &m, &packing, &counts, rate);
                         let least = chunks.iter().map(|c| c.end - c.start).min().unwrap() as f64;
-                        let bound = super::estimate(&m, &spec, &transfers, least * 4.0).unwrap();
+                        let bound =
+                            super::estimate(&m, &spec, &transfers, least * 4.0, lanes).unwrap();
                         // The profile's bound is the same, read from one chunk per tree.
-                        let profile = super::Profile::of(&spec, &m, &packing, 64).unwrap();
+                        let profile = super::Profile::of(&spec, &m, &packing, 64, lanes).unwrap();
                         assert_eq!(
                             profile.bound(total as usize).to_bits(),
                             bound.to_bits(),
                             "{} {collective} {elements} elements, {total} chunks",
                             m.name
                         );
-                        let timetable =
-                            dag::schedule(&m, &transfers, dag::Batching::ByBandwidth).unwrap();
+                        let options = dag::Options {
+                            batching: dag::Batching::ByBandwidth,
+                            lanes,
+                            hold_to_rank: false,
+                        };
+                        let timetable = dag::schedule_with(&m, &transfers, options).unwrap();
                         let scheduled = Scheduled {
                             chunks,
                             transfers,
@@ -502,13 +526,13 @@ mod tests {
                             from_timetable.to_bits(),
                             priced.to_bits(),
                             "{} {collective} {elements} elements, {total} chunks: priced \
-                             {from_timetable} from the timetable, {priced} as a phase",
+                             {from_timetable} from the timetable, {priced} as a phase ({lanes:?})",
                             m.name
                         );
                         assert!(
                             bound <= priced && bound > 0.0,
                             "{} {collective} {elements} elements, {total} chunks ranked at \
-                             {rate}: bound {bound} against the estimate {priced}",
+                             {rate}, {lanes:?}: bound {bound} against the estimate {priced}",
                             m.name
                         );
                     }
