@@ -183,10 +183,8 @@ fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unle
         Search::new(spec, machine, &packings[i], profile, lanes)
     };
     let shallow = packings.len() - 1;
-    // Every packing is lowered and priced with one send per lane. With shared link
-    // directions, whose depth searches go deep, every packing is priced at the depth found
-    // and only the cheapest searched. The cheapest schedule is kept (the first on a tie), and
-    // the other ranking rates are tried on it.
+    // Every packing is lowered and priced with one send per lane; the cheapest schedule is
+    // kept (the first on a tie), and the other ranking rates are tried on it.
     let mut best: Option<(f64, usize, Lowered)> = None;
     let deep = |c: &usize| candidates[*c].0 < shallow;
     let declared = |c: &usize| deep(c) && candidates[*c].1 == dag::Lanes::Declared;
@@ -199,30 +197,38 @@ fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unle
             best = Some((seconds, c, lowered));
         }
     }
-    if let Some(from) = best.as_ref().map(|b| b.2.chunks_per_tree.iter().sum()) {
-        let mut probed: Option<(f64, usize)> = None;
-        for c in (0..candidates.len()).filter(|c| deep(c) && !declared(c)) {
-            let probe = search(c);
-            let (seconds, _, _) = probe
-                .price(probe.build(from, RANK_RATES[0]))
-                .map_err(failed)?;
-            if probed.is_none_or(|p| seconds < p.0) {
-                probed = Some((seconds, c));
-            }
-        }
-        if let Some((_, c)) = probed {
-            let (seconds, _, lowered) = search(c).depth(from).map_err(failed)?;
-            if best.as_ref().is_none_or(|b| seconds < b.0) {
-                best = Some((seconds, c, lowered));
-            }
-        }
-    }
     let Some((seconds, mut index, lowered)) = best else {
         return Err(EmbedError::NotApplicable(
             "no tree packing was found".to_string(),
         ));
     };
+    let from: usize = lowered.chunks_per_tree.iter().sum();
+    let unranked = seconds;
     let mut best = search(index).ranked((seconds, lowered)).map_err(failed)?;
+    // With shared link directions, whose depth searches go deep, every packing is priced at
+    // the depth found and only the cheapest searched. Where it prices below the schedule
+    // above before ranking, its ranking rates are tried too, and the cheaper of the two
+    // ranked schedules is kept: never a dearer one than without sharing.
+    let mut probed: Option<(f64, usize)> = None;
+    for c in (0..candidates.len()).filter(|c| deep(c) && !declared(c)) {
+        let probe = search(c);
+        let (seconds, _, _) = probe
+            .price(probe.build(from, RANK_RATES[0]))
+            .map_err(failed)?;
+        if probed.is_none_or(|p| seconds < p.0) {
+            probed = Some((seconds, c));
+        }
+    }
+    if let Some((_, c)) = probed {
+        let shared = search(c);
+        let (seconds, _, lowered) = shared.depth(from).map_err(failed)?;
+        if seconds < unranked {
+            let ranked = shared.ranked((seconds, lowered)).map_err(failed)?;
+            if ranked.0 < best.0 {
+                (best, index) = (ranked, c);
+            }
+        }
+    }
     for c in (0..candidates.len()).filter(|&c| candidates[c].0 == shallow) {
         let deep = search(c);
         if let Some(found) = deep.depth_below(best.0).map_err(failed)? {
