@@ -413,27 +413,42 @@ pub fn links_differ(machine: &Machine) -> bool {
     fastest >= 2.0 * slowest
 }
 
-/// The most transfers a direction of `link` takes per step under [`Lanes::Shared`]`(most)`,
-/// whatever the transfers: `most` per lane times the ratio of its lane's speed to the slowest
-/// lane of the machine (the transfers' slowest lane is no slower), times its lanes; never
-/// fewer than its lanes, so that it also bounds what declared lanes allow with batching.
-pub fn shared_room(machine: &Machine, link: LinkId, most: u32) -> u64 {
+/// The most transfers a direction of `link` takes per step under `lanes`, whatever the
+/// transfers: its lanes (at most `m` under [`Lanes::AtMost`]`(m)`, `m` times as many under
+/// [`Lanes::Shared`]`(m)`) times its batch against the machine's slowest lane, which the
+/// transfers' slowest lane is no slower than ([`Batching::ByBandwidth`]). Floors bound a
+/// schedule's steps with it.
+pub fn room(machine: &Machine, link: LinkId, lanes: Lanes) -> u64 {
     let slowest = (0..machine.link_count())
         .map(|l| lane_speed(machine, LinkId::new(l)))
         .fold(f64::INFINITY, f64::min);
-    let ratio = (lane_speed(machine, link) / slowest * (1.0 + 1e-9)).floor();
-    let batch = if ratio.is_finite() && ratio >= 1.0 {
-        ratio.min(f64::from(u16::MAX)) as u64
-    } else {
-        1
+    let declared = machine.link(link).lanes.max(1);
+    let sends = match lanes {
+        Lanes::Declared => u64::from(declared),
+        Lanes::AtMost(most) => u64::from(declared.min(most.max(1))),
+        Lanes::Shared(most) => u64::from(most.max(1)) * u64::from(declared),
     };
-    batch * u64::from(most.max(1)) * u64::from(machine.link(link).lanes.max(1))
+    sends * u64::from(batch(lane_speed(machine, link), slowest))
 }
 
-/// A lane's speed: its link's bandwidth over its lanes, Gbit/s.
-fn lane_speed(machine: &Machine, link: LinkId) -> f64 {
+/// A lane's speed: its link's bandwidth over its lanes, Gbit/s. A link of `k` lanes shares its
+/// bandwidth among its `k` sends of a step, so each send may carry a `k`-th of what the whole
+/// direction could.
+pub fn lane_speed(machine: &Machine, link: LinkId) -> f64 {
     let info = machine.link(link);
     info.bandwidth_gbps / f64::from(info.lanes.max(1))
+}
+
+/// How many transfers of about equal size one send on a lane of speed `lane` carries where
+/// the slowest lane used has speed `slowest` ([`Batching::ByBandwidth`]): their ratio rounded
+/// down, from 1 to `u16::MAX`.
+pub fn batch(lane: f64, slowest: f64) -> u32 {
+    let ratio = (lane / slowest * (1.0 + 1e-9)).floor();
+    if ratio.is_finite() && ratio >= 1.0 {
+        ratio.min(f64::from(u16::MAX)) as u32
+    } else {
+        1
+    }
 }
 
 /// Whether some step of a timetable of one transfer per send has a direction carrying more
@@ -856,26 +871,16 @@ fn batch_sizes(
     routes: &IdVec<TransferId, Vec<DirectionId>>,
 ) -> IdVec<DirectionId, u32> {
     let directions = DirectionId::count(machine.link_count());
-    // A link of `k` lanes shares its bandwidth among its `k` sends of a step, so each send
-    // may carry a `k`-th of what the whole direction could.
-    let bandwidth = |d: DirectionId| machine.link(d.link()).bandwidth_gbps;
-    let lanes = |d: DirectionId| f64::from(machine.link(d.link()).lanes.max(1));
+    let lane = |d: DirectionId| lane_speed(machine, d.link());
     match batching {
         Batching::One => IdVec::filled(1, directions),
         Batching::ByBandwidth => {
             let slowest = routes
                 .iter()
                 .flatten()
-                .map(|&d| bandwidth(d) / lanes(d))
+                .map(|&d| lane(d))
                 .fold(f64::INFINITY, f64::min);
-            IdVec::from_fn(directions, |d| {
-                let ratio = (bandwidth(d) / lanes(d) / slowest * (1.0 + 1e-9)).floor();
-                if ratio.is_finite() && ratio >= 1.0 {
-                    ratio.min(f64::from(u16::MAX)) as u32
-                } else {
-                    1
-                }
-            })
+            IdVec::from_fn(directions, |d| batch(lane(d), slowest))
         }
     }
 }

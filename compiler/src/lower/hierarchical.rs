@@ -165,15 +165,14 @@ const FLOOR_ROUNDING: f64 = 1e-9;
 /// their summed bandwidth per unit of `β`. The estimate is `Σ (α + β)`, so it is at least the
 /// steps' latency plus the bytes' time. The same holds of its rail when the rails run rings
 /// ([`rail_floor`]); the larger of the two is a floor. Where link directions may be shared
-/// (`sharing`), a direction takes at most [`dag::shared_room`] transfers per step, or its
-/// lanes, whichever is more.
+/// (`sharing`), a direction takes at most what shared lanes allow ([`dag::room`], more than
+/// its lanes) per step.
 fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape, sharing: bool) -> f64 {
     let room = |l: schedule_ir::LinkId| {
-        let lanes = u64::from(machine.link(l).lanes.max(1));
         if sharing {
-            lanes.max(dag::shared_room(machine, l, dag::SHARED_SENDS))
+            dag::room(machine, l, dag::Lanes::Shared(dag::SHARED_SENDS))
         } else {
-            lanes
+            u64::from(machine.link(l).lanes.max(1))
         }
     };
     inner_floor(machine, groups, spec, shape, &room)

@@ -323,8 +323,8 @@ pub fn supports(_collective: Collective) -> bool {
 ///   node's reaches its owner), so at least the diameter; and node `v` receives (sends) every
 ///   other owner's piece of every pipeline chunk, `p - 1` at least, while each link direction
 ///   at `v` takes at most `lanes × batch` of them per step (the scheduler's batching, bounded
-///   by the machine's slowest lane; where `trees` may share link directions, at most
-///   [`dag::shared_room`]).
+///   by the machine's slowest lane; where `trees` may share link directions, what shared
+///   lanes allow, [`dag::room`]).
 ///
 /// Where `trees` may share link directions ([`lane_policies`]), a node may send any number of
 /// transfers in a step, and the machine's latency bound keeps only its distance part
@@ -416,31 +416,16 @@ fn hops(machine: &Machine, adjacent: &[Vec<NodeId>], from: NodeId, distance: &mu
 }
 
 /// The steps an allgather's (reduce-scatter's) pieces need at the busiest node: it receives
-/// (sends) `p - 1` pieces at least, and each link direction at it takes at most its lanes times
-/// its batch ([`dag::Batching::ByBandwidth`]: a lane as many times as fast as the slowest lane
-/// of the machine) per step, or, where `sharing`, at most [`dag::shared_room`].
+/// (sends) `p - 1` pieces at least, and each link direction at it takes at most
+/// [`dag::room`] of them per step: under its declared lanes, or, where `sharing`, under shared
+/// ones (which allow more).
 fn by_count(machine: &Machine, compute: &[NodeId], sharing: bool) -> u64 {
-    let lane = |l: schedule_ir::LinkId| {
-        let info = machine.link(l);
-        info.bandwidth_gbps / f64::from(info.lanes.max(1))
+    let lanes = if sharing {
+        dag::Lanes::Shared(dag::SHARED_SENDS)
+    } else {
+        dag::Lanes::Declared
     };
-    let slowest = (0..machine.link_count())
-        .map(|l| lane(schedule_ir::LinkId::new(l)))
-        .fold(f64::INFINITY, f64::min);
-    let per_step = |l: schedule_ir::LinkId| {
-        let ratio = (lane(l) / slowest * (1.0 + 1e-9)).floor();
-        let batch = if ratio.is_finite() && ratio >= 1.0 {
-            ratio.min(f64::from(u16::MAX)) as u64
-        } else {
-            1
-        };
-        let declared = u64::from(machine.link(l).lanes.max(1)) * batch;
-        if sharing {
-            declared.max(dag::shared_room(machine, l, dag::SHARED_SENDS))
-        } else {
-            declared
-        }
-    };
+    let per_step = |l: schedule_ir::LinkId| dag::room(machine, l, lanes);
     let others = compute.len().saturating_sub(1) as u64;
     compute
         .iter()

@@ -362,13 +362,7 @@ impl Tally {
             }
         }
         for (room, d) in self.room.iter_mut().zip(&profile.directions) {
-            let ratio = (d.lane / slowest_lane * (1.0 + 1e-9)).floor();
-            let batch = if ratio.is_finite() && ratio >= 1.0 {
-                ratio.min(f64::from(u16::MAX))
-            } else {
-                1.0
-            };
-            *room = d.sends * batch;
+            *room = d.sends * f64::from(dag::batch(d.lane, slowest_lane));
         }
     }
 
