@@ -332,3 +332,31 @@ fn nesting_past_the_parsers_limit_is_refused_in_the_users_words() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A phase's `links` is written only when shared, reads back either way, and a value that is
+/// neither `Exclusive` nor `Shared` is refused naming both, in both formats.
+#[test]
+fn link_use_is_written_when_shared_and_refused_when_unknown() {
+    let exclusive = ring_allreduce(3, 30);
+    let ron = serial::to_string(&exclusive, Format::Ron);
+    assert!(!ron.contains("links: Exclusive"), "{ron}");
+    let mut shared = exclusive.clone();
+    shared.phases[0].links = schedule_ir::LinkUse::Shared;
+    for format in [Format::Ron, Format::Json] {
+        let text = serial::to_string(&shared, format);
+        assert_eq!(serial::from_str(&text).unwrap(), shared, "{format:?}");
+    }
+    let shared_ron = serial::to_string(&shared, Format::Ron);
+    assert!(shared_ron.contains("links: Shared,"), "{shared_ron}");
+    let explicit = ron.replacen("steps: ", "links: Exclusive, steps: ", 1);
+    assert_ne!(explicit, ron);
+    assert_eq!(serial::from_str(&explicit).unwrap(), exclusive);
+    for text in [
+        shared_ron.replacen("links: Shared", "links: Sometimes", 1),
+        json_edited(|v| v["phases"][0]["links"] = serde_json::json!("Sometimes")),
+    ] {
+        let err = serial::from_str(&text).unwrap_err().to_string();
+        assert!(err.contains("Sometimes"), "{err}");
+        assert!(err.contains("Exclusive") && err.contains("Shared"), "{err}");
+    }
+}
