@@ -415,13 +415,10 @@ pub fn links_differ(machine: &Machine) -> bool {
 
 /// The most transfers a direction of `link` takes per step under `lanes`, whatever the
 /// transfers: its lanes (at most `m` under [`Lanes::AtMost`]`(m)`, `m` times as many under
-/// [`Lanes::Shared`]`(m)`) times its batch against the machine's slowest lane, which the
-/// transfers' slowest lane is no slower than ([`Batching::ByBandwidth`]). Floors bound a
-/// schedule's steps with it.
-pub fn room(machine: &Machine, link: LinkId, lanes: Lanes) -> u64 {
-    let slowest = (0..machine.link_count())
-        .map(|l| lane_speed(machine, LinkId::new(l)))
-        .fold(f64::INFINITY, f64::min);
+/// [`Lanes::Shared`]`(m)`) times its batch against `slowest`, the machine's slowest lane
+/// ([`slowest_lane`]), which the transfers' slowest lane is no slower than
+/// ([`Batching::ByBandwidth`]). Floors bound a schedule's steps with it.
+pub fn room(machine: &Machine, link: LinkId, lanes: Lanes, slowest: f64) -> u64 {
     let declared = machine.link(link).lanes.max(1);
     let sends = match lanes {
         Lanes::Declared => u64::from(declared),
@@ -429,6 +426,14 @@ pub fn room(machine: &Machine, link: LinkId, lanes: Lanes) -> u64 {
         Lanes::Shared(most) => u64::from(most.max(1)) * u64::from(declared),
     };
     sends * u64::from(batch(lane_speed(machine, link), slowest))
+}
+
+/// The speed of the machine's slowest lane ([`lane_speed`]), Gbit/s: computed once by a
+/// caller that asks [`room`] of many links.
+pub fn slowest_lane(machine: &Machine) -> f64 {
+    (0..machine.link_count())
+        .map(|l| lane_speed(machine, LinkId::new(l)))
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// A lane's speed: its link's bandwidth over its lanes, Gbit/s. A link of `k` lanes shares its

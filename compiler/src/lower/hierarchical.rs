@@ -168,9 +168,10 @@ const FLOOR_ROUNDING: f64 = 1e-9;
 /// (`sharing`), a direction takes at most what shared lanes allow ([`dag::room`], more than
 /// its lanes) per step.
 fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape, sharing: bool) -> f64 {
+    let slowest = dag::slowest_lane(machine);
     let room = |l: schedule_ir::LinkId| {
         if sharing {
-            dag::room(machine, l, dag::Lanes::Shared(dag::SHARED_SENDS))
+            dag::room(machine, l, dag::Lanes::Shared(dag::SHARED_SENDS), slowest)
         } else {
             u64::from(machine.link(l).lanes.max(1))
         }

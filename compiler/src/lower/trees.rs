@@ -425,7 +425,8 @@ fn by_count(machine: &Machine, compute: &[NodeId], sharing: bool) -> u64 {
     } else {
         dag::Lanes::Declared
     };
-    let per_step = |l: schedule_ir::LinkId| dag::room(machine, l, lanes);
+    let slowest = dag::slowest_lane(machine);
+    let per_step = |l: schedule_ir::LinkId| dag::room(machine, l, lanes, slowest);
     let others = compute.len().saturating_sub(1) as u64;
     compute
         .iter()
