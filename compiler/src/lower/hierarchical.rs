@@ -33,12 +33,12 @@
 
 use super::dag::{self, Scheduled, Transfer, TransferId, Transfers};
 use super::plan::Move;
-use super::{vector_chunks, Embedding, Job, Lowered, Lowering, PhaseSpec};
+use super::{pieces, vector_chunks, Embedding, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::groups::{self, Groups};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::Machine;
-use schedule_ir::{ChunkId, Collective, RecvMode};
+use schedule_ir::{ChunkId, Collective, NodeId, RecvMode};
 
 /// The piece counts tried.
 const PIECES: [usize; 6] = [1, 2, 3, 4, 6, 8];
@@ -93,6 +93,10 @@ impl Lowering for Hierarchical {
             .any(|&l| machine.link(l).lanes > 1);
         let sharing = dag::links_differ(machine);
         let mut best: Option<(f64, Scheduled, Shape)> = None;
+        // Timetables whose pieces, sized to them, might price below the cheapest: (the least
+        // they could price, shape, lanes), searched once every shape is priced with equal
+        // pieces, cheapest first.
+        let mut resizable: Vec<(f64, Shape, dag::Lanes)> = Vec::new();
         for shape in candidates(machine, &groups, partners.is_some(), spec.elements, sharing) {
             // A shape whose floor is not below the cheapest so far cannot win: not lowered.
             let least = floor(machine, &groups, spec, shape, shares(shape, sharing));
@@ -111,7 +115,26 @@ impl Lowering for Hierarchical {
                     (Err(_), dag::Lanes::AtMost(_) | dag::Lanes::Shared(_)) => continue,
                     (Err(e), dag::Lanes::Declared) => return Err(e),
                 };
-                let seconds = scheduled.seconds(spec.dtype, &ir);
+                let (seconds, resized) = sizable(machine, &groups, spec, shape, &ir, &scheduled);
+                if let Some(least) = resized {
+                    resizable.push((least, shape, lanes));
+                }
+                if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
+                    best = Some((seconds, scheduled, shape));
+                }
+            }
+        }
+        resizable.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (least, shape, lanes) in resizable {
+            if best.as_ref().is_some_and(|b| least >= b.0) {
+                break;
+            }
+            let Ok(mut scheduled) =
+                lower_shape(machine, &groups, partners.as_ref(), spec, shape, lanes)
+            else {
+                continue;
+            };
+            if let Some(seconds) = resize(machine, &groups, spec, shape, &ir, &mut scheduled) {
                 if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
                     best = Some((seconds, scheduled, shape));
                 }
@@ -149,6 +172,90 @@ impl Lowering for Hierarchical {
     }
     fn sized(&self) -> bool {
         true
+    }
+}
+
+/// The estimate of `scheduled`, a pipeline of `shape` with equal pieces, and the least its
+/// pieces sized to its timetable ([`pieces`]) could price, where they can differ.
+fn sizable(
+    machine: &Machine,
+    groups: &Groups,
+    spec: &PhaseSpec,
+    shape: Shape,
+    ir: &schedule_ir::Machine,
+    scheduled: &Scheduled,
+) -> (f64, Option<f64>) {
+    let bytes = schedule_ir::ChunkBytes::new(&scheduled.chunks, spec.dtype);
+    let loads = dag::step_loads(ir, &scheduled.transfers, &scheduled.timetable, &bytes);
+    let estimate = schedule_ir::cost::estimate_loads(ir, &loads);
+    let least = pieces::Program::least_of(
+        machine,
+        &scheduled.transfers,
+        cut(groups, shape),
+        spec.elements,
+        spec.dtype,
+    )
+    .map(|least| estimate.latency_seconds + least);
+    (estimate.seconds, least.filter(|&l| l < estimate.seconds))
+}
+
+/// The program that sizes `scheduled`'s pieces, a pipeline of `shape`.
+fn program(
+    machine: &Machine,
+    groups: &Groups,
+    spec: &PhaseSpec,
+    shape: Shape,
+    scheduled: &Scheduled,
+) -> Option<pieces::Program> {
+    pieces::Program::new(
+        machine,
+        &scheduled.transfers,
+        &scheduled.timetable,
+        cut(groups, shape),
+        spec.elements,
+        spec.dtype,
+    )
+}
+
+/// How `shape` cuts the vector into pieces: each piece is `k · G · m` chunks.
+fn cut(groups: &Groups, shape: Shape) -> pieces::Layout {
+    pieces::Layout {
+        pieces: shape.pieces,
+        per_piece: groups.size() * groups.count() * shape.slices,
+    }
+}
+
+/// `scheduled`'s estimate with its pieces sized to its timetable, where that prices lower than
+/// equal pieces; `scheduled` then holds the sized chunks.
+fn resize(
+    machine: &Machine,
+    groups: &Groups,
+    spec: &PhaseSpec,
+    shape: Shape,
+    ir: &schedule_ir::Machine,
+    scheduled: &mut Scheduled,
+) -> Option<f64> {
+    let program = program(machine, groups, spec, shape, scheduled)?;
+    let shares = program.solve()?;
+    let layout = Layout {
+        k: groups.size(),
+        g: groups.count(),
+        m: shape.slices,
+    };
+    let chunks = pieces::chunks(
+        spec.elements,
+        program.layout(),
+        &shares,
+        layout.owner(groups),
+    );
+    let even = scheduled.seconds(spec.dtype, ir);
+    let before = std::mem::replace(&mut scheduled.chunks, chunks);
+    let resized = scheduled.seconds(spec.dtype, ir);
+    if resized < even {
+        Some(resized)
+    } else {
+        scheduled.chunks = before;
+        None
     }
 }
 
@@ -466,11 +573,7 @@ fn lower_shape(
         m: shape.slices,
     };
     let count = shape.pieces * layout.k * layout.g * layout.m;
-    let chunks = vector_chunks(spec.elements, count, |c| {
-        let block = (c / layout.m) % layout.g;
-        let shard = (c / (layout.m * layout.g)) % layout.k;
-        Some(groups.members[block][shard])
-    });
+    let chunks = vector_chunks(spec.elements, count, layout.owner(groups));
     let partners = match (shape.rail_halving, partners) {
         (false, _) => None,
         (true, Some(p)) => Some(p),
@@ -528,6 +631,15 @@ struct Layout {
 }
 
 impl Layout {
+    /// Who owns chunk `c` at the end: the member of its shard in the group of its block.
+    fn owner(self, groups: &Groups) -> impl Fn(usize) -> Option<NodeId> + '_ {
+        move |c| {
+            let block = (c / self.m) % self.g;
+            let shard = (c / (self.m * self.g)) % self.k;
+            Some(groups.members[block][shard])
+        }
+    }
+
     fn chunk(&self, p: usize, i: usize, b: usize, s: usize) -> ChunkId {
         ChunkId::new(((p * self.k + i) * self.g + b) * self.m + s)
     }
@@ -889,6 +1001,7 @@ mod tests {
         // The closest a floor comes to its estimate: a floor far below every estimate would
         // be sound and useless.
         let mut tightest: f64 = 0.0;
+        let mut sized = 0;
         for machine in [fabric(4), seven] {
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
             let partners = groups::partner_routes(&machine, &groups);
@@ -902,7 +1015,7 @@ mod tests {
                         // allows for them.
                         let least = floor(&machine, &groups, &spec, shape, shares(shape, true));
                         for lanes in lane_policies(shape, groups.size(), true, true) {
-                            let Ok(scheduled) = lower_shape(
+                            let Ok(mut scheduled) = lower_shape(
                                 &machine,
                                 &groups,
                                 partners.as_ref(),
@@ -912,11 +1025,27 @@ mod tests {
                             ) else {
                                 continue;
                             };
+                            // The floor holds of the pieces sized to the timetable too, and so
+                            // does the least that sizing could reach.
+                            let (even, reach) =
+                                sizable(&machine, &groups, &spec, shape, &ir, &scheduled);
+                            let resized =
+                                resize(&machine, &groups, &spec, shape, &ir, &mut scheduled);
+                            if let Some(resized) = resized {
+                                sized += 1;
+                                assert!(resized < even, "{shape:?}: {resized} ≥ {even}");
+                                let reach = reach.unwrap_or_else(|| panic!("{shape:?}: no least"));
+                                assert!(
+                                    reach * (1.0 - FLOOR_ROUNDING) <= resized,
+                                    "{shape:?}: least {reach} above {resized}"
+                                );
+                            }
                             let priced = scheduled.seconds(spec.dtype, &ir);
                             let phase = scheduled.phase(&spec, "hierarchical", &machine);
                             let estimate = schedule_ir::cost::estimate(&ir, &phase).seconds;
                             // The price the shapes are weighed by is the phase's estimate.
                             assert_eq!(priced.to_bits(), estimate.to_bits(), "{shape:?}");
+                            assert_eq!(resized.unwrap_or(even).to_bits(), estimate.to_bits());
                             tightest = tightest.max(least / estimate);
                             assert!(
                                 least * (1.0 - FLOOR_ROUNDING) <= estimate,
@@ -931,6 +1060,7 @@ mod tests {
             tightest > 0.5,
             "the floors reach at most {tightest} of an estimate"
         );
+        assert!(sized > 0, "no pipeline was sized");
     }
 
     /// Every shape that halves along the rails, for every collective the method lowers and a
@@ -977,19 +1107,24 @@ mod tests {
         (partners, shape, lanes): (Option<&Partners>, Shape, dag::Lanes),
         case: &str,
     ) {
-        let phase = lower_shape(machine, groups, partners, spec, shape, lanes)
-            .unwrap_or_else(|e| panic!("{case}: {e}"))
-            .phase(spec, "hierarchical", machine);
-        let schedule = schedule_ir::Schedule {
-            format_version: schedule_ir::FORMAT_VERSION,
-            machine: machine.to_ir(),
-            program: Vec::new(),
-            phases: vec![phase.clone()],
-        };
-        let verified = schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{case}: {e}"));
-        let run =
-            crate::trial::run_phase(&verified, &phase, 5).unwrap_or_else(|e| panic!("{case}: {e}"));
-        assert_eq!(run.mismatch, None, "{case}");
+        let even = lower_shape(machine, groups, partners, spec, shape, lanes)
+            .unwrap_or_else(|e| panic!("{case}: {e}"));
+        // The same timetable with its pieces sized to it, where that prices lower.
+        let mut sized = even.clone();
+        let resized = resize(machine, groups, spec, shape, &machine.to_ir(), &mut sized);
+        for scheduled in std::iter::once(even).chain(resized.map(|_| sized)) {
+            let phase = scheduled.phase(spec, "hierarchical", machine);
+            let schedule = schedule_ir::Schedule {
+                format_version: schedule_ir::FORMAT_VERSION,
+                machine: machine.to_ir(),
+                program: Vec::new(),
+                phases: vec![phase.clone()],
+            };
+            let verified = schedule_ir::verify(schedule).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let run = crate::trial::run_phase(&verified, &phase, 5)
+                .unwrap_or_else(|e| panic!("{case}: {e}"));
+            assert_eq!(run.mismatch, None, "{case}");
+        }
     }
 
     /// Hosts of 8 ranks behind one NIC each: the rails into the members share that NIC, so

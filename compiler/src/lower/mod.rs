@@ -27,6 +27,7 @@ pub mod in_network;
 pub mod matching;
 pub mod mean;
 pub mod nic_ring;
+pub mod pieces;
 pub mod plan;
 pub mod ring;
 pub mod rotated;
