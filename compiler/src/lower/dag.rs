@@ -236,16 +236,35 @@ pub fn schedule_with(
     transfers: &Transfers,
     options: Options,
 ) -> Result<Timetable, DagError> {
+    fill(machine, transfers, options, Walk::ByRouteWhereIndependent)
+}
+
+/// How a step reads the ready transfers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Walk {
+    /// One merged walk over every route, in priority order, always: what the tests hold the
+    /// walk route by route to.
+    #[cfg(test)]
+    Merged,
+    /// Route by route where no two routes share a direction (every route one direction long),
+    /// which places the same transfers with no merge; merged otherwise.
+    ByRouteWhereIndependent,
+}
+
+/// [`schedule_with`], reading the ready transfers as `walk` says.
+fn fill(
+    machine: &Machine,
+    transfers: &Transfers,
+    options: Options,
+    walk: Walk,
+) -> Result<Timetable, DagError> {
     let Options {
         batching,
         lanes: policy,
         hold_to_rank,
     } = options;
     let n = transfers.len();
-    let routes: IdVec<TransferId, Vec<DirectionId>> = transfers
-        .iter_enumerated()
-        .map(|(id, t)| directions(machine, id, t))
-        .collect::<Result<_, _>>()?;
+    let routes = Routes::new(machine, transfers)?;
     let declared = |d: DirectionId| machine.link(d.link()).lanes.max(1);
     let lanes: IdVec<DirectionId, u32> = match policy {
         Lanes::Declared => IdVec::from_fn(DirectionId::count(machine.link_count()), declared),
@@ -265,7 +284,7 @@ pub fn schedule_with(
     let mut step: IdVec<TransferId, u32> = IdVec::filled(u32::MAX, n);
     let batch = batch_sizes(machine, batching, &routes);
     let (class, classes) = send_classes(transfers, &batch);
-    let (route, distinct) = route_numbers(&routes);
+    let (route, distinct) = (&routes.number, &routes.distinct);
     // A class's transfers share one route ([`SendKey`]).
     let mut route_of_class = vec![0u32; classes];
     for (t, &c) in class.iter_enumerated() {
@@ -274,6 +293,9 @@ pub fn schedule_with(
         }
     }
     let class_route = |c: u32| route_of_class.get(c as usize).copied();
+    // Routes of one direction each are distinct directions: no two share a lane.
+    let independent =
+        walk == Walk::ByRouteWhereIndependent && distinct.iter().all(|r| r.len() == 1);
     // What placing a transfer reads of each successor, side by side.
     let mut pending: IdVec<TransferId, Pending> = IdVec::from_fn(n, |t: TransferId| Pending {
         key: (
@@ -303,44 +325,77 @@ pub fn schedule_with(
             .take(1 + usize::from(hold_to_rank))
         {
             booking.start_step();
-            // The ready transfers in priority order, as one merged walk over the routes' sets.
-            // A route that crosses a direction with no lane free leaves the walk: each of its
-            // transfers would be refused, now and for the rest of the step, unless it joins a
-            // send already open, and those are walked by class instead.
-            let mut heads: BinaryHeap<Reverse<(Key, Stream)>> = ready
-                .heads()
-                .map(|(r, k)| Reverse((k, Stream::Route(r))))
-                .collect();
-            while let Some(Reverse((k, stream))) = heads.pop() {
-                if booking.full() {
-                    break;
-                }
-                match stream {
-                    Stream::Route(r) if booking.crosses_full(distinct[r as usize]) => {
-                        // No send opens on this route for the rest of the step (lanes are
-                        // never freed within one): only transfers joining a send already
-                        // open on it can go. Read only their classes, from `k` on.
-                        for c in booking.open_with_room(|c| class_route(c) == Some(r)) {
-                            if let Some(head) = ready.class_from(c, k) {
-                                heads.push(Reverse((head, Stream::Class(c))));
-                            }
-                        }
-                        continue;
-                    }
-                    Stream::Class(c) if !booking.has_room(c) => continue,
-                    _ => {}
-                }
+            // Places `k`'s transfer in this step unless it is held back or finds no lane.
+            let mut consider = |k: Key, booking: &mut Booking| {
                 let t = k.2;
                 if hold && transfers[t].rank > now {
-                    // Held back: the next transfer of this stream may go.
+                    // Held back: the next transfer of its stream may go.
                 } else if let Some(s) = booking.place(t, &transfers[t]) {
                     send[t] = s;
                     step[t] = now;
                     placed += 1;
                     taken.push(t);
                 }
-                if let Some(next) = ready.after(stream, k) {
-                    heads.push(Reverse((next, stream)));
+            };
+            if independent {
+                // No two routes share a direction, so what one route's transfers book never
+                // changes what another's may: each route is walked on its own, in priority
+                // order, which places exactly what the merged walk below would.
+                for &r in &ready.occupied {
+                    let mut next = ready.by_route.get(r as usize).and_then(|set| set.first());
+                    while let Some(&k) = next {
+                        if booking.full() {
+                            break;
+                        }
+                        if booking.crosses_full(&distinct[r as usize]) {
+                            for c in booking.open_with_room(|c| class_route(c) == Some(r)) {
+                                let mut join = ready.class_from(c, k);
+                                while let Some(j) = join.filter(|_| booking.has_room(c)) {
+                                    consider(j, &mut booking);
+                                    join = ready.after(Stream::Class(c), j);
+                                }
+                            }
+                            break;
+                        }
+                        consider(k, &mut booking);
+                        next = ready
+                            .by_route
+                            .get(r as usize)
+                            .and_then(|set| set.range((Excluded(k), Unbounded)).next());
+                    }
+                }
+            } else {
+                // The ready transfers in priority order, as one merged walk over the routes'
+                // sets. A route that crosses a direction with no lane free leaves the walk:
+                // each of its transfers would be refused, now and for the rest of the step,
+                // unless it joins a send already open, and those are walked by class instead.
+                let mut heads: BinaryHeap<Reverse<(Key, Stream)>> = ready
+                    .heads()
+                    .map(|(r, k)| Reverse((k, Stream::Route(r))))
+                    .collect();
+                while let Some(Reverse((k, stream))) = heads.pop() {
+                    if booking.full() {
+                        break;
+                    }
+                    match stream {
+                        Stream::Route(r) if booking.crosses_full(&distinct[r as usize]) => {
+                            // No send opens on this route for the rest of the step (lanes are
+                            // never freed within one): only transfers joining a send already
+                            // open on it can go. Read only their classes, from `k` on.
+                            for c in booking.open_with_room(|c| class_route(c) == Some(r)) {
+                                if let Some(head) = ready.class_from(c, k) {
+                                    heads.push(Reverse((head, Stream::Class(c))));
+                                }
+                            }
+                            continue;
+                        }
+                        Stream::Class(c) if !booking.has_room(c) => continue,
+                        _ => {}
+                    }
+                    consider(k, &mut booking);
+                    if let Some(next) = ready.after(stream, k) {
+                        heads.push(Reverse((next, stream)));
+                    }
                 }
             }
             booked = booking.end_step();
@@ -382,11 +437,7 @@ pub fn schedule_with(
 /// The transfers per step of every direction under [`Lanes::Shared`]`(most)`: `most` per lane
 /// of the slowest lane the routes use, proportionally more on faster lanes, times the lanes (a
 /// route that crosses a direction more often than that is refused, as under declared lanes).
-fn shared_lanes(
-    machine: &Machine,
-    routes: &IdVec<TransferId, Vec<DirectionId>>,
-    most: u32,
-) -> IdVec<DirectionId, u32> {
+fn shared_lanes(machine: &Machine, routes: &Routes, most: u32) -> IdVec<DirectionId, u32> {
     batch_sizes(machine, Batching::ByBandwidth, routes)
         .iter_enumerated()
         .map(|(d, &k)| {
@@ -458,14 +509,10 @@ pub fn batch(lane: f64, slowest: f64) -> u32 {
 
 /// Whether some step of a timetable of one transfer per send has a direction carrying more
 /// transfers than its link's lanes.
-fn overbooked(
-    machine: &Machine,
-    routes: &IdVec<TransferId, Vec<DirectionId>>,
-    step: &IdVec<TransferId, u32>,
-) -> bool {
+fn overbooked(machine: &Machine, routes: &Routes, step: &IdVec<TransferId, u32>) -> bool {
     let mut count: HashMap<(u32, DirectionId), u32> = HashMap::new();
-    routes.iter_enumerated().any(|(t, route)| {
-        route.iter().any(|&d| {
+    step.ids().any(|t| {
+        routes.route(t).iter().any(|&d| {
             let c = count.entry((step[t], d)).or_default();
             *c += 1;
             *c > machine.link(d.link()).lanes.max(1)
@@ -570,29 +617,57 @@ enum Stream {
     Class(u32),
 }
 
-/// Numbers the distinct routes (in order of first appearance): each transfer's number, and
-/// each number's route.
-fn route_numbers(
-    routes: &IdVec<TransferId, Vec<DirectionId>>,
-) -> (IdVec<TransferId, u32>, Vec<&[DirectionId]>) {
-    let mut numbers: HashMap<&[DirectionId], u32> = HashMap::new();
-    let mut distinct: Vec<&[DirectionId]> = Vec::new();
-    let number = routes
-        .iter()
-        .map(|r| {
-            *numbers.entry(r.as_slice()).or_insert_with(|| {
-                distinct.push(r.as_slice());
-                distinct.len() as u32 - 1
-            })
+/// Every transfer's route as link directions ([`directions`]), each distinct route held once:
+/// a pipeline has far more transfers than routes (every chunk of a tree crosses the same
+/// links), and reading each transfer's route from an allocation of its own scattered the
+/// scheduler's hottest reads over the heap.
+struct Routes {
+    /// `number[t]`: the distinct route of transfer `t`, numbered in order of first appearance.
+    number: IdVec<TransferId, u32>,
+    /// The distinct routes, by number.
+    distinct: Vec<Vec<DirectionId>>,
+    /// The first transfer of each distinct route, which an error about the route names.
+    first: Vec<TransferId>,
+}
+
+impl Routes {
+    /// The routes of `transfers` on `machine`, each checked ([`directions`]).
+    fn new(machine: &Machine, transfers: &Transfers) -> Result<Routes, DagError> {
+        let mut numbers: HashMap<(NodeId, NodeId, &[LinkId]), u32> = HashMap::new();
+        let mut distinct = Vec::new();
+        let mut first = Vec::new();
+        let mut number = IdVec::with_capacity(transfers.len());
+        for (id, t) in transfers.iter_enumerated() {
+            let key = (t.what.from, t.what.to, t.what.route.as_slice());
+            let k = match numbers.get(&key) {
+                Some(&k) => k,
+                None => {
+                    let k = distinct.len() as u32;
+                    distinct.push(directions(machine, id, t)?);
+                    first.push(id);
+                    numbers.insert(key, k);
+                    k
+                }
+            };
+            number.push(k);
+        }
+        Ok(Routes {
+            number,
+            distinct,
+            first,
         })
-        .collect();
-    (number, distinct)
+    }
+
+    /// The route of transfer `t`.
+    fn route(&self, t: TransferId) -> &[DirectionId] {
+        &self.distinct[self.number[t] as usize]
+    }
 }
 
 /// The lanes and sends of the step being filled.
 struct Booking<'a> {
-    /// Every transfer's route, by transfer.
-    routes: &'a IdVec<TransferId, Vec<DirectionId>>,
+    /// Every transfer's route.
+    routes: &'a Routes,
     /// Lanes of each direction.
     lanes: IdVec<DirectionId, u32>,
     /// Transfers one send may carry on each direction ([`batch_sizes`]).
@@ -622,7 +697,7 @@ struct Booking<'a> {
 
 impl<'a> Booking<'a> {
     fn new(
-        routes: &'a IdVec<TransferId, Vec<DirectionId>>,
+        routes: &'a Routes,
         (class, classes): (&'a IdVec<TransferId, u32>, usize),
         lanes: IdVec<DirectionId, u32>,
         batch: IdVec<DirectionId, u32>,
@@ -630,7 +705,11 @@ impl<'a> Booking<'a> {
         // Routes were checked against the machine ([`directions`]): their directions are in
         // range of every table of directions.
         let mut crossed: IdVec<DirectionId, bool> = IdVec::filled(false, lanes.len());
-        routes.iter().flatten().for_each(|&d| crossed[d] = true);
+        routes
+            .distinct
+            .iter()
+            .flatten()
+            .for_each(|&d| crossed[d] = true);
         let relevant = crossed.iter().filter(|&&r| r).count();
         Booking {
             routes,
@@ -687,8 +766,8 @@ impl<'a> Booking<'a> {
 
     /// Books transfer `id` into this step if it fits, joining an open send with room or
     /// opening a send where every direction of its route has a lane free; returns its send.
-    fn place(&mut self, id: TransferId, t: &'a Transfer) -> Option<u32> {
-        let route = &self.routes[id];
+    fn place(&mut self, id: TransferId, t: &Transfer) -> Option<u32> {
+        let route = self.routes.route(id);
         let chunks = &t.what.chunks;
         // Classes are numbered below their count ([`send_classes`]).
         let class = self.class[id] as usize;
@@ -751,10 +830,10 @@ impl<'a> Booking<'a> {
 /// could carry it.
 fn check_lanes(
     machine: &Machine,
-    routes: &IdVec<TransferId, Vec<DirectionId>>,
+    routes: &Routes,
     lanes: &IdVec<DirectionId, u32>,
 ) -> Result<(), DagError> {
-    for (id, route) in routes.iter_enumerated() {
+    for (route, &id) in routes.distinct.iter().zip(&routes.first) {
         for &d in route {
             if route.iter().filter(|&&e| e == d).count() as u64 > u64::from(lanes[d]) {
                 return Err(DagError::BadRoute {
@@ -870,17 +949,14 @@ fn send_classes(
 }
 
 /// How many transfers each direction may merge into one send (see [`Batching`]).
-fn batch_sizes(
-    machine: &Machine,
-    batching: Batching,
-    routes: &IdVec<TransferId, Vec<DirectionId>>,
-) -> IdVec<DirectionId, u32> {
+fn batch_sizes(machine: &Machine, batching: Batching, routes: &Routes) -> IdVec<DirectionId, u32> {
     let directions = DirectionId::count(machine.link_count());
     let lane = |d: DirectionId| lane_speed(machine, d.link());
     match batching {
         Batching::One => IdVec::filled(1, directions),
         Batching::ByBandwidth => {
             let slowest = routes
+                .distinct
                 .iter()
                 .flatten()
                 .map(|&d| lane(d))

@@ -270,3 +270,68 @@ fn holding_to_rank_starts_a_transfer_at_its_rank_unless_nothing_else_could_run()
     let table = schedule_with(&m, &alone, hold(true)).unwrap();
     assert_eq!((table.steps, table.step[TransferId(0)]), (1, 0));
 }
+
+/// Walking the ready transfers route by route places exactly what the merged walk places,
+/// where no two routes share a direction: on the pipelines of `trees` (batched sends on
+/// links of two speeds, several lanes, ranks held back) the two walks give the same steps and
+/// the same transfers in the same sends.
+#[test]
+fn walking_route_by_route_places_what_the_merged_walk_places() {
+    let machines = [
+        r#"Topology(name: "m", machine: Mesh(dims: [4, 5]))"#,
+        r#"Topology(name: "l", machine: Ladder(pairs: 5, link: (lanes: 2)))"#,
+        r#"Topology(name: "g", machine: Graph(nodes: ["a", "b", "c", "d"], links: [
+            (id: "ab", between: ("a", "b"), bandwidth_gbps: 400.0),
+            (id: "bc", between: ("b", "c")),
+            (id: "cd", between: ("c", "d"), bandwidth_gbps: 200.0, lanes: 2),
+            (id: "da", between: ("d", "a")),
+            (id: "ac", between: ("a", "c"), bandwidth_gbps: 300.0),
+        ]))"#,
+    ];
+    for text in machines {
+        let machine = crate::compile::load(text).unwrap().machine;
+        let packing =
+            crate::embed::trees::pack(&machine, schedule_ir::Collective::AllReduce).unwrap();
+        let spec = crate::lower::PhaseSpec {
+            name: "x".to_string(),
+            collective: schedule_ir::Collective::AllReduce,
+            op: schedule_ir::ReduceOp::Sum,
+            dtype: DType::F32,
+            elements: 1 << 16,
+        };
+        let (_, lowered) = crate::lower::trees::lower(&spec, &machine, &packing, 24).unwrap();
+        let transfers = &lowered.scheduled.transfers;
+        for batching in [Batching::One, Batching::ByBandwidth] {
+            for hold_to_rank in [false, true] {
+                for lanes in [Lanes::Declared, Lanes::AtMost(1), Lanes::Shared(2)] {
+                    let options = Options {
+                        batching,
+                        lanes,
+                        hold_to_rank,
+                    };
+                    let by_route =
+                        fill(&machine, transfers, options, Walk::ByRouteWhereIndependent).unwrap();
+                    let merged = fill(&machine, transfers, options, Walk::Merged).unwrap();
+                    assert_eq!(by_route.step, merged.step, "{text} {options:?}");
+                    assert_eq!(by_route.steps, merged.steps);
+                    assert_eq!(by_route.links, merged.links);
+                    // Send numbers count in walk order; the sends are the same sets.
+                    let sends = |t: &Timetable| {
+                        let mut by: std::collections::BTreeMap<(u32, u32), Vec<TransferId>> =
+                            Default::default();
+                        for (x, (&s, &k)) in t.step.iter().zip(&t.send).enumerate() {
+                            by.entry((s, k)).or_default().push(TransferId(x as u32));
+                        }
+                        let mut sets: Vec<Vec<TransferId>> = by.into_values().collect();
+                        sets.sort();
+                        sets
+                    };
+                    assert_eq!(sends(&by_route), sends(&merged), "{text} {options:?}");
+                    if by_route.links == LinkUse::Exclusive {
+                        check(&machine, transfers, &by_route);
+                    }
+                }
+            }
+        }
+    }
+}

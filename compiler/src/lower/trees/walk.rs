@@ -121,7 +121,7 @@ fn transfer(
             route,
             src: buffer,
             dst: buffer,
-            chunks: vec![chunk].into(),
+            chunks: std::slice::from_ref(&chunk).into(),
             mode,
         },
         after,
