@@ -304,12 +304,19 @@ fn sized_row(
 }
 
 /// Marks, per phase and size, the row `auto` takes. `rows` are one phase's, in registry
-/// order, so the first of equal estimates wins as under `auto`.
+/// order, so the first of tied estimates wins as under `auto` ([`crate::compile::beats`]).
 fn mark_auto(rows: &mut [Row]) {
     let mut best: Vec<(u64, usize)> = Vec::new();
     for (i, r) in rows.iter().enumerate() {
         match best.iter_mut().find(|(bytes, _)| *bytes == r.bytes) {
-            Some((_, at)) if r.estimate.seconds < rows[*at].estimate.seconds => *at = i,
+            Some((_, at))
+                if crate::compile::beats(
+                    (r.estimate.seconds, i),
+                    (rows[*at].estimate.seconds, *at),
+                ) =>
+            {
+                *at = i
+            }
             Some(_) => {}
             None => best.push((r.bytes, i)),
         }

@@ -264,10 +264,10 @@ fn cheapest(
             failed.push((i, method, e));
             continue;
         }
-        // It could only tie the best so far at its floor, and a tie goes to the earlier.
+        // Out where no estimate at or above its floor could beat the best so far.
         let out = |floor: f64| {
             best.as_ref()
-                .is_some_and(|(b, _, s, _)| floor > *s || (floor == *s && i > *b))
+                .is_some_and(|(b, _, s, _)| !could_beat(floor, i, (*s, *b)))
         };
         if out(floor) {
             skipped.push((i, method, floor));
@@ -281,7 +281,7 @@ fn cheapest(
                 priced.push((i, method, seconds));
                 let wins = best
                     .as_ref()
-                    .is_none_or(|(b, _, s, _)| seconds < *s || (seconds == *s && i < *b));
+                    .is_none_or(|(b, _, s, _)| beats((seconds, i), (*s, *b)));
                 if wins {
                     best = Some((i, method, seconds, *lowered));
                 }
@@ -325,6 +325,28 @@ fn cheapest(
 }
 
 /// `auto`'s comparison in words: the estimates, cheapest first, then why the others were left.
+/// Estimates this close, relatively, are a tie: the same schedule reached by two methods
+/// (a ring's both halves and `matching`'s on a ring) is priced from sums taken in another
+/// order, a few units in the last place apart, and the pick must not turn on that.
+const TIE: f64 = 1e-9;
+
+/// Whether a schedule priced `seconds` by the method at `index` in [`Method::ALL`] beats the
+/// best so far, `(seconds, index)`: cheaper by more than a tie ([`TIE`]), or tied and earlier
+/// in the registry.
+pub fn beats((seconds, index): (f64, usize), best: (f64, usize)) -> bool {
+    seconds < best.0 * (1.0 - TIE) || (seconds <= best.0 * (1.0 + TIE) && index < best.1)
+}
+
+/// Whether some estimate at or above `floor`, by the method at `index`, could beat `best`
+/// ([`beats`]).
+fn could_beat(floor: f64, index: usize, best: (f64, usize)) -> bool {
+    if index < best.1 {
+        floor <= best.0 * (1.0 + TIE)
+    } else {
+        floor < best.0 * (1.0 - TIE)
+    }
+}
+
 fn auto_reason(spec: &PhaseSpec, weighed: &[Weighed], detail: Option<&str>) -> String {
     let bytes = spec.elements.saturating_mul(spec.dtype.size_bytes());
     let mut priced = Vec::new();

@@ -10,7 +10,7 @@ pub mod pattern;
 mod phases;
 mod sized;
 
-pub use choose::{describe, lower_phase, Verdict, Weighed};
+pub use choose::{beats, describe, lower_phase, Verdict, Weighed};
 pub use phases::PhaseRequest;
 pub use sized::{edges as band_edges, size_name, Sizes};
 

@@ -17,7 +17,12 @@
 //! that tree has sent it theirs. A direction used once per step becomes its reverse used once
 //! per step, so the reversed schedule books no direction twice either.
 //!
-//! **All-reduce** is the reduce-scatter followed by the all-gather of the same synthesis.
+//! **All-reduce** is the reduce-scatter followed by the all-gather of the same synthesis: in
+//! turn, the all-gather searched as for an all-gather phase (every grain and chunk count), or
+//! overlapped ([`overlap`]), whichever prices lower. Where every node has as many links (a
+//! torus or hypercube written as a plain graph) the halves in turn cost twice the all-gather,
+//! which moves its bulk a shard or more per step; where degrees differ (a mesh's corners) the
+//! overlap keeps the low-degree nodes' links busy both ways.
 //!
 //! **Shape.** A BSP step lasts as long as its slowest transfer, so on a machine whose links
 //! differ in speed the synthesis is run per *reference bandwidth* `b` (each distinct link
@@ -147,8 +152,7 @@ impl Lowering for Matching {
         super::check_planned(job.name, machine)?;
         check_size(machine)?;
         let links = Links::of(machine)?;
-        let shapes = search(&links, spec)?;
-        let best = &shapes[0];
+        let shapes = search(&links, spec, f64::INFINITY)?;
         let mut choice: Option<(usize, f64, Vec<Placed>, &Best)> = None;
         if spec.collective == Collective::AllReduce {
             let mut budget = SEARCH_RECEPTIONS / 2;
@@ -160,6 +164,26 @@ impl Lowering for Matching {
                     if choice.as_ref().is_none_or(|(_, s, _, _)| seconds < *s) {
                         choice = Some((pieces, seconds, placed, shape));
                     }
+                }
+            }
+        }
+        // The halves in turn: the allreduce's own shapes, or the all-gather searched as for an
+        // all-gather phase (every grain and chunk count), where one of its halves prices below
+        // half the cheapest allreduce so far.
+        let gathered;
+        let mut best = &shapes[0];
+        if spec.collective == Collective::AllReduce {
+            let beat = choice
+                .as_ref()
+                .map_or(2.0 * best.seconds, |c| c.1.min(2.0 * best.seconds));
+            let gather = PhaseSpec {
+                collective: Collective::AllGather,
+                ..spec.clone()
+            };
+            gathered = search(&links, &gather, beat / 2.0).ok();
+            if let Some(half) = gathered.as_ref().and_then(|g| g.first()) {
+                if half.seconds < best.seconds {
+                    best = half;
                 }
             }
         }
@@ -190,7 +214,11 @@ impl Lowering for Matching {
             }
             _ => (
                 assemble(machine, &links, spec, job.name, best),
-                best.describe(&links),
+                if spec.collective == Collective::AllReduce {
+                    format!("{}, halves in turn", best.describe(&links))
+                } else {
+                    best.describe(&links)
+                },
             ),
         };
         let mut lowered = Lowered::phase(phase);
@@ -209,17 +237,19 @@ impl Lowering for Matching {
 /// exactly once in the all-gather, at most `c_v` per step, `c_v` being the chunks per step the
 /// directions into `v` carry at the shape's reference bandwidth and grain ([`Links::at`]): so
 /// an all-gather takes at least `T = max_v ⌈(p - 1) · k / c_v⌉` steps, and its reversal, the
-/// reduce-scatter, as many. An allreduce is either both halves in turn (`2T` steps) or the
-/// overlapped placement ([`overlap`]), whose all-gather transfers alone, `pieces` times as many
-/// chunks at the same capacities (grain 1), take at least `T`. Counted over the whole machine
-/// too: each half moves every one of the `k · p` chunks (of every piece) over `p - 1` tree
-/// edges, and all directions together carry at most `Σ_v c_v` per step (a direction and its
-/// reverse carry as many), so there are at least `h · (p - 1) · k · p / Σ_v c_v` steps for
-/// `h` halves. Every one of these steps sends at
-/// least one chunk over a link, so it is charged at least one link latency and at least the
-/// smallest chunk's bytes over the fastest link's bandwidth (with up to 8 pieces for an
-/// allreduce). The floor is the least, over every shape [`search`] may try, of the machine's
-/// bound in that many steps with that much carried ([`Floor::in_steps_carrying`]).
+/// reduce-scatter, as many (`v` sends each chunk once, over the same directions reversed). An
+/// allreduce is either both halves in turn, searched as an all-gather is (every grain and
+/// chunk count, one piece): `2T` steps; or the overlapped placement ([`overlap`]), whose
+/// all-gather transfers alone, `pieces` times as many chunks at the same capacities (grain 1),
+/// take at least `T`. Counted over the whole machine too: each half moves every one of the
+/// `k · p` chunks (of every piece) over `p - 1` tree edges, and all directions together carry
+/// at most `Σ_v c_v` per step (a direction and its reverse carry as many), so there are at
+/// least `h · (p - 1) · k · p / Σ_v c_v` steps for `h` halves. Every one of these steps sends
+/// at least one chunk over a link, so it is charged at least one link latency and at least the
+/// smallest chunk's bytes over the fastest link's bandwidth (with up to 8 pieces for the
+/// overlapped allreduce). The floor is the least, over every way and shape [`search`] may try,
+/// of the machine's bound in that many steps with that much carried
+/// ([`Floor::in_steps_carrying`]).
 fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
     let usable = super::halves(spec.collective).is_some()
         && super::check_planned("matching", machine).is_ok()
@@ -228,36 +258,43 @@ fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
         return base.seconds();
     };
     let p = links.nodes.len();
+    let halves = super::halves(spec.collective).map_or(1, |(rs, ag)| u64::from(rs) + u64::from(ag));
+    // (shapes, pieces, halves a node's steps add up over) of each way the phase may be built.
+    let ways = if spec.collective == Collective::AllReduce {
+        let most_pieces = PIECES.into_iter().max().unwrap_or(1);
+        vec![
+            (shapes(p, spec.elements, spec.collective), most_pieces, 1),
+            (shapes(p, spec.elements, Collective::AllGather), 1, 2),
+        ]
+    } else {
+        vec![(shapes(p, spec.elements, spec.collective), 1, 1)]
+    };
     let fastest = super::floor::fastest_link(machine);
     let size = spec.dtype.size_bytes() as f64;
-    let most_pieces = if spec.collective == Collective::AllReduce {
-        PIECES.into_iter().max().unwrap_or(1)
-    } else {
-        1
-    };
-    let halves = super::halves(spec.collective).map_or(1, |(rs, ag)| u64::from(rs) + u64::from(ag));
     let mut least = f64::INFINITY;
-    for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
-        let lacking = p.saturating_sub(1) as u64 * per_node as u64;
-        let chunks = (per_node * p * most_pieces) as u64;
-        let chunk = super::floor::least_chunk(spec.elements, chunks) as f64 * size;
-        for tier in links.tiers() {
-            for &grain in &grains {
-                let (dirs, _) = links.at(tier, grain);
-                let mut inbound = vec![0u64; p];
-                for d in &dirs {
-                    inbound[d.to] += u64::from(d.capacity);
+    for (shapes, pieces, in_turn) in ways {
+        for (per_node, grains) in shapes {
+            let lacking = p.saturating_sub(1) as u64 * per_node as u64;
+            let chunks = (per_node * p * pieces) as u64;
+            let chunk = super::floor::least_chunk(spec.elements, chunks) as f64 * size;
+            for tier in links.tiers() {
+                for &grain in &grains {
+                    let (dirs, _) = links.at(tier, grain);
+                    let mut inbound = vec![0u64; p];
+                    for d in &dirs {
+                        inbound[d.to] += u64::from(d.capacity);
+                    }
+                    let per_node_steps = inbound
+                        .iter()
+                        .map(|&c| in_turn * lacking.div_ceil(c.max(1)))
+                        .max()
+                        .unwrap_or(0);
+                    let capacity: u64 = inbound.iter().sum();
+                    let all = (halves * lacking).saturating_mul(p as u64);
+                    let steps = per_node_steps.max(all.div_ceil(capacity.max(1)));
+                    let carried = super::floor::carrying(steps, chunk, fastest);
+                    least = least.min(base.in_steps_carrying(steps, carried));
                 }
-                let per_node_steps = inbound
-                    .iter()
-                    .map(|&c| lacking.div_ceil(c.max(1)))
-                    .max()
-                    .unwrap_or(0);
-                let capacity: u64 = inbound.iter().sum();
-                let all = (halves * lacking).saturating_mul(p as u64);
-                let steps = per_node_steps.max(all.div_ceil(capacity.max(1)));
-                let carried = super::floor::carrying(steps, chunk, fastest);
-                least = least.min(base.in_steps_carrying(steps, carried));
             }
         }
     }
@@ -538,15 +575,16 @@ impl Best {
 
 /// Tries the shapes (see the [module doc](self)) within the work budget and keeps, per chunk
 /// count, the all-gather the cost model prices lowest for the phase's vector; the cheapest
-/// comes first.
-fn search(links: &Links, spec: &PhaseSpec) -> Result<Vec<Best>, EmbedError> {
+/// comes first. Where only the cheapest counts (a half alone), a shape whose price cannot be
+/// below `beat` is not synthesised; an error where no shape was.
+fn search(links: &Links, spec: &PhaseSpec, beat: f64) -> Result<Vec<Best>, EmbedError> {
     let p = links.nodes.len();
     let mut spent = 0u64;
     let mut kept: Vec<Best> = Vec::new();
     // An allreduce overlaps the best of every chunk count; a half alone keeps only the best of
     // all, so a shape whose price cannot beat it need not be synthesised.
     let only_best = spec.collective != Collective::AllReduce;
-    let mut cheapest = f64::INFINITY;
+    let mut cheapest = beat;
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
