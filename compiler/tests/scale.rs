@@ -281,3 +281,40 @@ fn a_32768_node_hypercube_compiles_and_verifies() {
     assert_eq!(compiled.notes.len(), 1);
     assert_eq!(compiled.notes[0].method.to_string(), "rotated-hd");
 }
+
+/// `auto` lowers the methods that build one schedule before those that search: on an 8 × 8
+/// torus at 4 MiB `matching`'s floor is below `rotated-hd`'s estimate (its halves in turn may
+/// carry whole shards per step), so taken by floors alone it would be lowered first, and its
+/// estimate, above `trees`' floor, would let `trees` search its pipelines too. Lowered first,
+/// `rotated-hd` prices below `trees`' floor, and `trees` is skipped.
+#[test]
+fn auto_lowers_the_searches_after_the_methods_that_build_one_schedule() {
+    let text = "Topology(name: \"t\", machine: Torus(dims: [8, 8], link: (bandwidth_gbps: \
+                200.0, latency_us: 0.5)), phases: [Exchange(name: \"p\", collective: AllReduce, \
+                op: Sum, dtype: F32, elements: 1048576)])";
+    let loaded = topoc::load(text).unwrap();
+    let request = &loaded.phases().unwrap()[0];
+    let (_, note) = lower_phase(
+        &loaded.machine,
+        &request.at,
+        &request.spec,
+        Choice::Auto,
+        &Knobs::default(),
+    )
+    .unwrap();
+    assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
+    let verdict = |m: Method| &note.weighed.iter().find(|w| w.method == m).unwrap().verdict;
+    let Verdict::Estimate(rotated) = *verdict(Method::RotatedHd) else {
+        panic!("{}", note.reason);
+    };
+    // `matching` could still win by its floor, so it is lowered; `trees` could not, and is not.
+    assert!(
+        matches!(verdict(Method::Matching), Verdict::Estimate(_)),
+        "{}",
+        note.reason
+    );
+    let Verdict::Skipped(trees) = *verdict(Method::Trees) else {
+        panic!("trees was lowered: {}", note.reason);
+    };
+    assert!(trees >= rotated, "{}", note.reason);
+}

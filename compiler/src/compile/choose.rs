@@ -222,8 +222,9 @@ fn no_method(
 }
 
 /// `auto`: of every method that supports `spec`'s collective, keeps the one whose schedule the
-/// cost model prices lowest for the phase's own vector (of equal estimates, the first in
-/// [`Method::ALL`]). The methods are lowered in the order of their floors
+/// cost model prices lowest for the phase's own vector (of equal estimates, within a tie
+/// ([`beats`]), the first in [`Method::ALL`]). The methods that build one schedule are lowered
+/// first, then those that search ([`Method::searches`]), each in the order of their floors
 /// ([`Method::floor`]), and one whose floor shows it cannot beat the best estimate so far is
 /// not lowered at all: the pick is the one lowering every method would make, since a floor
 /// never exceeds the estimate it bounds. The note lists every method weighed
@@ -244,7 +245,14 @@ fn cheapest(
         .filter(|(_, m)| m.supports(spec.collective))
         .map(|(i, m)| (i, m, m.floor(machine, spec, knobs, &base)))
         .collect();
-    order.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
+    // Methods that build one schedule first, then those that search ([`Method::searches`]),
+    // each in the order of their floors: any order keeps the pick, and a search lowered last
+    // is the one most often skipped.
+    order.sort_by(|a, b| {
+        (a.1.searches().cmp(&b.1.searches()))
+            .then(a.2.total_cmp(&b.2))
+            .then(a.0.cmp(&b.0))
+    });
     let mut priced: Vec<(usize, Method, f64)> = Vec::new();
     let mut skipped: Vec<(usize, Method, f64)> = Vec::new();
     let mut failed: Vec<(usize, Method, EmbedError)> = Vec::new();

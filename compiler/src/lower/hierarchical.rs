@@ -173,6 +173,9 @@ impl Lowering for Hierarchical {
     fn sized(&self) -> bool {
         true
     }
+    fn searches(&self) -> bool {
+        true
+    }
 }
 
 /// The estimate of `scheduled`, a pipeline of `shape` with equal pieces, and the least its

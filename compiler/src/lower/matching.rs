@@ -152,7 +152,7 @@ impl Lowering for Matching {
         super::check_planned(job.name, machine)?;
         check_size(machine)?;
         let links = Links::of(machine)?;
-        let shapes = search(&links, spec, f64::INFINITY)?;
+        let shapes = search(&links, spec, &Scope::ALL)?;
         let mut choice: Option<(usize, f64, Vec<Placed>, &Best)> = None;
         if spec.collective == Collective::AllReduce {
             let mut budget = SEARCH_RECEPTIONS / 2;
@@ -168,8 +168,8 @@ impl Lowering for Matching {
             }
         }
         // The halves in turn: the allreduce's own shapes, or the all-gather searched as for an
-        // all-gather phase (every grain and chunk count), where one of its halves prices below
-        // half the cheapest allreduce so far.
+        // all-gather phase (every other grain and chunk count), where one of its halves prices
+        // below half the cheapest allreduce so far.
         let gathered;
         let mut best = &shapes[0];
         if spec.collective == Collective::AllReduce {
@@ -180,7 +180,13 @@ impl Lowering for Matching {
                 collective: Collective::AllGather,
                 ..spec.clone()
             };
-            gathered = search(&links, &gather, beat / 2.0).ok();
+            // One chunk per step was searched for the overlap, up to its chunk count.
+            let scope = Scope {
+                beat: beat / 2.0,
+                covered: &|k: usize, grain: u32| grain == 1 && k <= ALLREDUCE_CHUNKS_PER_NODE,
+                until_plateau: true,
+            };
+            gathered = search(&links, &gather, &scope).ok();
             if let Some(half) = gathered.as_ref().and_then(|g| g.first()) {
                 if half.seconds < best.seconds {
                     best = half;
@@ -226,6 +232,9 @@ impl Lowering for Matching {
         Ok(lowered)
     }
     fn sized(&self) -> bool {
+        true
+    }
+    fn searches(&self) -> bool {
         true
     }
 }
@@ -573,24 +582,58 @@ impl Best {
     }
 }
 
+/// How [`search`] may cut its work short.
+struct Scope<'a> {
+    /// Where only the cheapest counts (a half alone), a shape whose price cannot be below this
+    /// is not synthesised.
+    beat: f64,
+    /// Shapes (chunks per node, grain) searched already elsewhere, not synthesised again.
+    covered: &'a dyn Fn(usize, u32) -> bool,
+    /// Whether to stop once two chunk counts in a row lower the cheapest price synthesised by
+    /// less than [`PLATEAU_GAIN`] (a chunk count whose every shape is skipped lowers nothing):
+    /// finer chunks shorten an all-gather's fill and drain less and less and cost more steps,
+    /// so past a plateau the price rises.
+    until_plateau: bool,
+}
+
+impl Scope<'_> {
+    /// Every shape, within the work budget only.
+    const ALL: Scope<'static> = Scope {
+        beat: f64::INFINITY,
+        covered: &|_, _| false,
+        until_plateau: false,
+    };
+}
+
+/// The least relative gain in price for which [`Scope::until_plateau`] tries more chunks per
+/// node.
+const PLATEAU_GAIN: f64 = 0.005;
+
 /// Tries the shapes (see the [module doc](self)) within the work budget and keeps, per chunk
 /// count, the all-gather the cost model prices lowest for the phase's vector; the cheapest
-/// comes first. Where only the cheapest counts (a half alone), a shape whose price cannot be
-/// below `beat` is not synthesised; an error where no shape was.
-fn search(links: &Links, spec: &PhaseSpec, beat: f64) -> Result<Vec<Best>, EmbedError> {
+/// comes first, within `scope`. An error where no shape was synthesised.
+fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Vec<Best>, EmbedError> {
     let p = links.nodes.len();
     let mut spent = 0u64;
     let mut kept: Vec<Best> = Vec::new();
     // An allreduce overlaps the best of every chunk count; a half alone keeps only the best of
     // all, so a shape whose price cannot beat it need not be synthesised.
     let only_best = spec.collective != Collective::AllReduce;
-    let mut cheapest = beat;
+    let mut cheapest = scope.beat;
+    // The cheapest price synthesised, whether or not it beats `scope.beat`, and the chunk
+    // counts in a row that lowered it by less than `PLATEAU_GAIN`.
+    let (mut own, mut flat) = (f64::INFINITY, 0);
+    let covered = scope.covered;
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
+        if scope.until_plateau && flat >= 2 {
+            break;
+        }
+        let before = own;
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
         for tier in links.tiers() {
-            for &grain in &grains {
+            for &grain in grains.iter().filter(|&&g| !covered(per_node, g)) {
                 let (dirs, index) = links.at(tier, grain);
                 for (pick, seed) in [
                     (Pick::Rarest, SEEDS[0]),
@@ -621,6 +664,7 @@ fn search(links: &Links, spec: &PhaseSpec, beat: f64) -> Result<Vec<Best>, Embed
                     };
                     let seconds = price(links, &index, &gather, spec, chunks);
                     cheapest = cheapest.min(seconds);
+                    own = own.min(seconds);
                     if best.as_ref().is_none_or(|b| seconds < b.seconds) {
                         best = Some(Best {
                             gather,
@@ -637,6 +681,11 @@ fn search(links: &Links, spec: &PhaseSpec, beat: f64) -> Result<Vec<Best>, Embed
             }
         }
         kept.extend(best);
+        flat = if own < before * (1.0 - PLATEAU_GAIN) {
+            0
+        } else {
+            flat + 1
+        };
     }
     if kept.is_empty() {
         return Err(EmbedError::NotApplicable(

@@ -10,8 +10,9 @@
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` keeps, of every method in the registry
 //! that applies and supports the collective, the schedule the cost model prices lowest for the
-//! phase's vector (of equal estimates, the one earlier in [`Method::ALL`]); it lowers them in
-//! the order of their [`floor`]s and skips those whose floor shows they cannot win.
+//! phase's vector (of equal estimates, the one earlier in [`Method::ALL`]); it lowers first
+//! the methods that build one schedule, then those that search ([`Lowering::searches`]), each
+//! in the order of their [`floor`]s, and skips those whose floor shows they cannot win.
 //! [`dag`] schedules lowerings that are described as a graph of dependent transfers. Every
 //! method lowers the mean op as a sum; [`mean`] adds the divisions afterwards, the same way for
 //! all of them.
@@ -230,6 +231,13 @@ pub trait Lowering: Sync {
     /// Whether the schedule depends on the vector's length beyond its chunk sizes, so that
     /// `topoc simulate` lowers it again for every size instead of re-chunking one schedule.
     fn sized(&self) -> bool {
+        false
+    }
+    /// Whether lowering searches many candidate schedules, each built and priced (pipeline
+    /// depths, synthesis shapes, group shapes): `auto` lowers such methods after those that
+    /// build one schedule from the machine's structure, whose estimates then let the floors
+    /// skip the searches that cannot win.
+    fn searches(&self) -> bool {
         false
     }
     /// The variants the method takes (`cube-planes`: 300 and 400); none by default.
@@ -519,6 +527,11 @@ impl Method {
     /// See [`Lowering::declines`].
     pub fn declines(self) -> bool {
         self.lowering().declines()
+    }
+
+    /// See [`Lowering::searches`].
+    pub fn searches(self) -> bool {
+        self.lowering().searches()
     }
 
     /// See [`Lowering::lower_unless`]; what [`Method::lower`] does when it lowers.

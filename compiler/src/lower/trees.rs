@@ -134,6 +134,9 @@ impl Lowering for Trees {
     fn sized(&self) -> bool {
         true
     }
+    fn searches(&self) -> bool {
+        true
+    }
 }
 
 /// [`Trees`]' lowering: the packings, then each one's pipeline depth, then the ranking rates on

@@ -66,7 +66,7 @@ fn skipping_shapes_keeps_the_pick() {
         for collective in [Collective::AllGather, Collective::ReduceScatter] {
             for elements in [1 << 10, 1 << 18, 1 << 26] {
                 let spec = spec(collective, DType::F32, elements);
-                let kept = search(&links, &spec, f64::INFINITY).unwrap();
+                let kept = search(&links, &spec, &Scope::ALL).unwrap();
                 let every = search_every(&links, &spec);
                 let (a, b) = (&kept[0], &every);
                 assert_eq!(
@@ -138,7 +138,7 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
         let link_count = links.dirs.iter().map(|d| d.link.index() + 1).max().unwrap();
         for elements in [1 << 10, 1 << 18, 1 << 26] {
             let spec = spec(Collective::AllReduce, DType::F32, elements);
-            let shapes = search(&links, &spec, f64::INFINITY).unwrap();
+            let shapes = search(&links, &spec, &Scope::ALL).unwrap();
             for shape in &shapes {
                 let k = shape.per_node;
                 let list = overlap::receptions(&shape.gather, |d| {
