@@ -282,13 +282,13 @@ fn a_32768_node_hypercube_compiles_and_verifies() {
     assert_eq!(compiled.notes[0].method.to_string(), "rotated-hd");
 }
 
-/// `auto` lowers the methods that build one schedule before those that search: on an 8 × 8
-/// torus at 4 MiB `matching`'s floor is below `rotated-hd`'s estimate (its halves in turn may
-/// carry whole shards per step), so taken by floors alone it would be lowered first, and its
-/// estimate, above `trees`' floor, would let `trees` search its pipelines too. Lowered first,
-/// `rotated-hd` prices below `trees`' floor, and `trees` is skipped.
+/// `auto` orders a searching method as if its floor were higher: on an 8 × 8 torus at 4 MiB
+/// `matching`'s and `trees`' floors are below `rotated-hd`'s estimate, so taken by floors alone
+/// they would be lowered first, and `matching`'s estimate, above `trees`' floor, would let
+/// `trees` search its pipelines too. Lowered first, `rotated-hd` prices below `trees`' floor,
+/// and `trees` is skipped.
 #[test]
-fn auto_lowers_the_searches_after_the_methods_that_build_one_schedule() {
+fn auto_orders_the_searches_as_if_their_floors_were_higher() {
     let text = "Topology(name: \"t\", machine: Torus(dims: [8, 8], link: (bandwidth_gbps: \
                 200.0, latency_us: 0.5)), phases: [Exchange(name: \"p\", collective: AllReduce, \
                 op: Sum, dtype: F32, elements: 1048576)])";

@@ -10,9 +10,9 @@
 //! Every ring is run in both directions when that is faster ([`ring::orient`]), so each
 //! method uses every link direction it embeds. `auto` keeps, of every method in the registry
 //! that applies and supports the collective, the schedule the cost model prices lowest for the
-//! phase's vector (of equal estimates, the one earlier in [`Method::ALL`]); it lowers first
-//! the methods that build one schedule, then those that search ([`Lowering::searches`]), each
-//! in the order of their [`floor`]s, and skips those whose floor shows they cannot win.
+//! phase's vector (of equal estimates, the one earlier in [`Method::ALL`]); it lowers them in
+//! the order of their [`floor`]s (those of the methods that search, [`Lowering::searches`],
+//! counted higher) and skips those whose floor shows they cannot win.
 //! [`dag`] schedules lowerings that are described as a graph of dependent transfers. Every
 //! method lowers the mean op as a sum; [`mean`] adds the divisions afterwards, the same way for
 //! all of them.
@@ -234,9 +234,9 @@ pub trait Lowering: Sync {
         false
     }
     /// Whether lowering searches many candidate schedules, each built and priced (pipeline
-    /// depths, synthesis shapes, group shapes): `auto` lowers such methods after those that
-    /// build one schedule from the machine's structure, whose estimates then let the floors
-    /// skip the searches that cannot win.
+    /// depths, synthesis shapes, group shapes): its estimate lies further above its floor than
+    /// that of a method built from the machine's structure, so `auto` orders it as if its floor
+    /// were higher, and the quick methods' estimates skip the searches that cannot win.
     fn searches(&self) -> bool {
         false
     }
