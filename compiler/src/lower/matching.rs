@@ -43,7 +43,7 @@ pub mod synth;
 
 use super::floor::Floor;
 use super::plan::{self, Move, Packing, Plan};
-use super::{vector_chunks, Job, Lowered, Lowering, PhaseSpec};
+use super::{vector_chunks, Job, Lowered, Lowering, PhaseSpec, Unless};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::Machine;
@@ -147,89 +147,16 @@ impl Lowering for Matching {
         floor(job.machine, job.spec, base)
     }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
-        let (machine, spec) = (job.machine, job.spec);
-        super::halves_only("matching", spec.collective)?;
-        super::check_planned(job.name, machine)?;
-        check_size(machine)?;
-        let links = Links::of(machine)?;
-        let shapes = search(&links, spec, &Scope::ALL)?;
-        let mut choice: Option<(usize, f64, Vec<Placed>, &Best)> = None;
-        if spec.collective == Collective::AllReduce {
-            let mut budget = SEARCH_RECEPTIONS / 2;
-            for shape in &shapes {
-                let beat = choice.as_ref().map_or(f64::INFINITY, |c| c.1);
-                if let Some((pieces, seconds, placed)) =
-                    overlapped(&links, spec, shape, beat, &mut budget)
-                {
-                    if choice.as_ref().is_none_or(|(_, s, _, _)| seconds < *s) {
-                        choice = Some((pieces, seconds, placed, shape));
-                    }
-                }
-            }
+        match lower_unless(job, &|_| false)? {
+            Unless::Lowered(lowered) => Ok(*lowered),
+            // Nothing is ruled out where nothing is out; kept for the type's sake.
+            Unless::Outpriced(_) => Err(EmbedError::NotApplicable(
+                "`matching` found no schedule within its step limit".into(),
+            )),
         }
-        // The halves in turn: the allreduce's own shapes, or the all-gather searched as for an
-        // all-gather phase (every other grain and chunk count), where one of its halves prices
-        // below half the cheapest allreduce so far.
-        let gathered;
-        let mut best = &shapes[0];
-        if spec.collective == Collective::AllReduce {
-            let beat = choice
-                .as_ref()
-                .map_or(2.0 * best.seconds, |c| c.1.min(2.0 * best.seconds));
-            let gather = PhaseSpec {
-                collective: Collective::AllGather,
-                ..spec.clone()
-            };
-            // One chunk per step was searched for the overlap, up to its chunk count.
-            let scope = Scope {
-                beat: beat / 2.0,
-                covered: &|k: usize, grain: u32| grain == 1 && k <= ALLREDUCE_CHUNKS_PER_NODE,
-                until_plateau: true,
-            };
-            gathered = search(&links, &gather, &scope).ok();
-            if let Some(half) = gathered.as_ref().and_then(|g| g.first()) {
-                if half.seconds < best.seconds {
-                    best = half;
-                }
-            }
-        }
-        let (phase, detail) = match choice {
-            Some((pieces, seconds, placed, shape)) if seconds < 2.0 * best.seconds => {
-                let chunks = vector_chunks(
-                    spec.elements,
-                    shape.per_node * links.nodes.len() * pieces,
-                    |c| {
-                        links
-                            .nodes
-                            .get((c % (shape.per_node * links.nodes.len())) / shape.per_node)
-                            .copied()
-                    },
-                );
-                let plan = Plan::data(
-                    chunks,
-                    overlap::placed_steps(&links.nodes, &placed),
-                    Packing::AsGiven,
-                );
-                (
-                    plan::assemble(spec, job.name, machine, plan),
-                    format!(
-                        "{}, halves overlapped in {pieces} piece(s)",
-                        shape.describe(&links)
-                    ),
-                )
-            }
-            _ => (
-                assemble(machine, &links, spec, job.name, best),
-                if spec.collective == Collective::AllReduce {
-                    format!("{}, halves in turn", best.describe(&links))
-                } else {
-                    best.describe(&links)
-                },
-            ),
-        };
-        let mut lowered = Lowered::phase(phase);
-        lowered.detail = Some(detail);
-        Ok(lowered)
+    }
+    fn lower_unless(&self, job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, EmbedError> {
+        lower_unless(job, out)
     }
     fn sized(&self) -> bool {
         true
@@ -237,6 +164,119 @@ impl Lowering for Matching {
     fn searches(&self) -> bool {
         true
     }
+}
+
+/// [`Matching`]'s lowering, unless `out` rules out what it would keep. For an all-gather or a
+/// reduce-scatter the shapes whose least estimate ([`Rounding`]) `out` rules out are not
+/// synthesised; where the cheapest of the others is ruled out too (or there are none), so is
+/// the cheapest of all, and the least of their estimates is returned instead. An allreduce is
+/// always lowered: its shapes are all synthesised for its overlap, and its halves in turn are
+/// searched to a plateau, which reads every price.
+fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, EmbedError> {
+    let (machine, spec) = (job.machine, job.spec);
+    super::halves_only("matching", spec.collective)?;
+    super::check_planned(job.name, machine)?;
+    check_size(machine)?;
+    let links = Links::of(machine)?;
+    let allreduce = spec.collective == Collective::AllReduce;
+    let never: &dyn Fn(f64) -> bool = &|_| false;
+    let found = search(
+        &links,
+        spec,
+        &Scope {
+            out: if allreduce { never } else { out },
+            ..Scope::ALL
+        },
+    )?;
+    let shapes = found.kept;
+    let Some(first) = shapes.first() else {
+        return Ok(Unless::Outpriced(found.outpriced));
+    };
+    if found.outpriced.is_finite() {
+        let least = Rounding::of(links.nodes.len(), spec).least_estimate(first.seconds);
+        if out(least) {
+            return Ok(Unless::Outpriced(least.min(found.outpriced)));
+        }
+    }
+    let mut choice: Option<(usize, f64, Vec<Placed>, &Best)> = None;
+    if allreduce {
+        let mut budget = SEARCH_RECEPTIONS / 2;
+        for shape in &shapes {
+            let beat = choice.as_ref().map_or(f64::INFINITY, |c| c.1);
+            if let Some((pieces, seconds, placed)) =
+                overlapped(&links, spec, shape, beat, &mut budget)
+            {
+                if choice.as_ref().is_none_or(|(_, s, _, _)| seconds < *s) {
+                    choice = Some((pieces, seconds, placed, shape));
+                }
+            }
+        }
+    }
+    // The halves in turn: the allreduce's own shapes, or the all-gather searched as for an
+    // all-gather phase (every other grain and chunk count), where one of its halves prices
+    // below half the cheapest allreduce so far.
+    let gathered;
+    let mut best = first;
+    if allreduce {
+        let beat = choice
+            .as_ref()
+            .map_or(2.0 * best.seconds, |c| c.1.min(2.0 * best.seconds));
+        let gather = PhaseSpec {
+            collective: Collective::AllGather,
+            ..spec.clone()
+        };
+        // One chunk per step was searched for the overlap, up to its chunk count.
+        // Nothing left out: the plateau reads every price.
+        let scope = Scope {
+            beat: beat / 2.0,
+            covered: &|k: usize, grain: u32| grain == 1 && k <= ALLREDUCE_CHUNKS_PER_NODE,
+            until_plateau: true,
+            out: never,
+        };
+        gathered = search(&links, &gather, &scope).ok();
+        if let Some(half) = gathered.as_ref().and_then(|g| g.kept.first()) {
+            if half.seconds < best.seconds {
+                best = half;
+            }
+        }
+    }
+    let (phase, detail) = match choice {
+        Some((pieces, seconds, placed, shape)) if seconds < 2.0 * best.seconds => {
+            let chunks = vector_chunks(
+                spec.elements,
+                shape.per_node * links.nodes.len() * pieces,
+                |c| {
+                    links
+                        .nodes
+                        .get((c % (shape.per_node * links.nodes.len())) / shape.per_node)
+                        .copied()
+                },
+            );
+            let plan = Plan::data(
+                chunks,
+                overlap::placed_steps(&links.nodes, &placed),
+                Packing::AsGiven,
+            );
+            (
+                plan::assemble(spec, job.name, machine, plan),
+                format!(
+                    "{}, halves overlapped in {pieces} piece(s)",
+                    shape.describe(&links)
+                ),
+            )
+        }
+        _ => (
+            assemble(machine, &links, spec, job.name, best),
+            if allreduce {
+                format!("{}, halves in turn", best.describe(&links))
+            } else {
+                best.describe(&links)
+            },
+        ),
+    };
+    let mut lowered = Lowered::phase(phase);
+    lowered.detail = Some(detail);
+    Ok(Unless::Lowered(Box::new(lowered)))
 }
 
 /// A lower bound on the estimate of the schedule [`Matching`] lowers, from the shapes its
@@ -594,6 +634,10 @@ struct Scope<'a> {
     /// finer chunks shorten an all-gather's fill and drain less and less and cost more steps,
     /// so past a plateau the price rises.
     until_plateau: bool,
+    /// The caller's test: an estimate it rules out. Where only the cheapest counts and no
+    /// plateau is read, a shape whose least estimate ([`Rounding`]) it rules out is not
+    /// synthesised.
+    out: &'a dyn Fn(f64) -> bool,
 }
 
 impl Scope<'_> {
@@ -602,6 +646,7 @@ impl Scope<'_> {
         beat: f64::INFINITY,
         covered: &|_, _| false,
         until_plateau: false,
+        out: &|_| false,
     };
 }
 
@@ -609,10 +654,57 @@ impl Scope<'_> {
 /// node.
 const PLATEAU_GAIN: f64 = 0.005;
 
+/// How far below `matching`'s own price the cost model's estimate of a schedule may lie.
+///
+/// `matching` prices every chunk at the largest chunk's bytes, `⌈n / c⌉` elements for `n`
+/// elements in `c` chunks; the cost model reads each chunk's own, at least `⌊n / c⌋`
+/// ([`super::floor::least_chunk`]). A step is priced its latency plus its most loaded
+/// direction's bytes over its bandwidth, so a schedule's estimate is at least its price times
+/// the least ratio `⌊n / c⌋ / ⌈n / c⌉` over every chunk count `c` it may be cut into (and
+/// the divisions of a mean only add to it). Where a shape ruled out by its least price times
+/// that ratio would have been the cheapest, whatever `matching` keeps instead is priced at
+/// least as high, so its estimate is ruled out too.
+#[derive(Clone, Copy)]
+struct Rounding(f64);
+
+impl Rounding {
+    /// The least ratio over every chunk count of the shapes [`search`] tries for `spec` on `p`
+    /// compute nodes.
+    fn of(p: usize, spec: &PhaseSpec) -> Rounding {
+        let n = spec.elements;
+        let counts = shapes(p, n, spec.collective)
+            .into_iter()
+            .map(|(k, _)| (k * p) as u64);
+        Rounding(counts.fold(1.0, |least, c| {
+            let most = n.div_ceil(c.max(1)).max(1);
+            least.min(super::floor::least_chunk(n, c) as f64 / most as f64)
+        }))
+    }
+
+    /// A lower bound on the estimate of a schedule whose price is at least `price`, lowered
+    /// by a relative `10⁻⁹` against rounding.
+    fn least_estimate(self, price: f64) -> f64 {
+        price * self.0 * (1.0 - 1e-9)
+    }
+}
+
+/// What [`search`] found.
+struct Searched {
+    /// Per chunk count, the cheapest all-gather; the cheapest first.
+    kept: Vec<Best>,
+    /// The least estimate ([`Rounding`]) of the shapes [`Scope::out`] ruled out; infinite
+    /// where none.
+    outpriced: f64,
+}
+
 /// Tries the shapes (see the [module doc](self)) within the work budget and keeps, per chunk
 /// count, the all-gather the cost model prices lowest for the phase's vector; the cheapest
-/// comes first, within `scope`. An error where no shape was synthesised.
-fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Vec<Best>, EmbedError> {
+/// comes first, within `scope`. An error where no shape was synthesised nor ruled out.
+///
+/// A shape ruled out by [`Scope::out`] leaves the others as they were: a shape it does not
+/// rule out has a least price below every price it rules out, so below the price of any shape
+/// it kept from being synthesised, and is synthesised with or without those.
+fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched, EmbedError> {
     let p = links.nodes.len();
     let mut spent = 0u64;
     let mut kept: Vec<Best> = Vec::new();
@@ -624,6 +716,10 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Vec<Best
     // counts in a row that lowered it by less than `PLATEAU_GAIN`.
     let (mut own, mut flat) = (f64::INFINITY, 0);
     let covered = scope.covered;
+    // Ruling out reads no price, so not where the plateau does.
+    let rules_out = only_best && !scope.until_plateau;
+    let rounding = Rounding::of(p, spec);
+    let mut outpriced = f64::INFINITY;
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
         if scope.until_plateau && flat >= 2 {
             break;
@@ -647,8 +743,16 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Vec<Best
                     // Spent even when skipped, so that the shapes tried are those tried
                     // without skipping and the pick stays the same.
                     spent = spent.saturating_add(receptions);
-                    if only_best && least_price(links, &dirs, &index, spec, per_node) >= cheapest {
-                        continue;
+                    if only_best {
+                        let least = least_price(links, &dirs, &index, spec, per_node);
+                        if least >= cheapest {
+                            continue;
+                        }
+                        let least = rounding.least_estimate(least);
+                        if rules_out && (scope.out)(least) {
+                            outpriced = outpriced.min(least);
+                            continue;
+                        }
                     }
                     let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
                     let Some(gather) = synth::gather(
@@ -687,13 +791,13 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Vec<Best
             flat + 1
         };
     }
-    if kept.is_empty() {
+    if kept.is_empty() && outpriced.is_infinite() {
         return Err(EmbedError::NotApplicable(
             "`matching` found no schedule within its step limit".into(),
         ));
     }
     kept.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
-    Ok(kept)
+    Ok(Searched { kept, outpriced })
 }
 
 /// A lower bound on [`price`] of any all-gather synthesised over `dirs` (with their indices

@@ -66,7 +66,7 @@ fn skipping_shapes_keeps_the_pick() {
         for collective in [Collective::AllGather, Collective::ReduceScatter] {
             for elements in [1 << 10, 1 << 18, 1 << 26] {
                 let spec = spec(collective, DType::F32, elements);
-                let kept = search(&links, &spec, &Scope::ALL).unwrap();
+                let kept = search(&links, &spec, &Scope::ALL).unwrap().kept;
                 let every = search_every(&links, &spec);
                 let (a, b) = (&kept[0], &every);
                 assert_eq!(
@@ -138,7 +138,7 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
         let link_count = links.dirs.iter().map(|d| d.link.index() + 1).max().unwrap();
         for elements in [1 << 10, 1 << 18, 1 << 26] {
             let spec = spec(Collective::AllReduce, DType::F32, elements);
-            let shapes = search(&links, &spec, &Scope::ALL).unwrap();
+            let shapes = search(&links, &spec, &Scope::ALL).unwrap().kept;
             for shape in &shapes {
                 let k = shape.per_node;
                 let list = overlap::receptions(&shape.gather, |d| {
@@ -171,4 +171,53 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
             }
         }
     }
+}
+
+/// What `auto` sees of `matching` when it already holds a schedule priced `best`: the schedule
+/// lowering gives, to the byte, or, only where that schedule's estimate is ruled out, a price
+/// that `best` rules out and that is no more than the estimate. For every collective `matching`
+/// lowers, thresholds on both sides of its estimate and on it.
+#[test]
+fn ruling_out_keeps_every_schedule_that_could_win() {
+    use crate::lower::{Knobs, Method, Unless};
+    let mut declined = 0;
+    for m in machines() {
+        let ir = m.to_ir();
+        for collective in [
+            Collective::AllGather,
+            Collective::ReduceScatter,
+            Collective::AllReduce,
+        ] {
+            for elements in [1 << 10, 1 << 18, 1 << 24] {
+                let spec = spec(collective, DType::F32, elements);
+                let knobs = Knobs::default();
+                let lowered = Method::Matching.lower(&m, &spec, &knobs).unwrap();
+                let estimate = schedule_ir::cost::estimate(&ir, &lowered.phase).seconds;
+                for factor in [0.5, 0.9, 0.999, 1.0, 1.001, 1.1, 2.0] {
+                    let best = estimate * factor;
+                    let out = |x: f64| x >= best;
+                    let what = format!(
+                        "{} {collective} at {elements}, best {factor} × estimate",
+                        m.name
+                    );
+                    match Method::Matching
+                        .lower_unless(&m, &spec, &knobs, &out)
+                        .unwrap()
+                    {
+                        Unless::Lowered(again) => assert_eq!(again.phase, lowered.phase, "{what}"),
+                        Unless::Outpriced(least) => {
+                            declined += 1;
+                            assert!(out(estimate), "{what}: declined a schedule that wins");
+                            assert!(
+                                out(least) && least <= estimate,
+                                "{what}: {least} > {estimate}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Somewhere every shape was ruled out.
+    assert!(declined > 0);
 }
