@@ -18,6 +18,17 @@ fn matching() -> Options {
     }
 }
 
+/// `matching`'s row of `simulate` for `phase` of `topology` at `bytes`.
+fn matching_row(topology: &topoc::Loaded, bytes: u64, phase: &str) -> topoc::simulate::Row {
+    let table =
+        topoc::simulate::simulate_topology(topology, &[bytes], Some(phase), &matching()).unwrap();
+    table
+        .rows
+        .into_iter()
+        .find(|r| r.algorithm == "matching")
+        .unwrap()
+}
+
 /// `machine` with an allreduce, a reduce-scatter and an allgather of `elements` elements.
 fn topology(machine: &str, elements: u64) -> String {
     let phases: String = ["AllReduce", "ReduceScatter", "AllGather"]
@@ -159,18 +170,7 @@ fn two_compiles_are_byte_identical() {
 fn mesh8x8_allreduce_at_256_mib_is_above_its_floor() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/mesh8x8.ron");
     let source = std::fs::read_to_string(path).unwrap();
-    let table = topoc::simulate::simulate_topology(
-        &topoc::load(&source).unwrap(),
-        &[256 << 20],
-        Some("grads"),
-        &matching(),
-    )
-    .unwrap();
-    let row = table
-        .rows
-        .iter()
-        .find(|r| r.algorithm == "matching")
-        .unwrap();
+    let row = matching_row(&topoc::load(&source).unwrap(), 256 << 20, "grads");
     assert!(row.efficiency > 0.75, "{}", row.efficiency);
 }
 
@@ -186,18 +186,7 @@ fn mesh8x8_allgather_at_256_mib_beats_every_schedule_of_one_chunk_per_step() {
     let source = "Topology(name: \"mesh\", machine: Mesh(dims: [8, 8], link: (bandwidth_gbps: \
                   400.0, latency_us: 0.5)), phases: [Exchange(name: \"gather\", collective: \
                   AllGather, dtype: F32, elements: 67108864)])";
-    let table = topoc::simulate::simulate_topology(
-        &topoc::load(source).unwrap(),
-        &[256 << 20],
-        Some("gather"),
-        &matching(),
-    )
-    .unwrap();
-    let row = table
-        .rows
-        .iter()
-        .find(|r| r.algorithm == "matching")
-        .unwrap();
+    let row = matching_row(&topoc::load(source).unwrap(), 256 << 20, "gather");
     assert!(row.efficiency > 0.995, "{}", row.efficiency);
 }
 
@@ -303,17 +292,7 @@ fn an_allreduce_never_prices_above_its_halves_searched_as_an_all_gather() {
     );
     let topology = topoc::load(&source).unwrap();
     for bytes in [64 << 10, 256 << 10, 4 << 20] {
-        let time = |phase: &str| {
-            let table =
-                topoc::simulate::simulate_topology(&topology, &[bytes], Some(phase), &matching())
-                    .unwrap();
-            let row = table
-                .rows
-                .iter()
-                .find(|r| r.algorithm == "matching")
-                .unwrap();
-            row.estimate.seconds
-        };
+        let time = |phase: &str| matching_row(&topology, bytes, phase).estimate.seconds;
         let (allreduce, gather) = (time("ar"), time("ag"));
         assert!(
             allreduce <= 2.0 * gather * (1.0 + 1e-9),

@@ -13,7 +13,7 @@
 mod gen;
 
 use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
-use topoc::compile::{beats, lower_phase, Verdict};
+use topoc::compile::{beats, lower_phase, PhaseNote, Verdict};
 use topoc::lower::floor::Floor;
 use topoc::lower::{Choice, Knobs, Method, Unless};
 
@@ -117,13 +117,8 @@ fn floors_bound_estimates_and_pruning_keeps_the_pick_on_random_machines() {
         .unwrap();
 }
 
-/// On an 8×8 torus `ring` needs `2·63` steps of at least one link latency each, `rotated-hd`
-/// 28 at the bandwidth bound: `auto` never lowers the ring, and says so.
-#[test]
-fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
-    let text = "Topology(name: \"t\", machine: Torus(dims: [8, 8], link: (bandwidth_gbps: \
-                100.0, latency_us: 1.0)), phases: [Exchange(name: \"p\", collective: AllReduce, \
-                op: Sum, dtype: F32, elements: 1048576)])";
+/// What `auto` says of the first phase of the topology `text`.
+fn auto_note(text: &str) -> PhaseNote {
     let loaded = topoc::load(text).unwrap();
     let request = &loaded.phases().unwrap()[0];
     let (_, note) = lower_phase(
@@ -134,6 +129,23 @@ fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
         &Knobs::default(),
     )
     .unwrap();
+    note
+}
+
+/// What `auto` says of a 4 MiB allreduce on an 8 × 8 torus of links of `gbps` and `latency_us`.
+fn torus_8x8_allreduce(gbps: f64, latency_us: f64) -> PhaseNote {
+    auto_note(&format!(
+        "Topology(name: \"t\", machine: Torus(dims: [8, 8], link: (bandwidth_gbps: {gbps:?}, \
+         latency_us: {latency_us:?})), phases: [Exchange(name: \"p\", collective: AllReduce, \
+         op: Sum, dtype: F32, elements: 1048576)])"
+    ))
+}
+
+/// On an 8×8 torus `ring` needs `2·63` steps of at least one link latency each, `rotated-hd`
+/// 28 at the bandwidth bound: `auto` never lowers the ring, and says so.
+#[test]
+fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
+    let note = torus_8x8_allreduce(100.0, 1.0);
     assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
     let ring = note
         .weighed
@@ -289,19 +301,7 @@ fn a_32768_node_hypercube_compiles_and_verifies() {
 /// and `trees` is skipped.
 #[test]
 fn auto_orders_the_searches_as_if_their_floors_were_higher() {
-    let text = "Topology(name: \"t\", machine: Torus(dims: [8, 8], link: (bandwidth_gbps: \
-                200.0, latency_us: 0.5)), phases: [Exchange(name: \"p\", collective: AllReduce, \
-                op: Sum, dtype: F32, elements: 1048576)])";
-    let loaded = topoc::load(text).unwrap();
-    let request = &loaded.phases().unwrap()[0];
-    let (_, note) = lower_phase(
-        &loaded.machine,
-        &request.at,
-        &request.spec,
-        Choice::Auto,
-        &Knobs::default(),
-    )
-    .unwrap();
+    let note = torus_8x8_allreduce(200.0, 0.5);
     assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
     let verdict = |m: Method| &note.weighed.iter().find(|w| w.method == m).unwrap().verdict;
     let Verdict::Estimate(rotated) = *verdict(Method::RotatedHd) else {
