@@ -562,9 +562,20 @@ pub fn write_atomic_with(
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| fail(&e))?;
-    // An interrupt from here on removes the temporary file (the destructor would not run).
-    cleanup::pending(tmp.path());
+    // The name is recorded before the file exists, so an interrupt that finds the file finds it
+    // recorded and removes it (the destructor would not run); recorded after, a signal between
+    // the two left it behind.
+    let tmp = tempfile::Builder::new()
+        .make_in(dir, |name| {
+            cleanup::pending(name);
+            let created = private_new_file(name);
+            if created.is_err() {
+                // Not ours: a file of that name may exist, and is tried again under another.
+                cleanup::done();
+            }
+            created
+        })
+        .map_err(|e| fail(&e))?;
     let written = write_temporary(tmp, path, write);
     cleanup::done();
     written
@@ -591,6 +602,16 @@ fn buffered<W: std::io::Write>(
 
 /// The buffer between a serialiser's many small writes and the output file.
 const WRITE_BUFFER: usize = 1 << 20;
+
+/// Creates `path`, which must not exist, readable and writable by its owner only (0600) as
+/// temporary files are.
+fn private_new_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
+}
 
 /// Fills the temporary file and renames it over `path`; on error the temporary file is
 /// removed when `tmp` is dropped.
