@@ -119,6 +119,25 @@ pub fn partner_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<
         .collect()
 }
 
+/// `routes[g][i]`: a route from member `i` of group `g` to member `i + 1` (cyclically) over
+/// slow links and switches only, leaving its group's fabric: the way `hierarchical` moves part
+/// of a group's own traffic through its NICs, beside the fabric. `None` where some member has
+/// no such route (its NIC is reached only over the group's fast links, or it has none).
+pub fn offload_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<LinkId>>>> {
+    let fast = fast_links(machine);
+    let load: Load = IdVec::filled(0, machine.link_count());
+    groups
+        .members
+        .iter()
+        .map(|group| {
+            let k = group.len();
+            (0..k)
+                .map(|i| slow_route(machine, group[i], group[(i + 1) % k], Some(&fast), &load))
+                .collect::<Option<Vec<_>>>()
+        })
+        .collect()
+}
+
 /// Whether each link is fast: at least [`FAST_FRACTION`] of the fastest link at a compute node.
 fn fast_links(machine: &Machine) -> Fast {
     let fastest = machine

@@ -78,7 +78,7 @@ impl Lowering for Hierarchical {
         let (machine, spec) = (job.machine, job.spec);
         super::halves_only("hierarchical", spec.collective)?;
         let groups = groups::find(machine)?;
-        let partners = groups::partner_routes(machine, &groups);
+        let routes = Routes::of(machine, &groups);
         let ir = machine.to_ir();
         // On group links of several lanes the list scheduler may stack transfers that fewer
         // lanes would have paired with others; timetables with fewer transfers per direction
@@ -97,9 +97,15 @@ impl Lowering for Hierarchical {
         // they could price, shape, lanes), searched once every shape is priced with equal
         // pieces, cheapest first.
         let mut resizable: Vec<(f64, Shape, dag::Lanes)> = Vec::new();
-        for shape in candidates(machine, &groups, partners.is_some(), spec.elements, sharing) {
+        for shape in candidates(machine, &groups, &routes, spec.elements, sharing) {
             // A shape whose floor is not below the cheapest so far cannot win: not lowered.
-            let least = floor(machine, &groups, spec, shape, shares(shape, sharing));
+            let least = floor(
+                machine,
+                (&groups, &routes),
+                spec,
+                shape,
+                shares(shape, sharing),
+            );
             if best
                 .as_ref()
                 .is_some_and(|(s, _, _)| least * (1.0 - FLOOR_ROUNDING) >= *s)
@@ -107,7 +113,7 @@ impl Lowering for Hierarchical {
                 continue;
             }
             for lanes in lane_policies(shape, groups.size(), many_lanes, sharing) {
-                let lowered = lower_shape(machine, &groups, partners.as_ref(), spec, shape, lanes);
+                let lowered = lower_shape(machine, &groups, &routes, spec, shape, lanes);
                 // A route that crosses a direction twice needs its lanes: then only the
                 // declared lanes are tried.
                 let scheduled = match (lowered, lanes) {
@@ -129,8 +135,7 @@ impl Lowering for Hierarchical {
             if best.as_ref().is_some_and(|b| least >= b.0) {
                 break;
             }
-            let Ok(mut scheduled) =
-                lower_shape(machine, &groups, partners.as_ref(), spec, shape, lanes)
+            let Ok(mut scheduled) = lower_shape(machine, &groups, &routes, spec, shape, lanes)
             else {
                 continue;
             };
@@ -148,9 +153,17 @@ impl Lowering for Hierarchical {
         let mut lowered = Lowered::phase(scheduled.phase(spec, job.name, machine));
         lowered.rings = groups.describe(machine);
         lowered.detail = Some(format!(
-            "{} pieces, {} inside groups, {} along the rails, {} slice(s) per block",
+            "{} pieces, {} inside groups{}, {} along the rails, {} slice(s) per block",
             shape.pieces,
             shape.inside.name(),
+            match shape.offload {
+                0 => String::new(),
+                c => format!(
+                    " (the first and last pieces send {c} of {} chunks to the next member \
+                     through the NICs)",
+                    groups.count() * shape.slices
+                ),
+            },
             if shape.rail_halving {
                 "halving"
             } else {
@@ -277,7 +290,13 @@ const FLOOR_ROUNDING: f64 = 1e-9;
 /// ([`rail_floor`]); the larger of the two is a floor. Where link directions may be shared
 /// (`sharing`), a direction takes at most what shared lanes allow ([`dag::room`], more than
 /// its lanes) per step.
-fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape, sharing: bool) -> f64 {
+fn floor(
+    machine: &Machine,
+    (groups, routes): (&Groups, &Routes),
+    spec: &PhaseSpec,
+    shape: Shape,
+    sharing: bool,
+) -> f64 {
     let slowest = dag::slowest_lane(machine);
     let room = |l: schedule_ir::LinkId| {
         if sharing {
@@ -286,7 +305,14 @@ fn floor(machine: &Machine, groups: &Groups, spec: &PhaseSpec, shape: Shape, sha
             u64::from(machine.link(l).lanes.max(1))
         }
     };
-    inner_floor(machine, groups, spec, shape, &room)
+    // An offloading shape sends some of member 0's transfers through its NIC: they leave over
+    // that route's first link instead.
+    let offload = routes
+        .offload
+        .as_ref()
+        .filter(|_| shape.offload > 0)
+        .and_then(|o| o.first()?.first()?.first().copied());
+    inner_floor(machine, groups, spec, (shape, offload), &room)
         .max(rail_floor(machine, groups, spec, shape, &room))
 }
 
@@ -342,12 +368,13 @@ fn rail_floor(
 }
 
 /// [`floor`]'s part for member 0's transfers inside its group; a step carries at most `room`
-/// of them over each of its links.
+/// of them over each of its links, which are the first links of its routes inside the group
+/// and `offload`, the first link of its route through the NICs where the shape takes it.
 fn inner_floor(
     machine: &Machine,
     groups: &Groups,
     spec: &PhaseSpec,
-    shape: Shape,
+    (shape, offload): (Shape, Option<schedule_ir::LinkId>),
     room: &dyn Fn(schedule_ir::LinkId) -> u64,
 ) -> f64 {
     let k = groups.size();
@@ -357,8 +384,11 @@ fn inner_floor(
     if k < 2 {
         return 0.0;
     }
-    let mut first: Vec<schedule_ir::LinkId> =
-        routes.iter().filter_map(|r| r.first().copied()).collect();
+    let mut first: Vec<schedule_ir::LinkId> = routes
+        .iter()
+        .filter_map(|r| r.first().copied())
+        .chain(offload)
+        .collect();
     first.sort_unstable();
     first.dedup();
     let lanes: u64 = first.iter().map(|&l| room(l)).sum();
@@ -402,6 +432,7 @@ fn lane_policies(shape: Shape, k: usize, many_lanes: bool, sharing: bool) -> Vec
     let exchange = u32::try_from(k.saturating_sub(1)).unwrap_or(u32::MAX);
     let shared = dag::Lanes::Shared(dag::SHARED_SENDS);
     match shape.inside {
+        Inside::Direct if shape.offload > 0 => vec![shared],
         Inside::Direct if shares(shape, sharing) && !PIECES.contains(&shape.pieces) => {
             vec![shared]
         }
@@ -437,6 +468,13 @@ pub struct Shape {
     /// Whether the rails halve and double between partner groups (`log2 G` steps each way, for
     /// `G` a power of two) rather than run a ring (`G - 1` steps each way).
     pub rail_halving: bool,
+    /// How many chunks of each direct-exchange send to the next member go through the NICs
+    /// instead of the group's fabric, in the pipeline's first and last pieces (0: none). Their
+    /// exchanges run while the NICs carry no rail: the first piece's reduce-scatter, the last
+    /// piece's allgather. The fabric must carry `2(k - 1)/k` of the vector per member, a
+    /// member's NIC only its rail's share; on NVSwitch hosts with a NIC per GPU the two
+    /// together carry more ([`end_share`]).
+    pub offload: usize,
 }
 
 /// How a group reduce-scatters and allgathers a piece's shards.
@@ -475,6 +513,42 @@ impl Inside {
 /// Routes between partner groups, by round, group and rail ([`groups::partner_routes`]).
 type Partners = Vec<Vec<Vec<Vec<schedule_ir::LinkId>>>>;
 
+/// Routes through the NICs from each member to the next, by group and member
+/// ([`groups::offload_routes`]).
+type Offload = Vec<Vec<Vec<schedule_ir::LinkId>>>;
+
+/// The share of one shard that each member sends its next member through its NIC in the
+/// first piece's reduce-scatter and the last piece's allgather, where no rail uses the NIC:
+/// its fabric port (bandwidth `inner`) carries `k - 1 - y` shards and its NIC (`rail`) `y`,
+/// which finish together when `y = (k - 1) rail / (inner + rail)`.
+fn end_share(k: usize, inner: f64, rail: f64) -> f64 {
+    let y = (k as f64 - 1.0) * rail / (inner + rail);
+    if y.is_finite() {
+        y.max(0.0)
+    } else {
+        0.0
+    }
+}
+
+/// The routes beyond a group's fabric and its rails that some shapes take.
+#[derive(Clone, Debug, Default)]
+pub struct Routes {
+    /// Between partner groups, where the rails may halve and double.
+    partners: Option<Partners>,
+    /// Through the NICs inside each group, where the direct exchange may offload.
+    offload: Option<Offload>,
+}
+
+impl Routes {
+    /// The routes `machine` has for `groups`.
+    pub fn of(machine: &Machine, groups: &Groups) -> Routes {
+        Routes {
+            partners: groups::partner_routes(machine, groups),
+            offload: groups::offload_routes(machine, groups),
+        }
+    }
+}
+
 /// The shapes tried for a vector of `elements`: every piece count of [`PIECES`], with one slice
 /// and with the slice count that makes a rail transfer about as long as a fabric transfer (a
 /// block is `1/G` of a shard; the rail is slower than the fabric by the ratio of their
@@ -485,10 +559,11 @@ type Partners = Vec<Vec<Vec<Vec<schedule_ir::LinkId>>>>;
 pub fn candidates(
     machine: &Machine,
     groups: &Groups,
-    partners: bool,
+    routes: &Routes,
     elements: u64,
     sharing: bool,
 ) -> Vec<Shape> {
+    let partners = routes.partners.is_some();
     let slowest = |route: &[schedule_ir::LinkId]| {
         route
             .iter()
@@ -537,6 +612,7 @@ pub fn candidates(
                         slices,
                         inside,
                         rail_halving,
+                        offload: 0,
                     });
                 }
             }
@@ -547,8 +623,27 @@ pub fn candidates(
                 slices: 1,
                 inside: Inside::Direct,
                 rail_halving,
+                offload: 0,
             });
         }
+    }
+    // Where link directions are shared and the NICs reach each member's neighbour, every
+    // direct exchange is also tried with the share of a shard that balances a member's fabric
+    // port against its NIC in the pipeline's end pieces ([`end_share`]) sent through the NICs,
+    // rounded to whole chunks. (Sharing the middle pieces' exchanges too was tried: with the
+    // rails on the NICs there, no shape priced lower.)
+    let share = end_share(groups.size(), inner, rail);
+    if sharing && routes.offload.is_some() {
+        let offloaded: Vec<Shape> = tried
+            .iter()
+            .filter(|s| s.inside == Inside::Direct)
+            .filter_map(|&shape| {
+                let per_shard = groups.count() * shape.slices;
+                let offload = ((share * per_shard as f64).round() as usize).min(per_shard - 1);
+                (offload > 0).then_some(Shape { offload, ..shape })
+            })
+            .collect();
+        tried.extend(offloaded);
     }
     let mut shapes: Vec<Shape> = Vec::new();
     for shape in tried {
@@ -565,7 +660,7 @@ pub fn candidates(
 fn lower_shape(
     machine: &Machine,
     groups: &Groups,
-    partners: Option<&Partners>,
+    routes: &Routes,
     spec: &PhaseSpec,
     shape: Shape,
     lanes: dag::Lanes,
@@ -577,7 +672,7 @@ fn lower_shape(
     };
     let count = shape.pieces * layout.k * layout.g * layout.m;
     let chunks = vector_chunks(spec.elements, count, layout.owner(groups));
-    let partners = match (shape.rail_halving, partners) {
+    let partners = match (shape.rail_halving, routes.partners.as_ref()) {
         (false, _) => None,
         (true, Some(p)) => Some(p),
         (true, None) => {
@@ -587,9 +682,22 @@ fn lower_shape(
             ))
         }
     };
+    let offload = match (shape.offload, routes.offload.as_ref()) {
+        (0, _) => None,
+        (c, Some(o)) => Some((o, c)),
+        (_, None) => {
+            return Err(EmbedError::NotApplicable(
+                "`hierarchical`: no routes through the NICs between members of a group"
+                    .to_string(),
+            ))
+        }
+    };
     let mut b = Builder {
         groups,
         partners,
+        offload,
+        piece: 0,
+        pieces: shape.pieces,
         layout,
         inside: shape.inside,
         transfers: Transfers::new(),
@@ -599,6 +707,7 @@ fn lower_shape(
     let stride = u32::try_from(half.max(1)).unwrap_or(1);
     for p in 0..shape.pieces {
         let first = b.transfers.len();
+        b.piece = p;
         b.piece(p, spec.collective);
         let rank = u32::try_from(p).unwrap_or(u32::MAX).saturating_mul(stride);
         b.transfers
@@ -666,6 +775,12 @@ struct Builder<'a> {
     groups: &'a Groups,
     /// Routes between partner groups, when the rails halve and double.
     partners: Option<&'a Partners>,
+    /// Routes through the NICs from each member to the next, and how many chunks of each such
+    /// send of the direct exchange take them ([`Shape::offload`]).
+    offload: Option<(&'a Offload, usize)>,
+    /// The piece being built, of `pieces`.
+    piece: usize,
+    pieces: usize,
     layout: Layout,
     /// How the groups exchange shards.
     inside: Inside,
@@ -700,6 +815,35 @@ impl Builder<'_> {
             mode,
         );
         self.push(what, after)
+    }
+
+    /// The direct exchange's send inside group `g` from member `i` to member `j`: where the
+    /// shape offloads ([`Shape::offload`]) and `j` is the next member, its last chunks go
+    /// through the NICs as a second transfer. Returns the transfers.
+    fn exchange(
+        &mut self,
+        g: usize,
+        (i, j): (usize, usize),
+        mut chunks: Vec<ChunkId>,
+        mode: RecvMode,
+        after: Vec<TransferId>,
+    ) -> Vec<TransferId> {
+        let k = self.layout.k;
+        match self.offload {
+            Some((routes, c))
+                if j == (i + 1) % k
+                    && (self.piece == 0 || self.piece + 1 == self.pieces)
+                    && c < chunks.len() =>
+            {
+                let members = &self.groups.members[g];
+                let through = chunks.split_off(chunks.len() - c);
+                let route = routes[g][i].clone();
+                let what = Move::data(members[i], members[j], route, through, mode);
+                let nic = self.push(what, after.clone());
+                vec![self.inner(g, i, j, chunks, mode, after), nic]
+            }
+            _ => vec![self.inner(g, i, j, chunks, mode, after)],
+        }
     }
 
     /// Every transfer of piece `p` for `collective`.
@@ -738,7 +882,8 @@ impl Builder<'_> {
             for i in 0..k {
                 for (j, into) in into.iter_mut().enumerate().filter(|&(j, _)| j != i) {
                     let chunks = self.layout.shards(p, &[j]);
-                    into.push(self.inner(g, i, j, chunks, RecvMode::Reduce, Vec::new()));
+                    let mode = RecvMode::Reduce;
+                    into.extend(self.exchange(g, (i, j), chunks, mode, Vec::new()));
                 }
             }
             last = into;
@@ -794,7 +939,7 @@ impl Builder<'_> {
             for (i, start) in last.iter().enumerate() {
                 for j in (0..k).filter(|&j| j != i) {
                     let chunks = self.layout.shards(p, &[i]);
-                    self.inner(g, i, j, chunks, RecvMode::Store, start.clone());
+                    self.exchange(g, (i, j), chunks, RecvMode::Store, start.clone());
                 }
             }
         } else if self.inside == Inside::Halving {
@@ -1004,28 +1149,25 @@ mod tests {
         // The closest a floor comes to its estimate: a floor far below every estimate would
         // be sound and useless.
         let mut tightest: f64 = 0.0;
-        let mut sized = 0;
+        let (mut sized, mut offloading) = (0, 0);
         for machine in [fabric(4), seven] {
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-            let partners = groups::partner_routes(&machine, &groups);
+            let routes = Routes::of(&machine, &groups);
             let ir = machine.to_ir();
             for collective in COLLECTIVES {
                 for elements in [7, 3001, 1 << 22] {
                     let spec = crate::lower::testing::spec(collective, DType::F32, elements);
-                    let shapes = candidates(&machine, &groups, partners.is_some(), elements, true);
+                    let shapes = candidates(&machine, &groups, &routes, elements, true);
+                    offloading += shapes.iter().filter(|s| s.offload > 0).count();
                     for shape in shapes {
                         // Every policy, shared link directions too, under the floor that
                         // allows for them.
-                        let least = floor(&machine, &groups, &spec, shape, shares(shape, true));
+                        let both = (&groups, &routes);
+                        let least = floor(&machine, both, &spec, shape, shares(shape, true));
                         for lanes in lane_policies(shape, groups.size(), true, true) {
-                            let Ok(mut scheduled) = lower_shape(
-                                &machine,
-                                &groups,
-                                partners.as_ref(),
-                                &spec,
-                                shape,
-                                lanes,
-                            ) else {
+                            let Ok(mut scheduled) =
+                                lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
+                            else {
                                 continue;
                             };
                             // The floor holds of the pieces sized to the timetable too, and so
@@ -1064,6 +1206,7 @@ mod tests {
             "the floors reach at most {tightest} of an estimate"
         );
         assert!(sized > 0, "no pipeline was sized");
+        assert!(offloading > 0, "no shape sent through the NICs");
     }
 
     /// Every shape that halves along the rails, for every collective the method lowers and a
@@ -1074,12 +1217,12 @@ mod tests {
         for hosts in [4, 8] {
             let machine = fabric(hosts);
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-            let partners = groups::partner_routes(&machine, &groups);
-            assert!(partners.is_some(), "{hosts} groups have partners");
+            let routes = Routes::of(&machine, &groups);
+            assert!(routes.partners.is_some(), "{hosts} groups have partners");
             for collective in COLLECTIVES {
                 for elements in [7, 3001] {
                     let spec = crate::lower::testing::spec(collective, DType::I64, elements);
-                    let shapes: Vec<Shape> = candidates(&machine, &groups, true, 1 << 20, true)
+                    let shapes: Vec<Shape> = candidates(&machine, &groups, &routes, 1 << 20, true)
                         .into_iter()
                         .filter(|s| s.rail_halving && s.pieces <= 2)
                         .collect();
@@ -1093,7 +1236,7 @@ mod tests {
                         let case = format!(
                             "{hosts} hosts, {collective:?} × {elements}, {shape:?}, {lanes:?}"
                         );
-                        let shaped = (partners.as_ref(), shape, lanes);
+                        let shaped = (&routes, shape, lanes);
                         verifies_and_runs(&machine, &groups, &spec, shaped, &case);
                     }
                 }
@@ -1101,16 +1244,17 @@ mod tests {
         }
     }
 
-    /// `spec` lowered with one shape (its partner routes, shape and lane policy), verified on
-    /// its own and run bit-exact against the reference; `case` names it in a failure.
+    /// `spec` lowered with one shape (the routes beyond the groups, shape and lane policy),
+    /// verified on its own and run bit-exact against the reference; `case` names it in a
+    /// failure.
     fn verifies_and_runs(
         machine: &Machine,
         groups: &Groups,
         spec: &PhaseSpec,
-        (partners, shape, lanes): (Option<&Partners>, Shape, dag::Lanes),
+        (routes, shape, lanes): (&Routes, Shape, dag::Lanes),
         case: &str,
     ) {
-        let even = lower_shape(machine, groups, partners, spec, shape, lanes)
+        let even = lower_shape(machine, groups, routes, spec, shape, lanes)
             .unwrap_or_else(|e| panic!("{case}: {e}"));
         // The same timetable with its pieces sized to it, where that prices lower.
         let mut sized = even.clone();
@@ -1142,13 +1286,14 @@ mod tests {
             host_fabric: Switch(link: (bandwidth_gbps: 2000.0))))"#,
         );
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+        let routes = Routes::of(&machine, &groups);
         for collective in COLLECTIVES {
             for elements in [8, 4099] {
                 let spec = crate::lower::testing::spec(collective, DType::I64, elements);
-                for shape in candidates(&machine, &groups, false, 1 << 20, true) {
+                for shape in candidates(&machine, &groups, &routes, 1 << 20, true) {
                     for lanes in lane_policies(shape, groups.size(), true, true) {
                         let case = format!("{collective:?} × {elements}, {shape:?}, {lanes:?}");
-                        let shaped = (None, shape, lanes);
+                        let shaped = (&routes, shape, lanes);
                         verifies_and_runs(&machine, &groups, &spec, shaped, &case);
                     }
                 }
@@ -1163,7 +1308,7 @@ mod tests {
     fn halving_along_the_rails_takes_log_g_rounds() {
         let machine = fabric(8);
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-        let partners = groups::partner_routes(&machine, &groups);
+        let routes = Routes::of(&machine, &groups);
         let spec = crate::lower::testing::spec(Collective::AllReduce, DType::F32, 1 << 12);
         let steps = |rail_halving| {
             let shape = Shape {
@@ -1171,20 +1316,65 @@ mod tests {
                 slices: 1,
                 inside: Inside::Halving,
                 rail_halving,
+                offload: 0,
             };
-            lower_shape(
-                &machine,
-                &groups,
-                partners.as_ref(),
-                &spec,
-                shape,
-                dag::Lanes::Declared,
-            )
+            lower_shape(&machine, &groups, &routes, &spec, shape, dag::Lanes::Declared)
             .unwrap_or_else(|e| panic!("{e}"))
             .timetable
             .steps
         };
         assert_eq!(steps(true), 2 + 3 + 3 + 2);
         assert_eq!(steps(false), 2 + 7 + 7 + 2);
+    }
+
+    /// Two NVSwitch hosts of 8 GPUs with a 400 Gbit/s NIC each (`examples/nvswitch-2x8.ron`):
+    /// a schedule that keeps each host's own traffic on NVLink sends `1.75 V` over each GPU's
+    /// port, at least `1.75 V / 450 GB/s` of moving bytes. With the end pieces' sends to the
+    /// next GPU partly through the NICs, the same pipeline (6 pieces, shared link directions,
+    /// sized) moves its bytes in less; every collective of it verifies and runs bit-exact.
+    #[test]
+    fn the_end_pieces_send_through_the_nics_beside_nvlink() {
+        let machine = crate::lower::testing::machine(
+            r#"Topology(name: "f", machine: Fabric(hosts: 2, ranks_per_host: 8,
+            nics_per_host: 8, leaf_switches: 1,
+            host_fabric: Switch(link: (bandwidth_gbps: 3600.0, latency_us: 0.5)),
+            host_link: (bandwidth_gbps: 512.0, latency_us: 0.5),
+            network_link: (bandwidth_gbps: 400.0)))"#,
+        );
+        let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+        let routes = Routes::of(&machine, &groups);
+        let ir = machine.to_ir();
+        let elements = 1u64 << 26;
+        let spec = crate::lower::testing::spec(Collective::AllReduce, DType::F32, elements);
+        let shapes = candidates(&machine, &groups, &routes, elements, true);
+        let plain = Shape {
+            pieces: 6,
+            slices: 1,
+            inside: Inside::Direct,
+            rail_halving: false,
+            offload: 0,
+        };
+        // 0.7 of a shard balances 7 shards on the port against the NIC: one chunk of two.
+        let offloaded = Shape { offload: 1, ..plain };
+        assert!(shapes.contains(&plain) && shapes.contains(&offloaded));
+        let lanes = dag::Lanes::Shared(dag::SHARED_SENDS);
+        // The estimate's time moving bytes: its steps' latencies left out.
+        let priced = |shape: Shape| {
+            let mut scheduled = lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
+                .unwrap_or_else(|e| panic!("{e}"));
+            resize(&machine, &groups, &spec, shape, &ir, &mut scheduled);
+            let phase = scheduled.phase(&spec, "hierarchical", &machine);
+            let estimate = schedule_ir::cost::estimate(&ir, &phase);
+            estimate.seconds - estimate.latency_seconds
+        };
+        let nvlink = 1.75 * (elements * 4) as f64 / 450e9;
+        let (without, with) = (priced(plain), priced(offloaded));
+        assert!(without > nvlink, "{without} ≤ {nvlink}");
+        assert!(with < nvlink, "{with} ≥ {nvlink}");
+        for collective in COLLECTIVES {
+            let spec = crate::lower::testing::spec(collective, DType::I64, 4099);
+            let case = format!("{collective:?}, {offloaded:?}");
+            verifies_and_runs(&machine, &groups, &spec, (&routes, offloaded, lanes), &case);
+        }
     }
 }
