@@ -1,6 +1,11 @@
 //! The greedy all-gather synthesis: step by step, every link direction between compute nodes
 //! is matched with chunks its sender holds and its receiver lacks.
 //!
+//! The directions take one chunk each in turn, and a sender gives each of its directions, where
+//! it can, a chunk it gives no other in the step: a step costs its most loaded direction, and
+//! directions filled one after another left the last into a node with nothing the first had
+//! not taken, and one node's neighbours with the same chunks.
+//!
 //! State is one bitset of held chunks per node and a holder count per chunk, so one step costs
 //! a scan of two bitsets per link direction: with `C` chunks, `D` directions and `T` steps the
 //! synthesis is `O(T · D · C / 64)` word operations plus the chunks it picks — about a tenth of
@@ -117,6 +122,10 @@ pub fn gather(
     let mut loads: Vec<Vec<u32>> = vec![Vec::new(); directions.len()];
     let mut out = Gather::default();
     let mut arrivals: Vec<(usize, u32)> = Vec::new();
+    // given[v]: the chunks node v sends over some direction in this step.
+    let mut given = vec![0u64; nodes * words];
+    let mut limit = vec![0u32; directions.len()];
+    let mut open: Vec<usize> = Vec::with_capacity(directions.len());
     while missing > 0 {
         if out.steps.len() >= max_steps {
             return None;
@@ -131,7 +140,7 @@ pub fn gather(
         for pass in 0..2 {
             for &d in &order {
                 let dir = directions[d];
-                let limit = if pass == 0 {
+                limit[d] = if pass == 0 {
                     let share = (lacking[dir.to] * u64::from(dir.capacity))
                         .div_ceil(inbound[dir.to].max(1));
                     let share = u32::try_from(share).unwrap_or(u32::MAX).min(dir.capacity);
@@ -140,20 +149,46 @@ pub fn gather(
                 } else {
                     dir.capacity
                 };
-                while (loads[d].len() as u32) < limit {
+            }
+            // The directions take one chunk each in turn: filled one after another, the first
+            // into a node would take the chunks the later ones could also give and leave those
+            // idle, and the step costs its most loaded direction.
+            open.clear();
+            open.extend(
+                order
+                    .iter()
+                    .copied()
+                    .filter(|&d| loads[d].len() < limit[d] as usize),
+            );
+            while !open.is_empty() {
+                open.retain(|&d| {
+                    let dir = directions[d];
                     let start = rng.below(words);
-                    let Some(c) = choose(&held, &incoming, &count, words, dir, start, pick) else {
-                        break;
+                    // A chunk its sender gives no other direction this step first: what one
+                    // node sends its neighbours then spreads further.
+                    let state = State {
+                        held: &held,
+                        incoming: &incoming,
+                        count: &count,
+                        words,
                     };
-                    incoming[dir.to * words + c / 64] |= 1 << (c % 64);
+                    let fresh = state.choose(dir, start, pick, Some(&given));
+                    let Some(c) = fresh.or_else(|| state.choose(dir, start, pick, None)) else {
+                        return false;
+                    };
+                    let (w, bit) = (c / 64, 1u64 << (c % 64));
+                    incoming[dir.to * words + w] |= bit;
+                    given[dir.from * words + w] |= bit;
                     arrivals.push((dir.to, c as u32));
                     loads[d].push(c as u32);
-                }
+                    loads[d].len() < limit[d] as usize
+                });
             }
             if !capped {
                 break;
             }
         }
+        given.fill(0);
         let step: Vec<(usize, Vec<u32>)> = loads
             .iter_mut()
             .enumerate()
@@ -176,47 +211,65 @@ pub fn gather(
     Some(out)
 }
 
-/// The chunk direction `dir` carries next: one its sender holds, its receiver lacks and does
-/// not receive elsewhere this step, chosen as `pick` says, scanning from word `start`.
-fn choose(
-    held: &[u64],
-    incoming: &[u64],
-    count: &[u32],
+/// What [`State::choose`] reads of the synthesis: per node, the chunks it holds and those it
+/// receives in this step (a bitset of `words` words each), and per chunk its holders.
+struct State<'a> {
+    held: &'a [u64],
+    incoming: &'a [u64],
+    count: &'a [u32],
     words: usize,
-    dir: Direction,
-    start: usize,
-    pick: Pick,
-) -> Option<usize> {
-    let from = &held[dir.from * words..(dir.from + 1) * words];
-    let to = &held[dir.to * words..(dir.to + 1) * words];
-    let busy = &incoming[dir.to * words..(dir.to + 1) * words];
-    let mut best: Option<(u32, usize)> = None;
-    let mut seen = 0;
-    for i in 0..words {
-        if seen >= RAREST_WINDOW {
-            break;
-        }
-        let w = (start + i) % words;
-        let mut bits = from[w] & !to[w] & !busy[w];
-        while bits != 0 {
-            let c = w * 64 + bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            seen += 1;
-            match pick {
-                Pick::Any => return Some(c),
-                Pick::Rarest => {
-                    let n = count[c];
-                    if best.is_none_or(|(b, _)| n < b) {
-                        best = Some((n, c));
-                        if n <= 1 {
-                            return Some(c);
+}
+
+impl State<'_> {
+    /// The chunk direction `dir` carries next: one its sender holds, its receiver lacks and
+    /// does not receive elsewhere this step and, where `given` is a bitset per node, that
+    /// its sender gives no other direction this step; chosen as `pick` says, scanning from
+    /// word `start`.
+    fn choose(
+        &self,
+        dir: Direction,
+        start: usize,
+        pick: Pick,
+        given: Option<&[u64]>,
+    ) -> Option<usize> {
+        let State {
+            held,
+            incoming,
+            count,
+            words,
+        } = *self;
+        let from = &held[dir.from * words..(dir.from + 1) * words];
+        let to = &held[dir.to * words..(dir.to + 1) * words];
+        let busy = &incoming[dir.to * words..(dir.to + 1) * words];
+        let given = given.map(|g| &g[dir.from * words..(dir.from + 1) * words]);
+        let mut best: Option<(u32, usize)> = None;
+        let mut seen = 0;
+        for i in 0..words {
+            if seen >= RAREST_WINDOW {
+                break;
+            }
+            let w = (start + i) % words;
+            let mut bits = from[w] & !to[w] & !busy[w] & !given.map_or(0, |g| g[w]);
+            while bits != 0 {
+                let c = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                seen += 1;
+                match pick {
+                    Pick::Any => return Some(c),
+                    Pick::Rarest => {
+                        let n = count[c];
+                        if best.is_none_or(|(b, _)| n < b) {
+                            best = Some((n, c));
+                            if n <= 1 {
+                                return Some(c);
+                            }
                         }
                     }
                 }
             }
         }
+        best.map(|(_, c)| c)
     }
-    best.map(|(_, c)| c)
 }
 
 #[cfg(test)]
