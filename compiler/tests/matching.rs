@@ -329,8 +329,13 @@ fn a_hypercube_written_as_a_graph_gathers_nearly_as_fast_as_the_kind() {
         let found = matching_row(&graph, bytes, "ag").estimate.seconds;
         let table = topoc::simulate::simulate_topology(&kind, &[bytes], Some("ag"), &rotated);
         let row = table.unwrap().rows.into_iter();
-        let known = row.filter(|r| r.algorithm == "rotated-hd").map(|r| r.estimate.seconds);
+        let known = row
+            .filter(|r| r.algorithm == "rotated-hd")
+            .map(|r| r.estimate.seconds);
         let known = known.fold(f64::INFINITY, f64::min);
-        assert!(found <= 1.06 * known, "{bytes} B: {found} s against {known} s");
+        assert!(
+            found <= 1.06 * known,
+            "{bytes} B: {found} s against {known} s"
+        );
     }
 }
