@@ -170,7 +170,8 @@ impl Lowering for Matching {
 /// reduce-scatter the shapes whose least estimate ([`Rounding`]) `out` rules out are not
 /// synthesised; where the cheapest of the others is ruled out too (or there are none), so is
 /// the cheapest of all, and the least of their estimates is returned instead. An allreduce is
-/// always lowered: its shapes are all synthesised for its overlap.
+/// always lowered: its shapes are all synthesised for its overlap, and its halves in turn are
+/// searched to a plateau, which reads every price.
 fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, EmbedError> {
     let (machine, spec) = (job.machine, job.spec);
     super::halves_only("matching", spec.collective)?;
@@ -224,12 +225,12 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
             collective: Collective::AllGather,
             ..spec.clone()
         };
-        // One chunk per step was searched for the overlap, up to its chunk count. Every other
-        // shape within the budget is tried, as for an all-gather phase: then the halves in turn
-        // never price above twice that phase's all-gather.
+        // One chunk per step was searched for the overlap, up to its chunk count.
+        // Nothing left out: the plateau reads every price.
         let scope = Scope {
             beat: beat / 2.0,
             covered: &|k: usize, grain: u32| grain == 1 && k <= ALLREDUCE_CHUNKS_PER_NODE,
+            until_plateau: true,
             out: never,
         };
         gathered = search(&links, &gather, &scope).ok();
@@ -628,8 +629,14 @@ struct Scope<'a> {
     beat: f64,
     /// Shapes (chunks per node, grain) searched already elsewhere, not synthesised again.
     covered: &'a dyn Fn(usize, u32) -> bool,
-    /// The caller's test: an estimate it rules out. Where only the cheapest counts, a shape
-    /// whose least estimate ([`Rounding`]) it rules out is not synthesised.
+    /// Whether to stop once two chunk counts in a row lower the cheapest price synthesised by
+    /// less than [`PLATEAU_GAIN`] (a chunk count whose every shape is skipped lowers nothing):
+    /// finer chunks shorten an all-gather's fill and drain less and less and cost more steps,
+    /// so past a plateau the price rises.
+    until_plateau: bool,
+    /// The caller's test: an estimate it rules out. Where only the cheapest counts and no
+    /// plateau is read, a shape whose least estimate ([`Rounding`]) it rules out is not
+    /// synthesised.
     out: &'a dyn Fn(f64) -> bool,
 }
 
@@ -638,9 +645,14 @@ impl Scope<'_> {
     const ALL: Scope<'static> = Scope {
         beat: f64::INFINITY,
         covered: &|_, _| false,
+        until_plateau: false,
         out: &|_| false,
     };
 }
+
+/// The least relative gain in price for which [`Scope::until_plateau`] tries more chunks per
+/// node.
+const PLATEAU_GAIN: f64 = 0.005;
 
 /// How far below `matching`'s own price the cost model's estimate of a schedule may lie.
 ///
@@ -700,10 +712,19 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
     // all, so a shape whose price cannot beat it need not be synthesised.
     let only_best = spec.collective != Collective::AllReduce;
     let mut cheapest = scope.beat;
+    // The cheapest price synthesised, whether or not it beats `scope.beat`, and the chunk
+    // counts in a row that lowered it by less than `PLATEAU_GAIN`.
+    let (mut own, mut flat) = (f64::INFINITY, 0);
     let covered = scope.covered;
+    // Ruling out reads no price, so not where the plateau does.
+    let rules_out = only_best && !scope.until_plateau;
     let rounding = Rounding::of(p, spec);
     let mut outpriced = f64::INFINITY;
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
+        if scope.until_plateau && flat >= 2 {
+            break;
+        }
+        let before = own;
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
@@ -728,7 +749,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
                             continue;
                         }
                         let least = rounding.least_estimate(least);
-                        if (scope.out)(least) {
+                        if rules_out && (scope.out)(least) {
                             outpriced = outpriced.min(least);
                             continue;
                         }
@@ -747,6 +768,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
                     };
                     let seconds = price(links, &index, &gather, spec, chunks);
                     cheapest = cheapest.min(seconds);
+                    own = own.min(seconds);
                     if best.as_ref().is_none_or(|b| seconds < b.seconds) {
                         best = Some(Best {
                             gather,
@@ -763,6 +785,11 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
             }
         }
         kept.extend(best);
+        flat = if own < before * (1.0 - PLATEAU_GAIN) {
+            0
+        } else {
+            flat + 1
+        };
     }
     if kept.is_empty() && outpriced.is_infinite() {
         return Err(EmbedError::NotApplicable(
