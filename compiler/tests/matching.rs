@@ -276,13 +276,14 @@ fn a_link_of_high_latency_never_makes_the_schedule_slower() {
 }
 
 /// An allreduce may run its halves in turn, each searched as an all-gather phase is (every
-/// grain and chunk count): so on a 6 × 6 torus written as a plain graph, at sizes where the
-/// all-gather moves the bulk a whole shard or more per link and step, the allreduce never
-/// prices above twice the all-gather of the same vector. With the allreduce's own shapes only
-/// (one chunk per link and step, the halves overlapped) it priced 1.6 to 2.3 times that at
-/// 256 KiB and 4 MiB.
+/// grain, chunk counts until two in a row gain under 0.5%): so on a 6 × 6 torus written as a
+/// plain graph, at sizes where the all-gather moves the bulk a whole shard or more per link and
+/// step, the allreduce prices within 2% of twice the all-gather of the same vector (the phase
+/// searches every chunk count, so the halves may stop short of its best by what that plateau
+/// leaves: 1.7% at 4 MiB, 0.16% at 64 KiB). With the allreduce's own shapes only (one chunk per
+/// link and step, the halves overlapped) it priced 1.6 to 2.3 times that at 256 KiB and 4 MiB.
 #[test]
-fn an_allreduce_never_prices_above_its_halves_searched_as_an_all_gather() {
+fn an_allreduce_prices_about_its_halves_searched_as_an_all_gather() {
     let elements = 1 << 20;
     let source = format!(
         "Topology(name: \"t\", machine: {}, phases: [\
@@ -295,7 +296,7 @@ fn an_allreduce_never_prices_above_its_halves_searched_as_an_all_gather() {
         let time = |phase: &str| matching_row(&topology, bytes, phase).estimate.seconds;
         let (allreduce, gather) = (time("ar"), time("ag"));
         assert!(
-            allreduce <= 2.0 * gather * (1.0 + 1e-9),
+            allreduce <= 2.0 * gather * 1.02,
             "{bytes} B: allreduce {allreduce} s, all-gather {gather} s"
         );
     }
