@@ -118,8 +118,8 @@ impl Lowering for Hierarchical {
                         offload: 0,
                         ..shape
                     };
-                    let near = reached.iter().any(|&(s, least)| {
-                        s == twin && best.as_ref().is_some_and(|b| least < b.0 * OFFLOAD_REACH)
+                    let near = reached.iter().any(|&(s, price)| {
+                        s == twin && best.as_ref().is_some_and(|b| price < b.0 * OFFLOAD_REACH)
                     });
                     if !near {
                         continue;
