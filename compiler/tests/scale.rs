@@ -142,11 +142,11 @@ fn torus_8x8_allreduce(gbps: f64, latency_us: f64) -> PhaseNote {
 }
 
 /// On an 8×8 torus `ring` needs `2·63` steps of at least one link latency each, `rotated-hd`
-/// 28 at the bandwidth bound: `auto` never lowers the ring, and says so.
+/// 28 at the bandwidth bound and `matching` 20: `auto` never lowers the ring, and says so.
 #[test]
 fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
     let note = torus_8x8_allreduce(100.0, 1.0);
-    assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
+    assert_ne!(note.method, Method::Ring, "{}", note.reason);
     let ring = note
         .weighed
         .iter()
@@ -205,14 +205,15 @@ fn trees_declines_where_no_pipeline_depth_can_win() {
     );
 }
 
-/// On a 32 × 32 torus (1 024 nodes) `auto` lowers `rotated-hd` only, for the allreduce and for
-/// the allgather of `examples/torus4x4.ron`'s phases: the floors of `trees` (its trees' depth,
-/// its pipeline's pieces), `halving-doubling` (the bytes each of its steps moves over one link)
-/// and `matching` (the steps its receptions take) show that none can beat it, so none of them
-/// is packed, routed or synthesised (BENCHMARKS.md, "`auto` compile time: small machines and
-/// 1,024-node meshes").
+/// On a 32 × 32 torus (1 024 nodes) `auto` lowers one method only, for the allreduce and for
+/// the allgather of `examples/torus4x4.ron`'s phases: the one it picks. The floors of `trees`
+/// (its trees' depth, its pipeline's pieces), `ring` (its steps) and, for the allreduce,
+/// `halving-doubling` (the bytes each of its steps moves over one link) show that none can beat
+/// it, so none of them is packed or routed, and whichever of `rotated-hd` and `matching` (the steps its receptions take) is
+/// lowered second is skipped by its floor too (BENCHMARKS.md, "`auto` compile time: small
+/// machines and 1,024-node meshes").
 #[test]
-fn auto_lowers_only_rotated_hd_on_a_1024_node_torus() {
+fn auto_lowers_one_method_on_a_1024_node_torus() {
     let text = "Topology(name: \"t\", machine: Torus(dims: [32, 32], link: (bandwidth_gbps: \
                 200.0, latency_us: 0.5)), phases: [Exchange(name: \"grads\", collective: \
                 AllReduce, op: Sum, dtype: F32, elements: 1048576), Exchange(name: \
@@ -227,16 +228,18 @@ fn auto_lowers_only_rotated_hd_on_a_1024_node_torus() {
             &Knobs::default(),
         )
         .unwrap();
-        assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
-        for w in &note.weighed {
-            match (&w.verdict, w.method) {
-                (Verdict::Estimate(_), Method::RotatedHd) => {}
-                (Verdict::Skipped(_) | Verdict::Refused(_) | Verdict::Unsupported, m)
-                    if m != Method::RotatedHd => {}
-                (verdict, m) => panic!("{m}: {verdict:?}; {}", note.reason),
-            }
-        }
-        for skipped in [Method::Trees, Method::Matching] {
+        let lowered: Vec<Method> = note
+            .weighed
+            .iter()
+            .filter(|w| matches!(w.verdict, Verdict::Estimate(_)))
+            .map(|w| w.method)
+            .collect();
+        assert_eq!(lowered, [note.method], "{}", note.reason);
+        let other = match note.method {
+            Method::Matching => Method::RotatedHd,
+            _ => Method::Matching,
+        };
+        for skipped in [Method::Trees, Method::Ring, other] {
             assert!(
                 note.reason.contains(&format!("; {skipped} ≥ ")),
                 "{skipped} is skipped with its floor: {}",
@@ -296,13 +299,13 @@ fn a_32768_node_hypercube_compiles_and_verifies() {
 
 /// `auto` orders a searching method as if its floor were higher: on an 8 × 8 torus at 4 MiB
 /// `matching`'s and `trees`' floors are below `rotated-hd`'s estimate, so taken by floors alone
-/// they would be lowered first, and `matching`'s estimate, above `trees`' floor, would let
-/// `trees` search its pipelines too. Lowered first, `rotated-hd` prices below `trees`' floor,
-/// and `trees` is skipped.
+/// they would be lowered first, and `matching`'s estimate, had it been above `trees`' floor,
+/// would have let `trees` search its pipelines too. Lowered first, `rotated-hd` prices below
+/// `trees`' floor, and `trees` is skipped; `matching`, lowered next, prices lower still.
 #[test]
 fn auto_orders_the_searches_as_if_their_floors_were_higher() {
     let note = torus_8x8_allreduce(200.0, 0.5);
-    assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
+    assert_eq!(note.method, Method::Matching, "{}", note.reason);
     let verdict = |m: Method| &note.weighed.iter().find(|w| w.method == m).unwrap().verdict;
     let Verdict::Estimate(rotated) = *verdict(Method::RotatedHd) else {
         panic!("{}", note.reason);

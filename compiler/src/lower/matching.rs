@@ -32,8 +32,8 @@
 //! without the links above the smallest latency that still joins the compute nodes: a link
 //! of high latency beside fast ones would otherwise make the machine with it slower than the
 //! machine without it. The chunks per
-//! node `k`, the *grain* (how many chunks a direction of bandwidth `b` carries per step: one, a
-//! shard of `k`, or four shards; see `grains`), the pick rule (rarest first, or any candidate
+//! node `k`, the *grain* (how many chunks a direction of bandwidth `b` carries per step: one, or
+//! one, two, four or eight shards of `k`; see `grains`), the pick rule (rarest first, or any candidate
 //! as TACOS does) and the seed of the tie-breaks are the other knobs. Every candidate's
 //! all-gather is priced by the α-β cost model for the phase's vector, and the cheapest is kept;
 //! the search stops at a work budget, so large machines try fewer shapes.
@@ -566,15 +566,25 @@ fn shapes(p: usize, elements: u64, collective: Collective) -> Vec<(usize, Vec<u3
 }
 
 /// The chunks per step a reference-speed direction is given with `per_node` chunks per node,
-/// the largest first: four shards, a whole shard, one chunk. A step costs one latency however
-/// much a direction carries, so a few whole shards per step move the bulk in a quarter of the
-/// steps (and a quarter of the latencies) that one shard per step takes, and far fewer than one
-/// chunk per step; the last steps, when nodes lack only a few chunks, carry fractions of a
+/// the largest first: eight, four, two shards, a whole shard, one chunk. A step costs one
+/// latency however much a direction carries, so a few whole shards per step move the bulk in
+/// a fraction of the steps (and latencies) that one shard per step takes, and far fewer than
+/// one chunk per step; the last steps, when nodes lack only a few chunks, carry fractions of a
 /// shard spread over every direction into the node: the step count of coarse chunks with the
-/// tail of fine ones. Pricing keeps whichever is cheapest for the vector.
+/// tail of fine ones. Eight shards let a large sparse machine (a node of a 16 × 16 torus lacks
+/// 255 shards and has four links) finish in as many steps as its diameter, which four did not
+/// where the synthesis leaves some direction short; two shards sit between one and four, where
+/// a whole shard leaves the tail too long and four load the bulk unevenly. Pricing keeps
+/// whichever is cheapest for the vector.
 fn grains(per_node: usize) -> Vec<u32> {
     let whole = u32::try_from(per_node).unwrap_or(1);
-    let mut out = vec![whole.saturating_mul(4), whole, 1];
+    let mut out = vec![
+        whole.saturating_mul(8),
+        whole.saturating_mul(4),
+        whole.saturating_mul(2),
+        whole,
+        1,
+    ];
     out.dedup();
     out
 }
@@ -731,20 +741,29 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
         for tier in links.tiers() {
             for &grain in grains.iter().filter(|&&g| !covered(per_node, g)) {
                 let (dirs, index) = links.at(tier, grain);
+                let least = least_price(links, &dirs, &index, spec, per_node);
                 for (pick, seed) in [
                     (Pick::Rarest, SEEDS[0]),
                     (Pick::Any, SEEDS[0]),
                     (Pick::Rarest, SEEDS[1]),
                 ] {
+                    // A shape that cannot beat what this search already holds (this chunk
+                    // count's best; where only the cheapest counts, the cheapest of all) is
+                    // not synthesised, nor charged to the budget: what the search holds
+                    // depends on its own syntheses alone, so the budget then goes to shapes
+                    // that could still win, whatever the scope.
+                    let held = best.as_ref().map_or(f64::INFINITY, |b| b.seconds);
+                    if least >= if only_best { held.min(own) } else { held } {
+                        continue;
+                    }
                     let first = kept.is_empty() && best.is_none();
                     if !first && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
                         continue;
                     }
-                    // Spent even when skipped, so that the shapes tried are those tried
-                    // without skipping and the pick stays the same.
+                    // Spent even when the scope skips it, so that the shapes tried are those
+                    // tried without the scope and the pick stays the same.
                     spent = spent.saturating_add(receptions);
                     if only_best {
-                        let least = least_price(links, &dirs, &index, spec, per_node);
                         if least >= cheapest {
                             continue;
                         }
