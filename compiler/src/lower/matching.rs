@@ -739,14 +739,27 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
         for tier in links.tiers() {
-            for &grain in grains.iter().filter(|&&g| !covered(per_node, g)) {
-                let (dirs, index) = links.at(tier, grain);
-                let least = least_price(links, &dirs, &index, spec, per_node);
-                for (pick, seed) in [
-                    (Pick::Rarest, SEEDS[0]),
-                    (Pick::Any, SEEDS[0]),
-                    (Pick::Rarest, SEEDS[1]),
-                ] {
+            // Each grain's directions and least price, once.
+            let grained: Vec<_> = grains
+                .iter()
+                .filter(|&&g| !covered(per_node, g))
+                .map(|&grain| {
+                    let (dirs, index) = links.at(tier, grain);
+                    let least = least_price(links, &dirs, &index, spec, per_node);
+                    (grain, dirs, index, least)
+                })
+                .collect();
+            // Every grain under the first rule before any under the next: where the budget
+            // runs out (a large machine affords two or three syntheses), it has gone to
+            // different grains, coarse for small vectors and fine for large ones, rather than
+            // to one grain under every rule.
+            for (pick, seed) in [
+                (Pick::Rarest, SEEDS[0]),
+                (Pick::Any, SEEDS[0]),
+                (Pick::Rarest, SEEDS[1]),
+            ] {
+                for (grain, dirs, index, least) in &grained {
+                    let (grain, least) = (*grain, *least);
                     // A shape that cannot beat what this search already holds (this chunk
                     // count's best; where only the cheapest counts, the cheapest of all) is
                     // not synthesised, nor charged to the budget: what the search holds
@@ -778,14 +791,14 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
                         p,
                         chunks,
                         |c| c / per_node,
-                        &dirs,
+                        dirs,
                         pick,
                         seed,
                         max_steps.max(1),
                     ) else {
                         continue;
                     };
-                    let seconds = price(links, &index, &gather, spec, chunks);
+                    let seconds = price(links, index, &gather, spec, chunks);
                     cheapest = cheapest.min(seconds);
                     own = own.min(seconds);
                     if best.as_ref().is_none_or(|b| seconds < b.seconds) {

@@ -80,8 +80,10 @@ fn skipping_shapes_keeps_the_pick() {
     }
 }
 
-/// The search without skipping: every shape within the budget synthesised, the cheapest kept
-/// (of equal prices, the first tried).
+/// The search without skipping: every shape within the budget synthesised, in the search's
+/// order (every grain under one rule, then the next rule), the cheapest kept (of equal prices,
+/// the first tried). The machines above are small enough that the budget never runs out, so
+/// the shapes skipped without charge leave nothing more for the search to try.
 fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
     let p = links.nodes.len();
     let mut spent = 0u64;
@@ -90,13 +92,13 @@ fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         for tier in links.tiers() {
-            for &grain in &grains {
-                let (dirs, index) = links.at(tier, grain);
-                for (pick, seed) in [
-                    (Pick::Rarest, SEEDS[0]),
-                    (Pick::Any, SEEDS[0]),
-                    (Pick::Rarest, SEEDS[1]),
-                ] {
+            for (pick, seed) in [
+                (Pick::Rarest, SEEDS[0]),
+                (Pick::Any, SEEDS[0]),
+                (Pick::Rarest, SEEDS[1]),
+            ] {
+                for &grain in &grains {
+                    let (dirs, index) = links.at(tier, grain);
                     if best.is_some() && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
                         continue;
                     }
