@@ -169,9 +169,12 @@ impl Lowering for Matching {
 /// [`Matching`]'s lowering, unless `out` rules out what it would keep. For an all-gather or a
 /// reduce-scatter the shapes whose least estimate ([`Rounding`]) `out` rules out are not
 /// synthesised; where the cheapest of the others is ruled out too (or there are none), so is
-/// the cheapest of all, and the least of their estimates is returned instead. An allreduce is
-/// always lowered: its shapes are all synthesised for its overlap, and its halves in turn are
-/// searched to a plateau, which reads every price.
+/// the cheapest of all, and the least of their estimates is returned instead. An allreduce's
+/// search is never cut short (its shapes are all synthesised for its overlap, and its halves in
+/// turn are searched to a plateau, which reads every price), but where the price of what it
+/// would keep, rounded as [`Rounding`] says, is ruled out, it is not assembled: on a 1 024-node
+/// torus at 64 MiB, `rotated-hd` wins and assembling `matching`'s schedule beside it took over
+/// two seconds and doubled the peak memory.
 fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, EmbedError> {
     let (machine, spec) = (job.machine, job.spec);
     super::halves_only("matching", spec.collective)?;
@@ -238,6 +241,15 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
             if half.seconds < best.seconds {
                 best = half;
             }
+        }
+    }
+    if allreduce {
+        let priced = choice
+            .as_ref()
+            .map_or(2.0 * best.seconds, |c| c.1.min(2.0 * best.seconds));
+        let least = Rounding::of(links.nodes.len(), spec).least_estimate(priced);
+        if out(least) {
+            return Ok(Unless::Outpriced(least));
         }
     }
     let (phase, detail) = match choice {
@@ -679,12 +691,19 @@ struct Rounding(f64);
 
 impl Rounding {
     /// The least ratio over every chunk count of the shapes [`search`] tries for `spec` on `p`
-    /// compute nodes.
+    /// compute nodes; for an allreduce, also over its overlap's pipeline pieces and its halves
+    /// in turn (searched as an all-gather).
     fn of(p: usize, spec: &PhaseSpec) -> Rounding {
         let n = spec.elements;
+        let (pieces, halves): (&[usize], _) = if spec.collective == Collective::AllReduce {
+            (&PIECES, shapes(p, n, Collective::AllGather))
+        } else {
+            (&[1], Vec::new())
+        };
         let counts = shapes(p, n, spec.collective)
             .into_iter()
-            .map(|(k, _)| (k * p) as u64);
+            .flat_map(|(k, _)| pieces.iter().map(move |&m| (k * p * m) as u64))
+            .chain(halves.into_iter().map(|(k, _)| (k * p) as u64));
         Rounding(counts.fold(1.0, |least, c| {
             let most = n.div_ceil(c.max(1)).max(1);
             least.min(super::floor::least_chunk(n, c) as f64 / most as f64)
