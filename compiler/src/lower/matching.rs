@@ -74,6 +74,13 @@ const MAX_CAPACITY: u32 = 8;
 /// The fixed seeds of the tie-breaks.
 const SEEDS: [u64; 2] = [0x0074_6f70_6f63, 0x006d_6174_6368];
 
+/// The pick rules and seeds [`search`] tries for each shape, in order.
+const RULES: [(Pick, u64); 3] = [
+    (Pick::Rarest, SEEDS[0]),
+    (Pick::Any, SEEDS[0]),
+    (Pick::Rarest, SEEDS[1]),
+];
+
 /// `matching`: all-gather synthesised by link–chunk matching, reduce-scatter as its time
 /// reversal.
 pub struct Matching;
@@ -772,11 +779,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
             // runs out (a large machine affords two or three syntheses), it has gone to
             // different grains, coarse for small vectors and fine for large ones, rather than
             // to one grain under every rule.
-            for (pick, seed) in [
-                (Pick::Rarest, SEEDS[0]),
-                (Pick::Any, SEEDS[0]),
-                (Pick::Rarest, SEEDS[1]),
-            ] {
+            for (pick, seed) in RULES {
                 for (grain, dirs, index, least) in &grained {
                     let (grain, least) = (*grain, *least);
                     // A shape that cannot beat what this search already holds (this chunk

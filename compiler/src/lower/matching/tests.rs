@@ -92,11 +92,7 @@ fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         for tier in links.tiers() {
-            for (pick, seed) in [
-                (Pick::Rarest, SEEDS[0]),
-                (Pick::Any, SEEDS[0]),
-                (Pick::Rarest, SEEDS[1]),
-            ] {
+            for (pick, seed) in RULES {
                 for &grain in &grains {
                     let (dirs, index) = links.at(tier, grain);
                     if best.is_some() && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
