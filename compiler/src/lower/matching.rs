@@ -47,7 +47,6 @@ use super::{vector_chunks, Job, Lowered, Lowering, PhaseSpec, Unless};
 use crate::embed::EmbedError;
 use crate::limits::Estimate;
 use crate::machine::Machine;
-use overlap::Placed;
 use schedule_ir::{ChunkId, ChunkIds, Collective, LinkId, NodeId, NodeKind, RecvMode};
 use synth::{Direction, Gather, Pick};
 
@@ -208,16 +207,14 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
             return Ok(Unless::Outpriced(least.min(found.outpriced)));
         }
     }
-    let mut choice: Option<(usize, f64, Vec<Placed>, &Best)> = None;
+    let mut choice: Option<(usize, f64, &Best)> = None;
     if allreduce {
         let mut budget = SEARCH_RECEPTIONS / 2;
         for shape in &shapes {
             let beat = choice.as_ref().map_or(f64::INFINITY, |c| c.1);
-            if let Some((pieces, seconds, placed)) =
-                overlapped(&links, spec, shape, beat, &mut budget)
-            {
-                if choice.as_ref().is_none_or(|(_, s, _, _)| seconds < *s) {
-                    choice = Some((pieces, seconds, placed, shape));
+            if let Some((pieces, seconds)) = overlapped(&links, spec, shape, beat, &mut budget) {
+                if choice.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
+                    choice = Some((pieces, seconds, shape));
                 }
             }
         }
@@ -260,7 +257,7 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
         }
     }
     let (phase, detail) = match choice {
-        Some((pieces, seconds, placed, shape)) if seconds < 2.0 * best.seconds => {
+        Some((pieces, seconds, shape)) if seconds < 2.0 * best.seconds => {
             let chunks = vector_chunks(
                 spec.elements,
                 shape.per_node * links.nodes.len() * pieces,
@@ -271,6 +268,15 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
                         .copied()
                 },
             );
+            let placed = overlap::allreduce(
+                links.nodes.len(),
+                shape.per_node * links.nodes.len(),
+                |c| c / shape.per_node,
+                &receptions(&links, shape),
+                pieces,
+                links.count(),
+            )
+            .placed;
             let plan = Plan::data(
                 chunks,
                 overlap::placed_steps(&links.nodes, &placed),
@@ -417,6 +423,16 @@ struct Links {
 }
 
 impl Links {
+    /// One more than the highest link index among the directions: the link count the
+    /// overlapped allreduce's per-direction tables are sized for.
+    fn count(&self) -> usize {
+        self.dirs
+            .iter()
+            .map(|d| d.link.index() + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The direct links between compute nodes; refuses a machine where they do not join every
     /// compute node to the first, naming one that is reached only through switches.
     fn of(machine: &Machine) -> Result<Links, EmbedError> {
@@ -646,7 +662,7 @@ impl Best {
                 Pick::Any => "any candidate",
             },
             self.tier.gbps,
-            self.gather.steps.len()
+            self.gather.len()
         )
     }
 }
@@ -908,18 +924,16 @@ fn price(links: &Links, index: &[usize], gather: &Gather, spec: &PhaseSpec, chun
     let bytes =
         (spec.elements as f64 / chunks.max(1) as f64).ceil() * spec.dtype.size_bytes() as f64;
     gather
-        .steps
-        .iter()
+        .steps()
         .map(|step| {
-            step.iter().fold(0.0f64, |slowest, (d, carried)| {
-                let dir = links.dirs[index[*d]];
+            step.clone().fold(0.0f64, |slowest, (d, carried)| {
+                let dir = links.dirs[index[d]];
                 slowest.max(
                     carried.len() as f64 * bytes
                         / schedule_ir::cost::bytes_per_second(dir.bandwidth_gbps),
                 )
             }) + step
-                .iter()
-                .map(|(d, _)| links.dirs[index[*d]].latency_us * 1e-6)
+                .map(|(d, _)| links.dirs[index[d]].latency_us * 1e-6)
                 .fold(0.0, f64::max)
         })
         .sum()
@@ -941,10 +955,11 @@ fn assemble(
     });
     let moves = |reverse: bool| {
         let dirs = &best.dirs;
-        move |step: &Vec<(usize, Vec<u32>)>| -> Vec<Move> {
-            step.iter()
+        move |t: usize| -> Vec<Move> {
+            best.gather
+                .step(t)
                 .map(|(d, carried)| {
-                    let dir = links.dirs[dirs[*d]];
+                    let dir = links.dirs[dirs[d]];
                     let (from, to, mode) = if reverse {
                         (dir.to, dir.from, RecvMode::Reduce)
                     } else {
@@ -964,13 +979,22 @@ fn assemble(
     let (scatter, gather) = super::halves(spec.collective).unwrap_or((false, false));
     let mut steps: Vec<Vec<Move>> = Vec::new();
     if scatter {
-        steps.extend(best.gather.steps.iter().rev().map(moves(true)));
+        steps.extend((0..best.gather.len()).rev().map(moves(true)));
     }
     if gather {
-        steps.extend(best.gather.steps.iter().map(moves(false)));
+        steps.extend((0..best.gather.len()).map(moves(false)));
     }
     let plan = Plan::data(chunks, steps, Packing::AsGiven);
     plan::assemble(spec, algorithm, machine, plan)
+}
+
+/// The all-gather receptions of `best`'s synthesis, for its overlapped allreduce.
+fn receptions(links: &Links, best: &Best) -> Vec<overlap::Reception> {
+    overlap::receptions(&best.gather, |d| {
+        let dir = links.dirs[best.dirs[d]];
+        let capacity = best.capacity.get(d).copied().unwrap_or(1);
+        (dir.from, dir.to, dir.link, capacity)
+    })
 }
 
 /// The pipeline depths tried for the overlapped allreduce.
@@ -989,22 +1013,13 @@ fn overlapped(
     best: &Best,
     beat: f64,
     budget: &mut u64,
-) -> Option<(usize, f64, Vec<Placed>)> {
+) -> Option<(usize, f64)> {
     let p = links.nodes.len();
     let k = best.per_node;
     let per_piece = k * p;
-    let list = overlap::receptions(&best.gather, |d| {
-        let dir = links.dirs[best.dirs[d]];
-        let capacity = best.capacity.get(d).copied().unwrap_or(1);
-        (dir.from, dir.to, dir.link, capacity)
-    });
-    let link_count = links
-        .dirs
-        .iter()
-        .map(|d| d.link.index() + 1)
-        .max()
-        .unwrap_or(0);
-    let mut kept: Option<(usize, f64, Vec<Placed>)> = None;
+    let list = receptions(links, best);
+    let link_count = links.count();
+    let mut kept: Option<(usize, f64)> = None;
     for pieces in PIECES {
         let receptions = (list.len() * pieces) as u64;
         let chunks = (per_piece * pieces) as u64;
@@ -1012,15 +1027,15 @@ fn overlapped(
             break;
         }
         *budget -= receptions;
-        let least = kept.as_ref().map_or(beat, |(_, s, _)| s.min(beat));
+        let least = kept.map_or(beat, |(_, s)| s.min(beat));
         let demand = overlap::demand(&list, pieces, link_count);
         if least_price_load(links, spec, chunks as usize, &demand) >= least {
             continue;
         }
-        let run = overlap::allreduce(p, per_piece, |c| c / k, &list, pieces, link_count);
-        let seconds = price_load(links, spec, chunks as usize, &run.load);
-        if kept.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
-            kept = Some((pieces, seconds, run.placed));
+        let load = overlap::load(p, per_piece, |c| c / k, &list, pieces, link_count);
+        let seconds = price_load(links, spec, chunks as usize, &load);
+        if kept.is_none_or(|(_, s)| seconds < s) {
+            kept = Some((pieces, seconds));
         }
     }
     kept

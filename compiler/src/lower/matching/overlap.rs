@@ -27,10 +27,11 @@ use std::collections::BTreeMap;
 /// One all-gather reception of the synthesis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reception {
-    /// The sender, as an index into the compute nodes.
-    pub from: usize,
+    /// The sender, as an index into the compute nodes (32 bits: a 1 024-node synthesis has a
+    /// million receptions).
+    pub from: u32,
     /// The receiver, likewise.
-    pub to: usize,
+    pub to: u32,
     /// The link.
     pub link: LinkId,
     /// Chunks the link carries per step each way.
@@ -63,11 +64,12 @@ pub fn receptions(
     resolve: impl Fn(usize) -> (usize, usize, LinkId, u32),
 ) -> Vec<Reception> {
     gather
-        .steps
-        .iter()
+        .steps()
         .flatten()
         .flat_map(|(d, carried)| {
-            let (from, to, link, capacity) = resolve(*d);
+            let (from, to, link, capacity) = resolve(d);
+            let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+            let (from, to) = (index(from), index(to));
             carried.iter().map(move |&chunk| Reception {
                 from,
                 to,
@@ -122,14 +124,18 @@ pub fn demand(list: &[Reception], pieces: usize, links: usize) -> Vec<Demand> {
 }
 
 /// The key of the direction from compute node `from` to `to` over `link`.
-fn key(from: usize, to: usize, link: LinkId) -> usize {
+fn key(from: u32, to: u32, link: LinkId) -> usize {
     link.index() * 2 + usize::from(from > to)
 }
 
+/// The bit of a [`Timeline`] slot that marks its transfers reduced (a slot holds far fewer
+/// transfers than 2³¹).
+const REDUCED: u32 = 1 << 31;
+
 /// Which link directions carry what in which step, as transfers are placed.
 struct Timeline {
-    /// `slots[key][step]`: chunks carried and whether they are reduced.
-    slots: Vec<Vec<(u32, bool)>>,
+    /// `slots[key][step]`: chunks carried, with [`REDUCED`] set where they are reduced.
+    slots: Vec<Vec<u32>>,
     /// `skip[key][step]`: a step at or after `step` that may have room; a full step points
     /// past itself (a union-find with path compression, so a placement skips full steps in
     /// near-constant time).
@@ -146,7 +152,7 @@ impl Timeline {
             if skip.len() <= at {
                 let from = skip.len();
                 skip.extend((from..=at).map(|i| u32::try_from(i).unwrap_or(u32::MAX)));
-                self.slots[key].resize(at + 1, (0, false));
+                self.slots[key].resize(at + 1, 0);
             }
             let next = skip[at] as usize;
             if next == at {
@@ -169,9 +175,10 @@ impl Timeline {
     fn place(&mut self, key: usize, capacity: u32, earliest: u32, reduce: bool) -> u32 {
         let mut s = self.free(key, earliest as usize);
         loop {
-            let (n, r) = self.slots[key][s];
+            let slot = self.slots[key][s];
+            let (n, r) = (slot & !REDUCED, slot & REDUCED != 0);
             if n == 0 || (r == reduce && n < capacity) {
-                self.slots[key][s] = (n + 1, reduce);
+                self.slots[key][s] = (n + 1) | if reduce { REDUCED } else { 0 };
                 if n + 1 >= capacity {
                     self.skip[key][s] = u32::try_from(s + 1).unwrap_or(u32::MAX);
                 }
@@ -204,29 +211,85 @@ pub fn allreduce(
     pieces: usize,
     links: usize,
 ) -> Overlapped {
+    let mut placed = Vec::with_capacity(2 * list.len() * pieces);
+    let load = place(p, chunks, owner, list, pieces, links, |t| placed.push(t));
+    Overlapped { placed, load }
+}
+
+/// What [`allreduce`] places on each link direction in each step (its `load`), without
+/// keeping the transfers: a search prices many placements and assembles one, and on a
+/// 1 024-node machine the transfers of one placement take tens of megabytes.
+pub fn load(
+    p: usize,
+    chunks: usize,
+    owner: impl Fn(usize) -> usize,
+    list: &[Reception],
+    pieces: usize,
+    links: usize,
+) -> Vec<Vec<u32>> {
+    place(p, chunks, owner, list, pieces, links, |_| {})
+}
+
+/// Places every transfer of the overlapped allreduce, handing each to `emit` in placement
+/// order, and returns the load per link direction and step.
+fn place(
+    p: usize,
+    chunks: usize,
+    owner: impl Fn(usize) -> usize,
+    list: &[Reception],
+    pieces: usize,
+    links: usize,
+    mut emit: impl FnMut(Placed),
+) -> Vec<Vec<u32>> {
     let n = list.len();
+    let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
     // arrival[v · chunks + c]: the reception that brings chunk c to node v.
-    let mut arrival = vec![usize::MAX; p * chunks];
+    let mut arrival = vec![u32::MAX; p * chunks];
     for (i, r) in list.iter().enumerate() {
-        arrival[r.to * chunks + r.chunk as usize] = i;
+        arrival[r.to as usize * chunks + r.chunk as usize] = index(i);
     }
-    // children[i]: receptions whose sender got the chunk by reception i; first[c]: the
-    // owner's own sends of chunk c.
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut first: Vec<Vec<usize>> = vec![Vec::new(); chunks];
-    for (j, r) in list.iter().enumerate() {
+    // The reception that brought reception j's chunk to its sender (`None` where the sender
+    // owns the chunk), whose children j is among.
+    let parent = |j: usize| {
+        let r = list[j];
         let c = r.chunk as usize;
-        if owner(c) == r.from {
-            first[c].push(j);
-        } else if let Some(kids) = children.get_mut(arrival[r.from * chunks + c]) {
-            kids.push(j);
+        let from = r.from as usize;
+        (owner(c) != from)
+            .then(|| arrival[from * chunks + c] as usize)
+            .filter(|&i| i < n)
+    };
+    // The children of reception i are `children[start[i]..start[i + 1]]`, receptions whose
+    // sender got the chunk by reception i; `first[c]`, the owner's own sends of chunk c.
+    let mut start = vec![0u32; n + 1];
+    for j in 0..n {
+        if let Some(i) = parent(j) {
+            start[i + 1] += 1;
         }
     }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut children = vec![0u32; start[n] as usize];
+    let mut first: Vec<Vec<u32>> = vec![Vec::new(); chunks];
+    for j in 0..n {
+        match parent(j) {
+            Some(i) => {
+                children[fill[i] as usize] = index(j);
+                fill[i] += 1;
+            }
+            None if owner(list[j].chunk as usize) == list[j].from as usize => {
+                first[list[j].chunk as usize].push(index(j));
+            }
+            None => {}
+        }
+    }
+    drop(fill);
+    let children_of = |i: usize| &children[start[i] as usize..start[i + 1] as usize];
     let mut timeline = Timeline {
         slots: vec![Vec::new(); 2 * links],
         skip: vec![Vec::new(); 2 * links],
     };
-    let mut out = Vec::with_capacity(2 * n * pieces);
     let mut scatter = vec![0u32; n];
     let mut gather = vec![0u32; n];
     for q in 0..pieces {
@@ -235,17 +298,17 @@ pub fn allreduce(
         // the list, so the reversed list places them first.
         for i in (0..n).rev() {
             let r = list[i];
-            let earliest = children[i]
+            let earliest = children_of(i)
                 .iter()
-                .map(|&j| scatter[j] + 1)
+                .map(|&j| scatter[j as usize] + 1)
                 .max()
                 .unwrap_or(0);
             let step = timeline.place(key(r.to, r.from, r.link), r.capacity, earliest, true);
             scatter[i] = step;
-            out.push(Placed {
+            emit(Placed {
                 step,
-                from: r.to,
-                to: r.from,
+                from: r.to as usize,
+                to: r.from as usize,
                 link: r.link,
                 chunk: global(r.chunk),
                 reduce: true,
@@ -254,31 +317,32 @@ pub fn allreduce(
         // All-gather: reception i, after its sender has the chunk.
         for (i, r) in list.iter().enumerate() {
             let c = r.chunk as usize;
-            let earliest = if owner(c) == r.from {
-                first[c].iter().map(|&j| scatter[j] + 1).max().unwrap_or(0)
-            } else {
-                gather
-                    .get(arrival[r.from * chunks + c])
-                    .map_or(0, |&s| s + 1)
+            let earliest = match parent(i) {
+                Some(from) => gather[from] + 1,
+                None if owner(c) == r.from as usize => first[c]
+                    .iter()
+                    .map(|&j| scatter[j as usize] + 1)
+                    .max()
+                    .unwrap_or(0),
+                None => 0,
             };
             let step = timeline.place(key(r.from, r.to, r.link), r.capacity, earliest, false);
             gather[i] = step;
-            out.push(Placed {
+            emit(Placed {
                 step,
-                from: r.from,
-                to: r.to,
+                from: r.from as usize,
+                to: r.to as usize,
                 link: r.link,
                 chunk: global(r.chunk),
                 reduce: false,
             });
         }
     }
-    let load = timeline
+    timeline
         .slots
         .into_iter()
-        .map(|column| column.into_iter().map(|(n, _)| n).collect())
-        .collect();
-    Overlapped { placed: out, load }
+        .map(|column| column.into_iter().map(|n| n & !REDUCED).collect())
+        .collect()
 }
 
 /// The plan steps of placed transfers: per step, one move per link direction and mode,

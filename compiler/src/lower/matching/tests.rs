@@ -152,6 +152,11 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
                     let demand = overlap::demand(&list, pieces, link_count);
                     let least = least_price_load(&links, &spec, chunks, &demand);
                     let run = overlap::allreduce(p, k * p, |c| c / k, &list, pieces, link_count);
+                    assert_eq!(
+                        run.load,
+                        overlap::load(p, k * p, |c| c / k, &list, pieces, link_count)
+                    );
+                    assert_eq!(run.placed.len(), 2 * list.len() * pieces);
                     let priced = price_load(&links, &spec, chunks, &run.load);
                     assert!(
                         least <= priced && least > 0.0,
@@ -163,8 +168,7 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
                     }
                 }
                 let mut budget = u64::MAX;
-                let skipping = overlapped(&links, &spec, shape, f64::INFINITY, &mut budget)
-                    .map(|(pieces, seconds, _)| (pieces, seconds));
+                let skipping = overlapped(&links, &spec, shape, f64::INFINITY, &mut budget);
                 assert_eq!(skipping, every, "{} {k} per node at {elements}", m.name);
             }
         }
