@@ -165,8 +165,9 @@ fn auto_skips_the_ring_on_a_large_torus_and_says_so() {
     assert!(note.reason.contains(", not lowered"), "{}", note.reason);
 }
 
-/// On a 4 × 4 torus at 256 MiB `rotated-hd` meets the bandwidth bound, and `trees`' floor (its
-/// pipeline's steps) is below it: `trees` is handed `rotated-hd`'s estimate and declines with
+/// On a 4 × 4 torus at 256 MiB `rotated-hd` and `matching` meet the bandwidth bound within
+/// 0.1%, and `trees`' floor (its pipeline's steps) is below both: `trees` is handed the
+/// winner's estimate and declines with
 /// the least bound of its pipeline depths, which sees what every depth pays to fill and
 /// drain, before it schedules any of them. Without the decline it would be lowered and priced.
 #[test]
@@ -180,12 +181,16 @@ fn trees_declines_where_no_pipeline_depth_can_win() {
     let mut spec = request.spec.clone();
     spec.elements = (256 << 20) / spec.dtype.size_bytes();
     let (_, note) = lower_phase(machine, &request.at, &spec, Choice::Auto, &knobs).unwrap();
-    assert_eq!(note.method, Method::RotatedHd, "{}", note.reason);
+    assert!(
+        matches!(note.method, Method::RotatedHd | Method::Matching),
+        "{}",
+        note.reason
+    );
     let estimate = |m: Method| {
         let lowered = m.lower(machine, &spec, &knobs).unwrap();
         schedule_ir::cost::estimate(&ir, &lowered.phase).seconds
     };
-    let best = estimate(Method::RotatedHd);
+    let best = estimate(note.method);
     let floor = Method::Trees.floor(machine, &spec, &knobs, &Floor::of(&ir, &spec));
     assert!(
         floor < best,

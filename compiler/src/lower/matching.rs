@@ -33,8 +33,9 @@
 //! of high latency beside fast ones would otherwise make the machine with it slower than the
 //! machine without it. The chunks per
 //! node `k`, the *grain* (how many chunks a direction of bandwidth `b` carries per step: one, or
-//! one, two, four or eight shards of `k`; see `grains`), the pick rule (rarest first, or any candidate
-//! as TACOS does) and the seed of the tie-breaks are the other knobs. Every candidate's
+//! one, two, four or eight shards of `k`; see `grains`), the pick rule (rarest first; the chunk
+//! the receiver's other senders lack first; or any candidate, as TACOS does) and the seed of the
+//! tie-breaks are the other knobs. Every candidate's
 //! all-gather is priced by the α-β cost model for the phase's vector, and the cheapest is kept;
 //! the search stops at a work budget, so large machines try fewer shapes.
 
@@ -76,8 +77,8 @@ const SEEDS: [u64; 2] = [0x0074_6f70_6f63, 0x006d_6174_6368];
 /// The pick rules and seeds [`search`] tries for each shape, in order.
 const RULES: [(Pick, u64); 3] = [
     (Pick::Rarest, SEEDS[0]),
+    (Pick::Exclusive, SEEDS[0]),
     (Pick::Any, SEEDS[0]),
-    (Pick::Rarest, SEEDS[1]),
 ];
 
 /// `matching`: all-gather synthesised by link–chunk matching, reduce-scatter as its time
@@ -232,11 +233,21 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
             collective: Collective::AllGather,
             ..spec.clone()
         };
-        // One chunk per step was searched for the overlap, up to its chunk count.
-        // Nothing left out: the plateau reads every price.
+        // One chunk per step was searched for the overlap, up to its chunk count, and what
+        // it found there counts toward the plateau. Nothing left out: the plateau reads every
+        // price.
+        let overlap_shapes = &shapes;
+        let covered = |k: usize, grain: u32| {
+            (grain == 1 && k <= ALLREDUCE_CHUNKS_PER_NODE).then(|| {
+                overlap_shapes
+                    .iter()
+                    .find(|b| b.per_node == k)
+                    .map_or(f64::INFINITY, |b| b.seconds)
+            })
+        };
         let scope = Scope {
             beat: beat / 2.0,
-            covered: &|k: usize, grain: u32| grain == 1 && k <= ALLREDUCE_CHUNKS_PER_NODE,
+            covered: &covered,
             until_plateau: true,
             out: never,
         };
@@ -660,6 +671,7 @@ impl Best {
             match self.pick {
                 Pick::Rarest => "rarest",
                 Pick::Any => "any candidate",
+                Pick::Exclusive => "fewest other senders",
             },
             self.tier.gbps,
             self.gather.len()
@@ -672,8 +684,13 @@ struct Scope<'a> {
     /// Where only the cheapest counts (a half alone), a shape whose price cannot be below this
     /// is not synthesised.
     beat: f64,
-    /// Shapes (chunks per node, grain) searched already elsewhere, not synthesised again.
-    covered: &'a dyn Fn(usize, u32) -> bool,
+    /// Shapes (chunks per node, grain) searched already elsewhere, not synthesised again,
+    /// with the cheapest price found there for that chunk count (infinite where none was):
+    /// while those prices still fall, no plateau is read. Without them, a machine whose only
+    /// good shapes were covered read a plateau at the third chunk count and never tried the
+    /// finer ones (an MI250X node's allreduce stopped at 12 chunks per node, 13 steps per
+    /// half, where 24 take 25).
+    covered: &'a dyn Fn(usize, u32) -> Option<f64>,
     /// Whether to stop once two chunk counts in a row lower the cheapest price synthesised by
     /// less than [`PLATEAU_GAIN`] (a chunk count whose every shape is skipped lowers nothing):
     /// finer chunks shorten an all-gather's fill and drain less and less and cost more steps,
@@ -689,7 +706,7 @@ impl Scope<'_> {
     /// Every shape, within the work budget only.
     const ALL: Scope<'static> = Scope {
         beat: f64::INFINITY,
-        covered: &|_, _| false,
+        covered: &|_, _| None,
         until_plateau: false,
         out: &|_| false,
     };
@@ -767,6 +784,8 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
     // The cheapest price synthesised, whether or not it beats `scope.beat`, and the chunk
     // counts in a row that lowered it by less than `PLATEAU_GAIN`.
     let (mut own, mut flat) = (f64::INFINITY, 0);
+    // The cheapest price found elsewhere for the covered shapes so far.
+    let mut elsewhere = f64::INFINITY;
     let covered = scope.covered;
     // Ruling out reads no price, so not where the plateau does.
     let rules_out = only_best && !scope.until_plateau;
@@ -776,7 +795,12 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
         if scope.until_plateau && flat >= 2 {
             break;
         }
-        let before = own;
+        let before = (own, elsewhere);
+        for &grain in &grains {
+            if let Some(price) = covered(per_node, grain) {
+                elsewhere = elsewhere.min(price);
+            }
+        }
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
@@ -784,7 +808,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
             // Each grain's directions and least price, once.
             let grained: Vec<_> = grains
                 .iter()
-                .filter(|&&g| !covered(per_node, g))
+                .filter(|&&g| covered(per_node, g).is_none())
                 .map(|&grain| {
                     let (dirs, index) = links.at(tier, grain);
                     let least = least_price(links, &dirs, &index, spec, per_node);
@@ -855,7 +879,8 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
             }
         }
         kept.extend(best);
-        flat = if own < before * (1.0 - PLATEAU_GAIN) {
+        let lower = |now: f64, then: f64| now < then * (1.0 - PLATEAU_GAIN);
+        flat = if lower(own, before.0) || lower(elsewhere, before.1) {
             0
         } else {
             flat + 1
