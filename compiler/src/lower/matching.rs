@@ -279,15 +279,16 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
                         .copied()
                 },
             );
-            let placed = overlap::allreduce(
+            let mut placed = Vec::new();
+            overlap::place(
                 links.nodes.len(),
                 shape.per_node * links.nodes.len(),
                 |c| c / shape.per_node,
                 &receptions(&links, shape),
                 pieces,
                 links.count(),
-            )
-            .placed;
+                |t| placed.push(t),
+            );
             let plan = Plan::data(
                 chunks,
                 overlap::placed_steps(&links.nodes, &placed),
@@ -1057,7 +1058,7 @@ fn overlapped(
         if least_price_load(links, spec, chunks as usize, &demand) >= least {
             continue;
         }
-        let load = overlap::load(p, per_piece, |c| c / k, &list, pieces, link_count);
+        let load = overlap::place(p, per_piece, |c| c / k, &list, pieces, link_count, |_| {});
         let seconds = price_load(links, spec, chunks as usize, &load);
         if kept.is_none_or(|(_, s)| seconds < s) {
             kept = Some((pieces, seconds));
@@ -1096,7 +1097,7 @@ fn least_price_load(
 }
 
 /// The α-β price of an overlapped allreduce whose directions carry `load` (see
-/// [`overlap::Overlapped::load`]) for the phase's vector cut into `chunks` chunks.
+/// [`overlap::place`]) for the phase's vector cut into `chunks` chunks.
 fn price_load(links: &Links, spec: &PhaseSpec, chunks: usize, load: &[Vec<u32>]) -> f64 {
     let bytes =
         (spec.elements as f64 / chunks.max(1) as f64).ceil() * spec.dtype.size_bytes() as f64;

@@ -96,7 +96,7 @@ pub struct Demand {
 }
 
 impl Demand {
-    /// The fewest steps the direction is used in: [`allreduce`] fills a step of a direction
+    /// The fewest steps the direction is used in: [`place`] fills a step of a direction
     /// only while it holds fewer transfers than the capacity of the one being placed, and
     /// never mixes the modes in one step.
     pub fn least_steps(&self) -> u64 {
@@ -105,7 +105,7 @@ impl Demand {
     }
 }
 
-/// Per link direction (keyed as in [`Overlapped::load`]), what [`allreduce`] of `pieces`
+/// Per link direction (keyed as [`place`] keys its load), what [`place`] of `pieces`
 /// copies of the trees `list` describes places on it, on a machine of `links` links.
 pub fn demand(list: &[Reception], pieces: usize, links: usize) -> Vec<Demand> {
     let mut out = vec![Demand::default(); 2 * links];
@@ -190,49 +190,14 @@ impl Timeline {
     }
 }
 
-/// The overlapped allreduce: its transfers, and per link direction (`2 · link + 1` for the
-/// direction from the higher compute-node index to the lower, `2 · link` for the other) the
-/// chunks carried in each step.
-pub struct Overlapped {
-    /// The transfers, in placement order.
-    pub placed: Vec<Placed>,
-    /// `load[key][step]`: the chunks direction `key` carries in `step`.
-    pub load: Vec<Vec<u32>>,
-}
-
 /// The overlapped allreduce of `pieces` copies of the trees `list` describes (see the
 /// [module doc](self)) over `p` compute nodes, `chunks` chunks per piece owned by `owner`, on a
-/// machine of `links` links.
-pub fn allreduce(
-    p: usize,
-    chunks: usize,
-    owner: impl Fn(usize) -> usize,
-    list: &[Reception],
-    pieces: usize,
-    links: usize,
-) -> Overlapped {
-    let mut placed = Vec::with_capacity(2 * list.len() * pieces);
-    let load = place(p, chunks, owner, list, pieces, links, |t| placed.push(t));
-    Overlapped { placed, load }
-}
-
-/// What [`allreduce`] places on each link direction in each step (its `load`), without
-/// keeping the transfers: a search prices many placements and assembles one, and on a
-/// 1 024-node machine the transfers of one placement take tens of megabytes.
-pub fn load(
-    p: usize,
-    chunks: usize,
-    owner: impl Fn(usize) -> usize,
-    list: &[Reception],
-    pieces: usize,
-    links: usize,
-) -> Vec<Vec<u32>> {
-    place(p, chunks, owner, list, pieces, links, |_| {})
-}
-
-/// Places every transfer of the overlapped allreduce, handing each to `emit` in placement
-/// order, and returns the load per link direction and step.
-fn place(
+/// machine of `links` links: hands each transfer to `emit` in placement order, and returns per
+/// link direction (`2 · link + 1` for the direction from the higher compute-node index to the
+/// lower, `2 · link` for the other) the chunks it carries in each step. A search prices many
+/// placements by their load alone and keeps the transfers of the one it assembles: on a
+/// 1 024-node machine those of one placement take tens of megabytes.
+pub fn place(
     p: usize,
     chunks: usize,
     owner: impl Fn(usize) -> usize,

@@ -151,13 +151,20 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
                     }
                     let demand = overlap::demand(&list, pieces, link_count);
                     let least = least_price_load(&links, &spec, chunks, &demand);
-                    let run = overlap::allreduce(p, k * p, |c| c / k, &list, pieces, link_count);
-                    assert_eq!(
-                        run.load,
-                        overlap::load(p, k * p, |c| c / k, &list, pieces, link_count)
+                    let mut placed = 0;
+                    let load = overlap::place(
+                        p,
+                        k * p,
+                        |c| c / k,
+                        &list,
+                        pieces,
+                        link_count,
+                        |_| {
+                            placed += 1;
+                        },
                     );
-                    assert_eq!(run.placed.len(), 2 * list.len() * pieces);
-                    let priced = price_load(&links, &spec, chunks, &run.load);
+                    assert_eq!(placed, 2 * list.len() * pieces);
+                    let priced = price_load(&links, &spec, chunks, &load);
                     assert!(
                         least <= priced && least > 0.0,
                         "{}: {k} per node, {pieces} pieces: bound {least} above {priced}",
