@@ -71,15 +71,11 @@ const SEARCH_RECEPTIONS: u64 = 1 << 21;
 /// The most chunks a fast link carries per step.
 const MAX_CAPACITY: u32 = 8;
 
-/// The fixed seeds of the tie-breaks.
-const SEEDS: [u64; 2] = [0x0074_6f70_6f63, 0x006d_6174_6368];
+/// The fixed seed of the tie-breaks.
+const SEED: u64 = 0x0074_6f70_6f63;
 
-/// The pick rules and seeds [`search`] tries for each shape, in order.
-const RULES: [(Pick, u64); 3] = [
-    (Pick::Rarest, SEEDS[0]),
-    (Pick::Exclusive, SEEDS[0]),
-    (Pick::Any, SEEDS[0]),
-];
+/// The pick rules [`search`] tries for each shape, in order.
+const RULES: [Pick; 3] = [Pick::Rarest, Pick::Exclusive, Pick::Any];
 
 /// `matching`: all-gather synthesised by link–chunk matching, reduce-scatter as its time
 /// reversal.
@@ -792,6 +788,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
     let rules_out = only_best && !scope.until_plateau;
     let rounding = Rounding::of(p, spec);
     let mut outpriced = f64::INFINITY;
+    let tiers = links.tiers();
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
         if scope.until_plateau && flat >= 2 {
             break;
@@ -805,7 +802,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
-        for tier in links.tiers() {
+        for &tier in &tiers {
             // Each grain's directions and least price, once.
             let grained: Vec<_> = grains
                 .iter()
@@ -820,7 +817,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
             // runs out (a large machine affords two or three syntheses), it has gone to
             // different grains, coarse for small vectors and fine for large ones, rather than
             // to one grain under every rule.
-            for (pick, seed) in RULES {
+            for pick in RULES {
                 for (grain, dirs, index, least) in &grained {
                     let (grain, least) = (*grain, *least);
                     // A shape that cannot beat what this search already holds (this chunk
@@ -856,7 +853,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
                         |c| c / per_node,
                         dirs,
                         pick,
-                        seed,
+                        SEED,
                         max_steps.max(1),
                     ) else {
                         continue;

@@ -92,7 +92,7 @@ fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         for tier in links.tiers() {
-            for (pick, seed) in RULES {
+            for pick in RULES {
                 for &grain in &grains {
                     let (dirs, index) = links.at(tier, grain);
                     if best.is_some() && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
@@ -101,7 +101,7 @@ fn search_every(links: &Links, spec: &PhaseSpec) -> Best {
                     spent = spent.saturating_add(receptions);
                     let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX).max(1);
                     let Some(gather) =
-                        synth::gather(p, chunks, |c| c / per_node, &dirs, pick, seed, max_steps)
+                        synth::gather(p, chunks, |c| c / per_node, &dirs, pick, SEED, max_steps)
                     else {
                         continue;
                     };
