@@ -53,7 +53,7 @@ pub fn lower_phase(
     crate::limits::check_vector(at, spec.elements, spec.dtype)?;
     let mut refusals: Vec<(Method, EmbedError)> = Vec::new();
     if wanted == Choice::Auto {
-        if let Some(chosen) = cheapest(machine, spec, knobs, &mut refusals) {
+        if let Some(chosen) = cheapest(machine, spec, knobs, HELD_INSTRUCTIONS, &mut refusals) {
             return Ok(chosen);
         }
     } else {
@@ -231,10 +231,14 @@ fn no_method(
 /// ([`PhaseNote::weighed`]) and says the same in words. `None` when no method applies;
 /// `refusals` then says why each did not, those over a limit ([`EmbedError::OverBudget`])
 /// among them, in registry order.
+///
+/// A schedule of more than `held` instructions from a method that does not search is let go
+/// while a searching method runs, and lowered again if it wins ([`HELD_INSTRUCTIONS`]).
 fn cheapest(
     machine: &Machine,
     spec: &PhaseSpec,
     knobs: &Knobs,
+    held: usize,
     refusals: &mut Vec<(Method, EmbedError)>,
 ) -> Option<(schedule_ir::Phase, PhaseNote)> {
     let ir = machine.to_ir();
@@ -261,7 +265,8 @@ fn cheapest(
     let mut priced: Vec<(usize, Method, f64)> = Vec::new();
     let mut skipped: Vec<(usize, Method, f64)> = Vec::new();
     let mut failed: Vec<(usize, Method, EmbedError)> = Vec::new();
-    let mut best: Option<(usize, Method, f64, Lowered)> = None;
+    // The cheapest so far, and its schedule unless it was let go while a search ran.
+    let mut best: Option<(usize, Method, f64, Option<Lowered>)> = None;
     let mut queue: std::collections::VecDeque<(usize, Method, f64)> = order.into();
     while let Some((i, method, floor)) = queue.pop_front() {
         // A method that can decline once it has a schedule to beat waits for one, behind the
@@ -278,14 +283,23 @@ fn cheapest(
             continue;
         }
         // Out where no estimate at or above its floor could beat the best so far.
-        let out = |floor: f64| {
+        let out = |floor: f64, best: &Option<(usize, Method, f64, Option<Lowered>)>| {
             best.as_ref()
                 .is_some_and(|(b, _, s, _)| !could_beat(floor, i, (*s, *b)))
         };
-        if out(floor) {
+        if out(floor, &best) {
             skipped.push((i, method, floor));
             continue;
         }
+        if method.searches() {
+            if let Some((_, kept, _, lowered)) = best.as_mut() {
+                let large = lowered.as_ref().is_some_and(|l| instructions(l) > held);
+                if !kept.searches() && large {
+                    *lowered = None;
+                }
+            }
+        }
+        let out = |floor: f64| out(floor, &best);
         crate::progress::doing(|| format!("phase `{}`: lowering with {method}", spec.name));
         match method.lower_unless(machine, spec, knobs, &out) {
             Ok(Unless::Outpriced(floor)) => skipped.push((i, method, floor)),
@@ -296,7 +310,7 @@ fn cheapest(
                     .as_ref()
                     .is_none_or(|(b, _, s, _)| beats((seconds, i), (*s, *b)));
                 if wins {
-                    best = Some((i, method, seconds, *lowered));
+                    best = Some((i, method, seconds, Some(*lowered)));
                 }
             }
             Err(e) => failed.push((i, method, e)),
@@ -304,7 +318,18 @@ fn cheapest(
     }
     failed.sort_by_key(|f| f.0);
     refusals.extend(failed.into_iter().map(|(_, m, e)| (m, e)));
-    let (_, method, _, lowered) = best?;
+    let (_, method, _, kept) = best?;
+    // Lowering is deterministic: the schedule let go is lowered again as it was.
+    let lowered = match kept {
+        Some(lowered) => lowered,
+        None => match method.lower(machine, spec, knobs) {
+            Ok(lowered) => lowered,
+            Err(e) => {
+                refusals.push((method, e));
+                return None;
+            }
+        },
+    };
     priced.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
     skipped.sort_by(|a, b| a.2.total_cmp(&b.2).then(a.0.cmp(&b.0)));
     let mut weighed: Vec<Weighed> = priced
@@ -335,6 +360,26 @@ fn cheapest(
     let (phase, mut note) = noted(spec, method, reason, lowered);
     note.weighed = weighed;
     Some((phase, note))
+}
+
+/// The most instructions a lowered schedule may have for `auto` to hold it while a searching
+/// method ([`Method::searches`]) runs; a larger one, from a method that does not search, is let
+/// go and lowered again if it wins. Its instructions are most of the peak memory otherwise:
+/// on a 32 × 32 torus `rotated-hd`'s million instructions (65 MB) were held while `matching`
+/// searched, and the peak was the two together. A method that does not search lowers in a
+/// fraction of the time a search takes, so lowering it twice costs little; a search is never
+/// let go.
+const HELD_INSTRUCTIONS: usize = 1 << 18;
+
+/// The instructions of `lowered`'s phase.
+fn instructions(lowered: &Lowered) -> usize {
+    lowered
+        .phase
+        .programs
+        .iter()
+        .flat_map(|p| &p.steps)
+        .map(Vec::len)
+        .sum()
 }
 
 /// How much higher than its floor `auto` expects a searching method's estimate to lie, when it
@@ -431,5 +476,62 @@ pub fn describe(c: Collective) -> String {
         Collective::Broadcast { .. } => "broadcast".to_string(),
         Collective::Reduce { .. } => "reduce".to_string(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+    use crate::lower::testing::{machine, spec};
+    use schedule_ir::DType;
+
+    /// A schedule let go while a search runs and lowered again is the one held: the same
+    /// phase, method and note. On the ring `ring` is lowered first, `matching` then searches
+    /// and ties it, and `ring` wins the tie, so with nothing held it is lowered twice.
+    #[test]
+    fn a_schedule_let_go_is_lowered_again_as_it_was() {
+        let cases = [
+            (
+                r#"Topology(name: "r", machine: Ring(nodes: 8))"#,
+                1 << 18,
+                true,
+            ),
+            (
+                r#"Topology(name: "c", machine: Cube(link: (bandwidth_gbps: 100.0, latency_us: 1.0)))"#,
+                1 << 20,
+                false,
+            ),
+            (
+                r#"Topology(name: "l", machine: Ladder(pairs: 13))"#,
+                1 << 20,
+                false,
+            ),
+        ];
+        for (text, elements, ring_wins) in cases {
+            let m = machine(text);
+            let spec = spec(Collective::AllReduce, DType::F32, elements);
+            let knobs = Knobs::default();
+            let held = cheapest(&m, &spec, &knobs, usize::MAX, &mut Vec::new()).unwrap();
+            let again = cheapest(&m, &spec, &knobs, 0, &mut Vec::new()).unwrap();
+            assert_eq!(held.0, again.0, "{}", m.name);
+            let (a, b) = (&held.1, &again.1);
+            assert_eq!(
+                (a.method, &a.reason, &a.rings, &a.weighed),
+                (b.method, &b.reason, &b.rings, &b.weighed),
+                "{}",
+                m.name
+            );
+            assert_eq!(format!("{:?}", a.embedding), format!("{:?}", b.embedding));
+            assert_eq!(format!("{:?}", a.trees), format!("{:?}", b.trees));
+            if ring_wins {
+                let note = &again.1;
+                assert_eq!(note.method, Method::Ring);
+                let searched = note.weighed.iter().any(|w| {
+                    w.method == Method::Matching && matches!(w.verdict, Verdict::Estimate(_))
+                });
+                assert!(searched, "{:?}", note.weighed);
+            }
+        }
     }
 }
