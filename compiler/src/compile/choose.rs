@@ -265,8 +265,7 @@ fn cheapest(
     let mut priced: Vec<(usize, Method, f64)> = Vec::new();
     let mut skipped: Vec<(usize, Method, f64)> = Vec::new();
     let mut failed: Vec<(usize, Method, EmbedError)> = Vec::new();
-    // The cheapest so far, and its schedule unless it was let go while a search ran.
-    let mut best: Option<(usize, Method, f64, Option<Lowered>)> = None;
+    let mut best: Option<Best> = None;
     let mut queue: std::collections::VecDeque<(usize, Method, f64)> = order.into();
     while let Some((i, method, floor)) = queue.pop_front() {
         // A method that can decline once it has a schedule to beat waits for one, behind the
@@ -283,11 +282,11 @@ fn cheapest(
             continue;
         }
         // Out where no estimate at or above its floor could beat the best so far.
-        let out = |floor: f64, best: &Option<(usize, Method, f64, Option<Lowered>)>| {
+        let ruled_out = |floor: f64, best: &Option<Best>| {
             best.as_ref()
                 .is_some_and(|(b, _, s, _)| !could_beat(floor, i, (*s, *b)))
         };
-        if out(floor, &best) {
+        if ruled_out(floor, &best) {
             skipped.push((i, method, floor));
             continue;
         }
@@ -299,7 +298,7 @@ fn cheapest(
                 }
             }
         }
-        let out = |floor: f64| out(floor, &best);
+        let out = |floor: f64| ruled_out(floor, &best);
         crate::progress::doing(|| format!("phase `{}`: lowering with {method}", spec.name));
         match method.lower_unless(machine, spec, knobs, &out) {
             Ok(Unless::Outpriced(floor)) => skipped.push((i, method, floor)),
@@ -361,6 +360,10 @@ fn cheapest(
     note.weighed = weighed;
     Some((phase, note))
 }
+
+/// `auto`'s cheapest method so far: its index in [`Method::ALL`], the method, its estimate, and
+/// its schedule unless it was let go while a search ran ([`HELD_INSTRUCTIONS`]).
+type Best = (usize, Method, f64, Option<Lowered>);
 
 /// The most instructions a lowered schedule may have for `auto` to hold it while a searching
 /// method ([`Method::searches`]) runs; a larger one, from a method that does not search, is let

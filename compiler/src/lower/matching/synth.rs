@@ -18,8 +18,9 @@
 //! leads from a holder of a missing chunk to a node that lacks it, and the first such direction
 //! considered takes it), so the synthesis ends within `C · (p - 1)` steps.
 
-/// How many candidates [`Pick::Rarest`] and [`Pick::Exclusive`] weigh per pick, from a seeded position: enough to
-/// find a rare chunk, and it keeps a pick's cost bounded whatever the chunk count.
+/// How many candidates [`Pick::Rarest`] and [`Pick::Exclusive`] weigh per pick, from a seeded
+/// position: enough to find a rare chunk, and it keeps a pick's cost bounded whatever the chunk
+/// count.
 const RAREST_WINDOW: usize = 48;
 
 /// One usable link direction between compute nodes.
@@ -47,7 +48,7 @@ pub enum Pick {
     /// links (the two dies of an MI250X, a ladder's rungs), every chunk must cross those links
     /// into the group once, and a chunk brought to two of its nodes over them wastes the
     /// scarcest capacity; rarest first on an MI250X node filled every link for two thirds of
-    /// the steps and then starved (31 steps where 24 suffice; 25 with this rule).
+    /// the steps and then starved (31 steps where 24 is the least; 25 with this rule).
     Exclusive,
 }
 
