@@ -165,16 +165,14 @@ fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unle
     }
     if let Some(out) = out {
         // The depths 1, 2, 4, … first: where their least bound is not out, no least is, and
-        // the thousands of depths between them need not be bounded.
-        let doublings =
-            || std::iter::successors(Some(1), |&n| (n < most).then(|| (2 * n).min(most)));
+        // the depths between them need not be bounded.
         let least = |totals: &dyn Fn(&Profile) -> f64| {
             candidates
                 .iter()
                 .map(|(_, _, p)| totals(p))
                 .fold(f64::INFINITY, f64::min)
         };
-        if out(least(&|p| p.least_of(doublings()))) {
+        if out(least(&|p| p.least_of(least::doublings(most)))) {
             let least = least(&|p| p.least(most));
             if out(least) {
                 return Ok(Unless::Outpriced(least));

@@ -26,6 +26,12 @@ const ROUNDING: f64 = 1e-9;
 /// [`Profile::least`]: a floor over so few costs about as much as the depths themselves.
 const DEPTH_BY_DEPTH: usize = 16;
 
+/// The depths 1, 2, 4, … up to `most`, and `most` itself: bounded first, their least bound
+/// rules out most ranges of depths, or shows that no depth is ruled out at all.
+pub fn doublings(most: usize) -> impl Iterator<Item = usize> {
+    std::iter::successors(Some(1), move |&n| (n < most).then(|| (2 * n).min(most)))
+}
+
 /// What a set of transfers asks of each link direction it crosses, and its longest
 /// dependency chain.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -255,7 +261,7 @@ impl Profile {
             tally.seconds(self, self.chunk_bytes(total))
         };
         // The doublings first, so that the least found early rules out ranges.
-        for total in std::iter::successors(Some(1), |&n| (n < most).then(|| (2 * n).min(most))) {
+        for total in doublings(most) {
             least = least.min(bound(&mut tally, total));
         }
         let whole = Tally::whole(self);
