@@ -119,6 +119,30 @@ pub fn partner_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<
         .collect()
 }
 
+/// The most groups for which [`exchange_routes`] routes the rails of a direct exchange: each
+/// member sends `G - 1` transfers per half along its rail, and its routes number `G - 1`.
+pub const MAX_EXCHANGE_GROUPS: usize = 16;
+
+/// `routes[d - 1][g][i]`: the route of rail `i` from group `g` to group `g + d` (cyclically),
+/// for every offset `d` from 1 to `G - 1`: the routes of a direct exchange along the rails,
+/// every member sending to each other group's member on its rail, for `G` from 3 to
+/// [`MAX_EXCHANGE_GROUPS`]. The rails of every offset are spread over the network together,
+/// since a direct exchange sends them all at once.
+pub fn exchange_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<Vec<LinkId>>>>> {
+    let g_count = groups.count();
+    if !(3..=MAX_EXCHANGE_GROUPS).contains(&g_count) {
+        return None;
+    }
+    let fast = fast_links(machine);
+    let mut load: Load = IdVec::filled(0, machine.link_count());
+    (1..g_count)
+        .map(|d| {
+            let to = |g: usize| (g + d) % g_count;
+            rail_routes_loaded(machine, &groups.members, &fast, to, &mut load).ok()
+        })
+        .collect()
+}
+
 /// `routes[g][i]`: a route from member `i` of group `g` to member `i + 1` (cyclically) over
 /// slow links and switches only, leaving its group's fabric: the way `hierarchical` moves part
 /// of a group's own traffic through its NICs, beside the fabric. `None` where some member has
@@ -162,12 +186,23 @@ fn rail_routes(
     to: impl Fn(usize) -> usize,
 ) -> Result<Vec<Vec<Vec<LinkId>>>, EmbedError> {
     let mut load: Load = IdVec::filled(0, machine.link_count());
+    rail_routes_loaded(machine, members, fast, to, &mut load)
+}
+
+/// [`rail_routes`], counting on each link the rails `load` already has there as well.
+fn rail_routes_loaded(
+    machine: &Machine,
+    members: &[Vec<NodeId>],
+    fast: &Fast,
+    to: impl Fn(usize) -> usize,
+    load: &mut Load,
+) -> Result<Vec<Vec<Vec<LinkId>>>, EmbedError> {
     let mut rail = Vec::with_capacity(members.len());
     for (g, group) in members.iter().enumerate() {
         let mut routes = Vec::with_capacity(group.len());
         for (&a, &b) in group.iter().zip(&members[to(g)]) {
-            let route = slow_route(machine, a, b, Some(fast), &load)
-                .or_else(|| slow_route(machine, a, b, None, &load))
+            let route = slow_route(machine, a, b, Some(fast), load)
+                .or_else(|| slow_route(machine, a, b, None, load))
                 .ok_or_else(|| {
                     EmbedError::NotApplicable(format!(
                         "no route from {} to {} over the network between groups",

@@ -139,7 +139,9 @@ impl Lowering for Hierarchical {
                 {
                     continue;
                 }
-                for lanes in lane_policies(shape, groups.size(), many_lanes, sharing) {
+                for lanes in
+                    lane_policies(shape, (groups.size(), groups.count()), many_lanes, sharing)
+                {
                     let lowered = lower_shape(machine, &groups, &routes, spec, shape, lanes);
                     // A route that crosses a direction twice needs its lanes: then only the
                     // declared lanes are tried.
@@ -195,11 +197,7 @@ impl Lowering for Hierarchical {
                     groups.count() * shape.slices
                 ),
             },
-            if shape.rail_halving {
-                "halving"
-            } else {
-                "rings"
-            },
+            shape.rail.name(),
             shape.slices
         ));
         Ok(lowered)
@@ -330,7 +328,9 @@ fn floor(
 ) -> f64 {
     let slowest = dag::slowest_lane(machine);
     let room = |l: schedule_ir::LinkId| {
-        if sharing {
+        if shape.rail == Rail::Direct {
+            dag::room(machine, l, rail_exchange_lanes(groups.count()), slowest)
+        } else if sharing {
             dag::room(machine, l, dag::Lanes::Shared(dag::SHARED_SENDS), slowest)
         } else {
             u64::from(machine.link(l).lanes.max(1))
@@ -343,8 +343,13 @@ fn floor(
         .as_ref()
         .filter(|_| shape.offload > 0)
         .and_then(|o| o.first()?.first()?.first().copied());
-    inner_floor(machine, groups, spec, (shape, offload), &room)
-        .max(rail_floor(machine, groups, spec, shape, &room))
+    inner_floor(machine, groups, spec, (shape, offload), &room).max(rail_floor(
+        machine,
+        (groups, routes),
+        spec,
+        shape,
+        &room,
+    ))
 }
 
 /// How many halves of the collective run: an allreduce's two, or one.
@@ -363,36 +368,57 @@ fn least_chunk(groups: &Groups, spec: &PhaseSpec, shape: Shape) -> u64 {
     spec.elements / chunks.max(1)
 }
 
-/// [`floor`]'s part for member 0's rail when the rails run rings: per piece and half it sends
-/// `(G - 1) · m` transfers of a slice each, over its rail's first link, each step that carries
-/// one paying at least the route's links' latency; a step carries at most `room` of them.
+/// [`floor`]'s part for member 0's rail when the rails run rings or exchange directly: per
+/// piece and half it sends `(G - 1) · m` transfers of a slice each, over the first links of its
+/// rail routes (one route for a ring, one to each other group for a direct exchange), each
+/// step that carries one paying at least the least of those routes' links' latency; a step
+/// carries at most `room` of them over each of those links.
 fn rail_floor(
     machine: &Machine,
-    groups: &Groups,
+    (groups, routes): (&Groups, &Routes),
     spec: &PhaseSpec,
     shape: Shape,
     room: &dyn Fn(schedule_ir::LinkId) -> u64,
 ) -> f64 {
-    let Some(route) = groups.rail.first().and_then(|g| g.first()) else {
-        return 0.0;
+    let sent: Vec<&Vec<schedule_ir::LinkId>> = match shape.rail {
+        Rail::Ring => groups
+            .rail
+            .first()
+            .and_then(|g| g.first())
+            .into_iter()
+            .collect(),
+        Rail::Direct => routes
+            .exchange
+            .iter()
+            .flatten()
+            .filter_map(|by_group| by_group.first()?.first())
+            .collect(),
+        Rail::Halving => return 0.0,
     };
-    let Some(&first) = route.first() else {
-        return 0.0;
-    };
-    if shape.rail_halving || groups.count() < 2 {
+    if groups.count() < 2 || sent.is_empty() || sent.iter().any(|r| r.is_empty()) {
         return 0.0;
     }
-    let link = machine.link(first);
-    let bandwidth = schedule_ir::cost::bytes_per_second(link.bandwidth_gbps);
-    if bandwidth.is_nan() || bandwidth <= 0.0 {
+    let mut first: Vec<schedule_ir::LinkId> =
+        sent.iter().filter_map(|r| r.first().copied()).collect();
+    first.sort_unstable();
+    first.dedup();
+    let lanes: u64 = first.iter().map(|&l| room(l)).sum();
+    let bandwidth: f64 = first
+        .iter()
+        .map(|&l| schedule_ir::cost::bytes_per_second(machine.link(l).bandwidth_gbps))
+        .sum();
+    if lanes == 0 || bandwidth.is_nan() || bandwidth <= 0.0 {
         return 0.0;
     }
-    let latency: f64 = route.iter().map(|&l| machine.link(l).latency_us).sum();
+    let latency = sent
+        .iter()
+        .map(|r| r.iter().map(|&l| machine.link(l).latency_us).sum::<f64>())
+        .fold(f64::INFINITY, f64::min);
     let transfers = shape.pieces as u64
         * halves(spec.collective)
         * (groups.count() as u64 - 1)
         * shape.slices as u64;
-    let steps = transfers.div_ceil(room(first));
+    let steps = transfers.div_ceil(lanes);
     let bytes =
         (transfers * least_chunk(groups, spec, shape)) as f64 * spec.dtype.size_bytes() as f64;
     steps as f64 * latency * 1e-6 + bytes / bandwidth
@@ -458,10 +484,19 @@ fn inner_floor(
 /// ports beside NICs), a direct exchange is also scheduled with shared link directions
 /// ([`dag::Lanes::Shared`]), and only so in [`SHARED_PIECES`] pieces: one send per lane and
 /// step would let a group's fast port carry no more of a piece per step than a NIC. Rings and
-/// halving inside a group take more steps for the same bytes, and are not.
-fn lane_policies(shape: Shape, k: usize, many_lanes: bool, sharing: bool) -> Vec<dag::Lanes> {
+/// halving inside a group take more steps for the same bytes, and are not. A direct exchange
+/// along the rails is scheduled with shared link directions only ([`rail_exchange_lanes`]).
+fn lane_policies(
+    shape: Shape,
+    (k, g): (usize, usize),
+    many_lanes: bool,
+    sharing: bool,
+) -> Vec<dag::Lanes> {
     let exchange = u32::try_from(k.saturating_sub(1)).unwrap_or(u32::MAX);
     let shared = dag::Lanes::Shared(dag::SHARED_SENDS);
+    if shape.rail == Rail::Direct {
+        return vec![rail_exchange_lanes(g)];
+    }
     match shape.inside {
         Inside::Direct if shape.offload > 0 => vec![shared],
         Inside::Direct if shares(shape, sharing) && !PIECES.contains(&shape.pieces) => {
@@ -474,6 +509,17 @@ fn lane_policies(shape: Shape, k: usize, many_lanes: bool, sharing: bool) -> Vec
         }
         Inside::Halving | Inside::Ring => vec![dag::Lanes::Declared],
     }
+}
+
+/// The link use of a direct exchange along the rails among `g` groups: shared link directions
+/// that take, per lane of the slowest link, the `g - 1` sends of one piece's reduce-scatter
+/// beside the `g - 1` of another's allgather, so that a member's NIC carries both halves of a
+/// pipeline in one step; at [`dag::SHARED_SENDS`] (4) the rails of two pieces could not meet
+/// there from five groups on, and on four 8-GPU NVSwitch nodes the pipeline priced 2.7% dearer
+/// at 256 MiB.
+fn rail_exchange_lanes(g: usize) -> dag::Lanes {
+    let sends = u32::try_from(2 * g.saturating_sub(1)).unwrap_or(u32::MAX);
+    dag::Lanes::Shared(sends.max(dag::SHARED_SENDS))
 }
 
 /// Whether `shape` is scheduled with shared link directions too ([`lane_policies`]).
@@ -496,9 +542,8 @@ pub struct Shape {
     pub slices: usize,
     /// How the groups reduce-scatter and allgather their shards.
     pub inside: Inside,
-    /// Whether the rails halve and double between partner groups (`log2 G` steps each way, for
-    /// `G` a power of two) rather than run a ring (`G - 1` steps each way).
-    pub rail_halving: bool,
+    /// How each rail reduce-scatters and allgathers a shard's blocks between the groups.
+    pub rail: Rail,
     /// How many chunks of each direct-exchange send to the next member go through the NICs
     /// instead of the group's fabric, in the pipeline's first and last pieces (0: none). Their
     /// exchanges run while the NICs carry no rail: the first piece's reduce-scatter, the last
@@ -541,8 +586,38 @@ impl Inside {
     }
 }
 
+/// How a rail reduce-scatters and allgathers a shard's blocks between the groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rail {
+    /// A ring: `G - 1` steps each way, a block per transfer.
+    Ring,
+    /// Halving and doubling between partner groups `g XOR 2^r`: `log2 G` steps each way, for
+    /// `G` a power of two ([`groups::partner_routes`]).
+    Halving,
+    /// Every member sends each other group's member on its rail its block directly: the
+    /// `G - 1` sends of a half leave together where link directions are shared, so a half
+    /// pays one step's latency through the network, not `G - 1` or `log2 G`
+    /// ([`groups::exchange_routes`]).
+    Direct,
+}
+
+impl Rail {
+    /// How it reads in the compiler's notes.
+    fn name(self) -> &'static str {
+        match self {
+            Rail::Ring => "rings",
+            Rail::Halving => "halving",
+            Rail::Direct => "direct exchange",
+        }
+    }
+}
+
 /// Routes between partner groups, by round, group and rail ([`groups::partner_routes`]).
 type Partners = Vec<Vec<Vec<Vec<schedule_ir::LinkId>>>>;
+
+/// Routes from each group to the group `d` further on, by offset `d - 1`, group and rail
+/// ([`groups::exchange_routes`]).
+type Exchange = Vec<Vec<Vec<Vec<schedule_ir::LinkId>>>>;
 
 /// Routes through the NICs from each member to the next, by group and member
 /// ([`groups::offload_routes`]).
@@ -566,6 +641,8 @@ fn end_share(k: usize, inner: f64, rail: f64) -> f64 {
 pub struct Routes {
     /// Between partner groups, where the rails may halve and double.
     partners: Option<Partners>,
+    /// From each group to every other, where the rails may exchange directly.
+    exchange: Option<Exchange>,
     /// Through the NICs inside each group, where the direct exchange may offload.
     offload: Option<Offload>,
 }
@@ -575,6 +652,7 @@ impl Routes {
     pub fn of(machine: &Machine, groups: &Groups) -> Routes {
         Routes {
             partners: groups::partner_routes(machine, groups),
+            exchange: groups::exchange_routes(machine, groups),
             offload: groups::offload_routes(machine, groups),
         }
     }
@@ -585,8 +663,10 @@ impl Routes {
 /// block is `1/G` of a shard; the rail is slower than the fabric by the ratio of their
 /// bottleneck bandwidths, the rail's divided among the rails that share a link), halving or
 /// ring inside groups, ring or (with `partners`) halving along the rails; where `sharing`,
-/// also a direct exchange inside groups in [`SHARED_PIECES`] pieces of one slice. Shapes with
-/// more chunks than elements are left out, except the first.
+/// also a direct exchange inside groups in [`SHARED_PIECES`] pieces of one slice, and (with
+/// routes between every two groups) direct exchanges inside groups beside direct exchanges
+/// along the rails, whose sends leave together only where link directions are shared. Shapes
+/// with more chunks than elements are left out, except the first.
 pub fn candidates(
     machine: &Machine,
     groups: &Groups,
@@ -594,7 +674,6 @@ pub fn candidates(
     elements: u64,
     sharing: bool,
 ) -> Vec<Shape> {
-    let partners = routes.partners.is_some();
     let slowest = |route: &[schedule_ir::LinkId]| {
         route
             .iter()
@@ -632,9 +711,20 @@ pub fn candidates(
     } else {
         &[Inside::Ring, Inside::Direct]
     };
-    let rails: &[bool] = if partners { &[false, true] } else { &[false] };
+    let mut rails = vec![Rail::Ring];
+    if routes.partners.is_some() {
+        rails.push(Rail::Halving);
+    }
+    if sharing && routes.exchange.is_some() {
+        rails.push(Rail::Direct);
+    }
     let mut tried: Vec<Shape> = Vec::new();
-    for &rail_halving in rails {
+    for rail in rails {
+        // A direct exchange along the rails pairs with one inside the groups: both take one
+        // step where link directions are shared.
+        let inside = inside
+            .iter()
+            .filter(|&&i| rail != Rail::Direct || i == Inside::Direct);
         for &inside in inside {
             for pieces in PIECES {
                 for &slices in &slices {
@@ -642,7 +732,7 @@ pub fn candidates(
                         pieces,
                         slices,
                         inside,
-                        rail_halving,
+                        rail,
                         offload: 0,
                     });
                 }
@@ -653,7 +743,7 @@ pub fn candidates(
                 pieces,
                 slices: 1,
                 inside: Inside::Direct,
-                rail_halving,
+                rail,
                 offload: 0,
             });
         }
@@ -687,7 +777,7 @@ pub fn candidates(
 }
 
 /// Lowers `spec` with one pipeline shape, scheduled with `lanes` per link direction; a shape
-/// that halves along the rails needs `partners`.
+/// that halves or exchanges directly along the rails needs those routes.
 fn lower_shape(
     machine: &Machine,
     groups: &Groups,
@@ -703,14 +793,15 @@ fn lower_shape(
     };
     let count = shape.pieces * layout.k * layout.g * layout.m;
     let chunks = vector_chunks(spec.elements, count, layout.owner(groups));
-    let partners = match (shape.rail_halving, routes.partners.as_ref()) {
-        (false, _) => None,
-        (true, Some(p)) => Some(p),
-        (true, None) => {
-            return Err(EmbedError::NotApplicable(
-                "`hierarchical`: no routes between partner groups to halve along the rails"
-                    .to_string(),
-            ))
+    let along = match (shape.rail, &routes.partners, &routes.exchange) {
+        (Rail::Ring, _, _) => Along::Ring,
+        (Rail::Halving, Some(p), _) => Along::Halving(p),
+        (Rail::Direct, _, Some(e)) => Along::Direct(e),
+        (Rail::Halving | Rail::Direct, _, _) => {
+            return Err(EmbedError::NotApplicable(format!(
+                "`hierarchical`: no routes between the groups for a {} along the rails",
+                shape.rail.name()
+            )))
         }
     };
     let offload = match (shape.offload, routes.offload.as_ref()) {
@@ -724,7 +815,7 @@ fn lower_shape(
     };
     let mut b = Builder {
         groups,
-        partners,
+        along,
         offload,
         piece: 0,
         pieces: shape.pieces,
@@ -800,11 +891,19 @@ impl Layout {
     }
 }
 
+/// How a [`Builder`]'s rails run ([`Rail`]), with the routes they need.
+#[derive(Clone, Copy)]
+enum Along<'a> {
+    Ring,
+    Halving(&'a Partners),
+    Direct(&'a Exchange),
+}
+
 /// Collects the transfers of the DAG.
 struct Builder<'a> {
     groups: &'a Groups,
-    /// Routes between partner groups, when the rails halve and double.
-    partners: Option<&'a Partners>,
+    /// How the rails run, with their routes.
+    along: Along<'a>,
     /// Routes through the NICs from each member to the next, and how many chunks of each such
     /// send of the direct exchange take them ([`Shape::offload`]).
     offload: Option<(&'a Offload, usize)>,
@@ -1015,10 +1114,48 @@ impl Builder<'_> {
         start: &[Vec<Vec<TransferId>>],
         mode: RecvMode,
     ) -> Vec<Vec<Vec<TransferId>>> {
-        match self.partners {
-            Some(partners) => self.rail_halving(p, start, mode, partners),
-            None => self.rail_ring(p, start, mode),
+        match self.along {
+            Along::Ring => self.rail_ring(p, start, mode),
+            Along::Halving(partners) => self.rail_halving(p, start, mode, partners),
+            Along::Direct(exchange) => self.rail_direct(p, start, mode, exchange),
         }
+    }
+
+    /// A direct exchange along every rail over piece `p`'s shards, slice by slice: member `i`
+    /// of group `g` sends block `b` to member `i` of group `b`, for every other group `b`
+    /// (`Reduce`: group `b` ends with block `b`), or its own block `g` to every other group
+    /// (`Store`). Member `i` of group `g` starts once `start[g][i]` landed. Returns, per group
+    /// and member, every transfer into it: a block is complete once all `G - 1` have landed.
+    fn rail_direct(
+        &mut self,
+        p: usize,
+        start: &[Vec<Vec<TransferId>>],
+        mode: RecvMode,
+        exchange: &Exchange,
+    ) -> Vec<Vec<Vec<TransferId>>> {
+        let (k, gc, m) = (self.layout.k, self.layout.g, self.layout.m);
+        let mut into_all: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
+        let reduce = mode == RecvMode::Reduce;
+        for i in 0..k {
+            for s in 0..m {
+                for (d, routes) in exchange.iter().enumerate() {
+                    for g in 0..gc {
+                        let to = (g + d + 1) % gc;
+                        let block = if reduce { to } else { g };
+                        let what = Move::data(
+                            self.groups.members[g][i],
+                            self.groups.members[to][i],
+                            routes[g][i].clone(),
+                            vec![self.layout.chunk(p, i, block, s)],
+                            mode,
+                        );
+                        let id = self.push(what, start[g][i].clone());
+                        into_all[to][i].push(id);
+                    }
+                }
+            }
+        }
+        into_all
     }
 
     /// Recursive halving (`Reduce`: group `g` ends with block `g`, high bit first) or doubling
@@ -1194,7 +1331,9 @@ mod tests {
                         // allows for them.
                         let both = (&groups, &routes);
                         let least = floor(&machine, both, &spec, shape, shares(shape, true));
-                        for lanes in lane_policies(shape, groups.size(), true, true) {
+                        for lanes in
+                            lane_policies(shape, (groups.size(), groups.count()), true, true)
+                        {
                             let Ok(mut scheduled) =
                                 lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
                             else {
@@ -1243,20 +1382,26 @@ mod tests {
     /// vector with fewer elements than chunks as well as one with several per chunk, verifies
     /// and runs against the reference.
     #[test]
-    fn halving_along_the_rails_verifies_and_runs() {
+    fn halving_and_direct_exchange_along_the_rails_verify_and_run() {
         for hosts in [4, 8] {
             let machine = fabric(hosts);
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
             let routes = Routes::of(&machine, &groups);
             assert!(routes.partners.is_some(), "{hosts} groups have partners");
+            assert!(
+                routes.exchange.is_some(),
+                "{hosts} groups exchange directly"
+            );
             for collective in COLLECTIVES {
                 for elements in [7, 3001] {
                     let spec = crate::lower::testing::spec(collective, DType::I64, elements);
                     let shapes: Vec<Shape> = candidates(&machine, &groups, &routes, 1 << 20, true)
                         .into_iter()
-                        .filter(|s| s.rail_halving && s.pieces <= 2)
+                        .filter(|s| s.rail != Rail::Ring && s.pieces <= 2)
                         .collect();
-                    assert!(!shapes.is_empty());
+                    for rail in [Rail::Halving, Rail::Direct] {
+                        assert!(shapes.iter().any(|s| s.rail == rail), "{rail:?}");
+                    }
                     let lanes = [
                         dag::Lanes::Declared,
                         dag::Lanes::AtMost(1),
@@ -1321,7 +1466,7 @@ mod tests {
             for elements in [8, 4099] {
                 let spec = crate::lower::testing::spec(collective, DType::I64, elements);
                 for shape in candidates(&machine, &groups, &routes, 1 << 20, true) {
-                    for lanes in lane_policies(shape, groups.size(), true, true) {
+                    for lanes in lane_policies(shape, (groups.size(), groups.count()), true, true) {
                         let case = format!("{collective:?} × {elements}, {shape:?}, {lanes:?}");
                         let shaped = (&routes, shape, lanes);
                         verifies_and_runs(&machine, &groups, &spec, shaped, &case);
@@ -1332,36 +1477,41 @@ mod tests {
     }
 
     /// Halving along the rails takes `log2 G` rounds each way where the ring takes `G - 1`:
-    /// with one piece, halving inside groups and one slice, 3 + 3 + 3 + 3 steps on 8 hosts of
-    /// 4 against 2 + 7 + 7 + 2.
+    /// with one piece, halving inside groups and one slice, 2 + 3 + 3 + 2 steps on 8 hosts of
+    /// 4 against 2 + 7 + 7 + 2; a direct exchange inside the groups and along the rails, one
+    /// step each, 1 + 1 + 1 + 1, where its link directions take a rail's `G - 1` sends.
     #[test]
-    fn halving_along_the_rails_takes_log_g_rounds() {
+    fn the_rails_take_log_g_rounds_halving_and_one_exchanging() {
         let machine = fabric(8);
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
         let routes = Routes::of(&machine, &groups);
         let spec = crate::lower::testing::spec(Collective::AllReduce, DType::F32, 1 << 12);
-        let steps = |rail_halving| {
+        let steps = |inside, rail, lanes| {
             let shape = Shape {
                 pieces: 1,
                 slices: 1,
-                inside: Inside::Halving,
-                rail_halving,
+                inside,
+                rail,
                 offload: 0,
             };
-            lower_shape(
-                &machine,
-                &groups,
-                &routes,
-                &spec,
-                shape,
-                dag::Lanes::Declared,
-            )
-            .unwrap_or_else(|e| panic!("{e}"))
-            .timetable
-            .steps
+            lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .timetable
+                .steps
         };
-        assert_eq!(steps(true), 2 + 3 + 3 + 2);
-        assert_eq!(steps(false), 2 + 7 + 7 + 2);
+        let declared = dag::Lanes::Declared;
+        assert_eq!(
+            steps(Inside::Halving, Rail::Halving, declared),
+            2 + 3 + 3 + 2
+        );
+        assert_eq!(steps(Inside::Halving, Rail::Ring, declared), 2 + 7 + 7 + 2);
+        // A direct exchange's sends leave together where link directions are shared as its
+        // lanes say: one step each way inside the groups and one each way along the rails. At
+        // four sends per step a rail's seven take two.
+        let exchange = rail_exchange_lanes(groups.count());
+        assert_eq!(steps(Inside::Direct, Rail::Direct, exchange), 1 + 1 + 1 + 1);
+        let four = dag::Lanes::Shared(dag::SHARED_SENDS);
+        assert_eq!(steps(Inside::Direct, Rail::Direct, four), 1 + 2 + 2 + 1);
     }
 
     /// Two NVSwitch hosts of 8 GPUs with a 400 Gbit/s NIC each (`examples/nvswitch-2x8.ron`):
@@ -1388,7 +1538,7 @@ mod tests {
             pieces: 6,
             slices: 1,
             inside: Inside::Direct,
-            rail_halving: false,
+            rail: Rail::Ring,
             offload: 0,
         };
         // 0.7 of a shard balances 7 shards on the port against the NIC: one chunk of two.
