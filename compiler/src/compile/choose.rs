@@ -224,7 +224,8 @@ fn no_method(
 /// `auto`: of every method that supports `spec`'s collective, keeps the one whose schedule the
 /// cost model prices lowest for the phase's own vector (of equal estimates, within a tie
 /// ([`beats`]), the first in [`Method::ALL`]). The methods are lowered in the order of their
-/// floors ([`Method::floor`]; a searching method's counted [`SEARCH_ORDER`] times), and one
+/// floors ([`Method::floor`]; a searching method's counted [`SEARCH_ORDER`] times; of equal
+/// ones, a method that cannot decline ([`Method::declines`]) first), and one
 /// whose floor shows it cannot beat the best estimate so far is
 /// not lowered at all: the pick is the one lowering every method would make, since a floor
 /// never exceeds the estimate it bounds. The note lists every method weighed
@@ -261,7 +262,14 @@ fn cheapest(
             floor
         }
     };
-    order.sort_by(|a, b| key(a.1, a.2).total_cmp(&key(b.1, b.2)).then(a.0.cmp(&b.0)));
+    // Of equal keys (floors often all equal the machine's), a method that lowers whatever
+    // it is handed comes before one that can decline, which then has its estimate to beat.
+    order.sort_by(|a, b| {
+        key(a.1, a.2)
+            .total_cmp(&key(b.1, b.2))
+            .then(a.1.declines().cmp(&b.1.declines()))
+            .then(a.0.cmp(&b.0))
+    });
     let mut priced: Vec<(usize, Method, f64)> = Vec::new();
     let mut skipped: Vec<(usize, Method, f64)> = Vec::new();
     let mut failed: Vec<(usize, Method, EmbedError)> = Vec::new();
