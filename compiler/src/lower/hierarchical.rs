@@ -1316,7 +1316,7 @@ mod tests {
         // The closest a floor comes to its estimate: a floor far below every estimate would
         // be sound and useless.
         let mut tightest: f64 = 0.0;
-        let (mut sized, mut offloading) = (0, 0);
+        let (mut sized, mut offloading, mut exchanging) = (0, 0, 0);
         for machine in [fabric(4), seven] {
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
             let routes = Routes::of(&machine, &groups);
@@ -1326,6 +1326,7 @@ mod tests {
                     let spec = crate::lower::testing::spec(collective, DType::F32, elements);
                     let shapes = candidates(&machine, &groups, &routes, elements, true);
                     offloading += shapes.iter().filter(|s| s.offload > 0).count();
+                    exchanging += shapes.iter().filter(|s| s.rail == Rail::Direct).count();
                     for shape in shapes {
                         // Every policy, shared link directions too, under the floor that
                         // allows for them.
@@ -1376,11 +1377,15 @@ mod tests {
         );
         assert!(sized > 0, "no pipeline was sized");
         assert!(offloading > 0, "no shape sent through the NICs");
+        assert!(
+            exchanging > 0,
+            "no shape exchanged directly along the rails"
+        );
     }
 
-    /// Every shape that halves along the rails, for every collective the method lowers and a
-    /// vector with fewer elements than chunks as well as one with several per chunk, verifies
-    /// and runs against the reference.
+    /// Every shape that halves or exchanges directly along the rails, for every collective the
+    /// method lowers and a vector with fewer elements than chunks as well as one with several
+    /// per chunk, verifies and runs against the reference.
     #[test]
     fn halving_and_direct_exchange_along_the_rails_verify_and_run() {
         for hosts in [4, 8] {
