@@ -370,9 +370,7 @@ fn least_chunk(groups: &Groups, spec: &PhaseSpec, shape: Shape) -> u64 {
 
 /// [`floor`]'s part for member 0's rail when the rails run rings or exchange directly: per
 /// piece and half it sends `(G - 1) · m` transfers of a slice each, over the first links of its
-/// rail routes (one route for a ring, one to each other group for a direct exchange), each
-/// step that carries one paying at least the least of those routes' links' latency; a step
-/// carries at most `room` of them over each of those links.
+/// rail routes (one route for a ring, one to each other group for a direct exchange).
 fn rail_floor(
     machine: &Machine,
     (groups, routes): (&Groups, &Routes),
@@ -395,38 +393,22 @@ fn rail_floor(
             .collect(),
         Rail::Halving => return 0.0,
     };
-    if groups.count() < 2 || sent.is_empty() || sent.iter().any(|r| r.is_empty()) {
+    if groups.count() < 2 || sent.iter().any(|r| r.is_empty()) {
         return 0.0;
     }
-    let mut first: Vec<schedule_ir::LinkId> =
-        sent.iter().filter_map(|r| r.first().copied()).collect();
-    first.sort_unstable();
-    first.dedup();
-    let lanes: u64 = first.iter().map(|&l| room(l)).sum();
-    let bandwidth: f64 = first
-        .iter()
-        .map(|&l| schedule_ir::cost::bytes_per_second(machine.link(l).bandwidth_gbps))
-        .sum();
-    if lanes == 0 || bandwidth.is_nan() || bandwidth <= 0.0 {
-        return 0.0;
-    }
-    let latency = sent
-        .iter()
-        .map(|r| r.iter().map(|&l| machine.link(l).latency_us).sum::<f64>())
-        .fold(f64::INFINITY, f64::min);
     let transfers = shape.pieces as u64
         * halves(spec.collective)
         * (groups.count() as u64 - 1)
         * shape.slices as u64;
-    let steps = transfers.div_ceil(lanes);
     let bytes =
         (transfers * least_chunk(groups, spec, shape)) as f64 * spec.dtype.size_bytes() as f64;
-    steps as f64 * latency * 1e-6 + bytes / bandwidth
+    sends_floor(machine, (&sent, None), room, (transfers, bytes))
 }
 
-/// [`floor`]'s part for member 0's transfers inside its group; a step carries at most `room`
-/// of them over each of its links, which are the first links of its routes inside the group
-/// and `offload`, the first link of its route through the NICs where the shape takes it.
+/// [`floor`]'s part for member 0's transfers inside its group: per piece and half, `log2 k`
+/// (halving) or `k - 1` transfers, `k - 1` shards' worth of bytes, over the first links of its
+/// routes inside the group and `offload`, the first link of its route through the NICs where
+/// the shape takes it.
 fn inner_floor(
     machine: &Machine,
     groups: &Groups,
@@ -441,10 +423,36 @@ fn inner_floor(
     if k < 2 {
         return 0.0;
     }
+    // Its route to itself is empty.
+    let sent: Vec<&Vec<schedule_ir::LinkId>> = routes.iter().filter(|r| !r.is_empty()).collect();
+    let halves = halves(spec.collective);
+    let per_half = match shape.inside {
+        Inside::Halving => u64::from(k.trailing_zeros()),
+        Inside::Ring | Inside::Direct => (k - 1) as u64,
+    };
+    let pieces = shape.pieces as u64;
+    let transfers = pieces * halves * per_half;
+    // Every chunk holds at least `elements / chunks` elements (rounded down); a shard is
+    // `G · m` chunks, and each half sends `k - 1` shards' worth of every piece.
+    let shard = (groups.count() * shape.slices) as u64 * least_chunk(groups, spec, shape);
+    let bytes = (halves * pieces * (k as u64 - 1) * shard) as f64 * spec.dtype.size_bytes() as f64;
+    sends_floor(machine, (&sent, offload), room, (transfers, bytes))
+}
+
+/// The least time a member's `transfers` carrying `bytes` in all take, leaving over the first
+/// links of `routes` (and the link `also`): a step carries at most `room` of them over each of
+/// those links and pays at least the cheapest route's links' latency, and the bytes leave at
+/// most at those links' summed bandwidth. 0 where the routes bound nothing.
+fn sends_floor(
+    machine: &Machine,
+    (routes, also): (&[&Vec<schedule_ir::LinkId>], Option<schedule_ir::LinkId>),
+    room: &dyn Fn(schedule_ir::LinkId) -> u64,
+    (transfers, bytes): (u64, f64),
+) -> f64 {
     let mut first: Vec<schedule_ir::LinkId> = routes
         .iter()
         .filter_map(|r| r.first().copied())
-        .chain(offload)
+        .chain(also)
         .collect();
     first.sort_unstable();
     first.dedup();
@@ -455,24 +463,12 @@ fn inner_floor(
         .sum();
     let latency = routes
         .iter()
-        .filter(|r| !r.is_empty())
         .map(|r| r.iter().map(|&l| machine.link(l).latency_us).sum::<f64>())
         .fold(f64::INFINITY, f64::min);
     if lanes == 0 || !latency.is_finite() || bandwidth.is_nan() || bandwidth <= 0.0 {
         return 0.0;
     }
-    let halves = halves(spec.collective);
-    let per_half = match shape.inside {
-        Inside::Halving => u64::from(k.trailing_zeros()),
-        Inside::Ring | Inside::Direct => (k - 1) as u64,
-    };
-    let pieces = shape.pieces as u64;
-    let transfers = pieces * halves * per_half;
     let steps = transfers.div_ceil(lanes);
-    // Every chunk holds at least `elements / chunks` elements (rounded down); a shard is
-    // `G · m` chunks, and each half sends `k - 1` shards' worth of every piece.
-    let shard = (groups.count() * shape.slices) as u64 * least_chunk(groups, spec, shape);
-    let bytes = (halves * pieces * (k as u64 - 1) * shard) as f64 * spec.dtype.size_bytes() as f64;
     steps as f64 * latency * 1e-6 + bytes / bandwidth
 }
 
