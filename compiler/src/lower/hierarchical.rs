@@ -644,11 +644,15 @@ pub struct Routes {
 }
 
 impl Routes {
-    /// The routes `machine` has for `groups`.
+    /// The routes `machine` has for `groups`. Those of a direct exchange along the rails only
+    /// where its links differ in speed: the exchange is tried only on shared link directions
+    /// ([`candidates`]), and its routes take `G · k · (G - 1)` searches.
     pub fn of(machine: &Machine, groups: &Groups) -> Routes {
         Routes {
             partners: groups::partner_routes(machine, groups),
-            exchange: groups::exchange_routes(machine, groups),
+            exchange: dag::links_differ(machine)
+                .then(|| groups::exchange_routes(machine, groups))
+                .flatten(),
             offload: groups::offload_routes(machine, groups),
         }
     }
