@@ -253,10 +253,7 @@ pub fn gather(
                         words,
                         senders: &senders,
                     };
-                    let fresh = state.choose(dir, start, pick, Some(&given), &mut others);
-                    let Some(c) =
-                        fresh.or_else(|| state.choose(dir, start, pick, None, &mut others))
-                    else {
+                    let Some(c) = state.choose(dir, start, pick, &given, &mut others) else {
                         return false;
                     };
                     let (w, bit) = (c / 64, 1u64 << (c % 64));
@@ -304,21 +301,54 @@ struct State<'a> {
 
 impl State<'_> {
     /// The chunk direction `dir` carries next: one its sender holds, its receiver lacks and
-    /// does not receive elsewhere this step and, where `given` is a bitset per node, that
-    /// its sender gives no other direction this step; chosen as `pick` says, scanning from
-    /// word `start`.
+    /// does not receive elsewhere this step, chosen as `pick` says, scanning from word `start`;
+    /// of those, one its sender gives no other direction this step (`given`, a bitset per node)
+    /// where there is one.
     ///
     /// The candidates are weighed a word (64 chunks) at a time on bit-sliced counts
     /// ([`Sliced`]), not one at a time: the window takes whole words, and a word's least key
     /// and the first candidate with it are what weighing its candidates in turn would find.
+    /// One scan serves both: until a candidate not given elsewhere turns up, the words read
+    /// are weighed for the fallback too, which is then what a second scan would weigh.
     fn choose(
         &self,
         dir: Direction,
         start: usize,
         pick: Pick,
-        given: Option<&[u64]>,
+        given: &[u64],
         others: &mut Sliced,
     ) -> Option<usize> {
+        let words = self.words;
+        let from = &self.held[dir.from * words..(dir.from + 1) * words];
+        let to = &self.held[dir.to * words..(dir.to + 1) * words];
+        let busy = &self.incoming[dir.to * words..(dir.to + 1) * words];
+        let given = &given[dir.from * words..(dir.from + 1) * words];
+        let (mut fresh, mut any) = (Window::default(), Window::default());
+        for w in (start..words).chain(0..start) {
+            if fresh.full() {
+                break;
+            }
+            let bits = from[w] & !to[w] & !busy[w];
+            let new = bits & !given[w];
+            if new != 0 {
+                self.weigh(&mut fresh, dir, pick, w, new, others);
+            } else if bits != 0 && fresh.seen == 0 && !any.full() {
+                self.weigh(&mut any, dir, pick, w, bits, others);
+            }
+        }
+        fresh.chunk().or_else(|| any.chunk())
+    }
+
+    /// Weighs word `w`'s candidates `bits` (not empty) for `window`.
+    fn weigh(
+        &self,
+        window: &mut Window,
+        dir: Direction,
+        pick: Pick,
+        w: usize,
+        bits: u64,
+        others: &mut Sliced,
+    ) {
         let State {
             held,
             incoming,
@@ -326,48 +356,52 @@ impl State<'_> {
             words,
             senders,
         } = *self;
-        let from = &held[dir.from * words..(dir.from + 1) * words];
-        let to = &held[dir.to * words..(dir.to + 1) * words];
-        let busy = &incoming[dir.to * words..(dir.to + 1) * words];
-        let given = given.map(|g| &g[dir.from * words..(dir.from + 1) * words]);
-        // The least (other senders holding it, holders) so far, and its chunk.
-        let mut best: Option<((u32, u32), usize)> = None;
-        let mut seen = 0;
-        for w in (start..words).chain(0..start) {
-            if seen >= RAREST_WINDOW {
-                break;
-            }
-            let bits = from[w] & !to[w] & !busy[w] & !given.map_or(0, |g| g[w]);
-            if bits == 0 {
-                continue;
-            }
-            if pick == Pick::Any {
-                return Some(w * 64 + bits.trailing_zeros() as usize);
-            }
-            seen += bits.count_ones() as usize;
-            let (other, set) = if pick == Pick::Exclusive {
-                others.clear();
-                for &x in &senders[dir.to] {
-                    if x != dir.from {
-                        others.add(0, (held[x * words + w] | incoming[x * words + w]) & bits);
-                    }
-                }
-                others.least(0, bits)
-            } else {
-                (0, bits)
-            };
-            let (held_by, set) = holders.least(w, set);
-            let key = (other, held_by);
-            if best.is_none_or(|(b, _)| key < b) {
-                let c = w * 64 + set.trailing_zeros() as usize;
-                best = Some((key, c));
-                // Nothing beats a chunk only its owner holds and no other sender has.
-                if key <= (0, 1) {
-                    return Some(c);
-                }
-            }
+        if pick == Pick::Any {
+            window.best = Some(((0, 0), w * 64 + bits.trailing_zeros() as usize));
+            window.settled = true;
+            return;
         }
-        best.map(|(_, c)| c)
+        window.seen += bits.count_ones() as usize;
+        let (other, set) = if pick == Pick::Exclusive {
+            others.clear();
+            for &x in &senders[dir.to] {
+                if x != dir.from {
+                    others.add(0, (held[x * words + w] | incoming[x * words + w]) & bits);
+                }
+            }
+            others.least(0, bits)
+        } else {
+            (0, bits)
+        };
+        let (held_by, set) = holders.least(w, set);
+        let key = (other, held_by);
+        if window.best.is_none_or(|(b, _)| key < b) {
+            window.best = Some((key, w * 64 + set.trailing_zeros() as usize));
+            // Nothing beats a chunk only its owner holds and no other sender has.
+            window.settled = key <= (0, 1);
+        }
+    }
+}
+
+/// What one scan of [`State::choose`] has found: the least (other senders holding it,
+/// holders) so far and its chunk, and how many candidates it has weighed.
+#[derive(Default)]
+struct Window {
+    best: Option<((u32, u32), usize)>,
+    seen: usize,
+    /// Nothing can beat the best: the first candidate under [`Pick::Any`], or the least key.
+    settled: bool,
+}
+
+impl Window {
+    /// Whether the scan stops before the next word: settled, or [`RAREST_WINDOW`] candidates
+    /// weighed.
+    fn full(&self) -> bool {
+        self.settled || self.seen >= RAREST_WINDOW
+    }
+
+    fn chunk(&self) -> Option<usize> {
+        self.best.map(|(_, c)| c)
     }
 }
 
@@ -503,9 +537,10 @@ mod tests {
         best.map(|(_, c)| c)
     }
 
-    /// Weighing a word of candidates at a time on bit-sliced counts picks what weighing them
-    /// one at a time does, on random states of sparse and dense holdings, every rule, with and
-    /// without the chunks given elsewhere.
+    /// Weighing a word of candidates at a time on bit-sliced counts, in one scan, picks what
+    /// weighing them one at a time does, first among the chunks not given elsewhere and then
+    /// among all: on random states of sparse and dense holdings, every rule, with some, none
+    /// and every chunk given elsewhere.
     #[test]
     fn a_word_at_a_time_picks_what_one_at_a_time_does() {
         let mut rng = Rng::new(11);
@@ -523,6 +558,7 @@ mod tests {
             let given: Vec<u64> = (0..nodes * words)
                 .map(|_| rng.bits() & rng.bits())
                 .collect();
+            let (nothing, everything) = (vec![0; nodes * words], vec![!0; nodes * words]);
             let senders: Vec<Vec<usize>> = (0..nodes)
                 .map(|v| (0..nodes).filter(|&x| x != v && rng.below(3) > 0).collect())
                 .collect();
@@ -549,11 +585,16 @@ mod tests {
                         capacity: 1,
                     };
                     for pick in [Pick::Rarest, Pick::Exclusive, Pick::Any] {
-                        for given in [None, Some(given.as_slice())] {
+                        for given in [&given, &nothing, &everything] {
                             let start = rng.below(words);
+                            let one_at_a_time =
+                                choose_one_at_a_time(&state, dir, start, pick, Some(given))
+                                    .or_else(|| {
+                                        choose_one_at_a_time(&state, dir, start, pick, None)
+                                    });
                             assert_eq!(
                                 state.choose(dir, start, pick, given, &mut others),
-                                choose_one_at_a_time(&state, dir, start, pick, given),
+                                one_at_a_time,
                                 "case {case}, {from} → {to}, {pick:?}, start {start}"
                             );
                         }
