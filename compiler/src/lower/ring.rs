@@ -115,7 +115,8 @@ pub const MEET: u32 = 2;
 
 /// A ring schedule over the `p` compute nodes runs `p - 1` ring steps per half walking around
 /// ([`ring_plan`]), `⌊p/2⌋` meeting in the middle ([`meet_plan`]; never more, as `p - 1 ≥ ⌊p/2⌋`),
-/// and every ring step is at least one BSP step in which every node sends.
+/// and every ring step is at least one BSP step in which every node sends. Its steps are busy
+/// for at least what every node sends over its own links ([`sending`]).
 fn ring_floor(machine: &Machine, spec: &PhaseSpec, base: &Floor, walk: Walk) -> f64 {
     let p = machine.compute_nodes().len() as u64;
     let halves = super::halves(spec.collective).map_or(0, |(rs, ag)| u64::from(rs) + u64::from(ag));
@@ -123,8 +124,62 @@ fn ring_floor(machine: &Machine, spec: &PhaseSpec, base: &Floor, walk: Walk) -> 
         Walk::Around => p.saturating_sub(1),
         Walk::Cheaper | Walk::Meet => (p / 2).min(p.saturating_sub(1)),
     };
-    base.in_steps(halves * per_half)
+    base.in_steps_carrying(halves * per_half, halves as f64 * sending(machine, spec))
 }
+
+/// A lower bound on the seconds the steps of one half (a reduce-scatter or an allgather) of any
+/// ring schedule are busy: the bytes the busiest node sends over its egress.
+///
+/// *Proof.* Both walks cut the vector into groups of `p` chunks — a logical ring's part
+/// ([`ring_plan`]), or a half of a ring walked both ways ([`meet_plan`]) — each cut evenly
+/// ([`ring_chunks`]), and in each half every compute node sends every chunk of every group but
+/// one (around: all but the chunk it receives last; meeting: `h` chunks forward and `g`
+/// backward, all but its own). A group of `e_g` elements loses at most `⌈e_g/p⌉ ≤ (e_g + p -
+/// 1)/p` of them so, over `G` groups summing to `e` elements, a node sends at least `(e - G)(p -
+/// 1)/p` elements per half. There are no more groups than logical rings, each ring is run at
+/// most both ways ([`orient`], [`Logical::of`]), and a proved ring set has at most `lanes ×`
+/// [`MOST_SHARED`] rings crossing any link ([`embed::prove_shared_rings`]) while every ring
+/// leaves every compute node `v` over a link at `v`: `G ≤ 2 · MOST_SHARED · lanes(v)` for the
+/// `v` with the fewest lanes. In a step, `v` sends at most `β_k` times its links' summed
+/// bandwidth, `egress(v)`, and merging hops into one transfer or splitting a ring step into
+/// sub-steps moves no fewer bytes; so `Σ β_k` over a half is at least those bytes over
+/// `egress(v)`, for every `v`. On a 32 × 32 mesh a corner's two links bound the ring's
+/// allreduce at twice the total-traffic bound.
+fn sending(machine: &Machine, spec: &PhaseSpec) -> f64 {
+    let ir = machine.to_ir();
+    let egress = schedule_ir::cost::egresses(&ir);
+    let mut lanes = vec![0u64; ir.nodes.len()];
+    for link in &ir.links {
+        for end in [link.a, link.b] {
+            if let Some(l) = lanes.get_mut(end.index()) {
+                *l += u64::from(link.lanes);
+            }
+        }
+    }
+    let compute = machine.compute_nodes();
+    let fewest = compute
+        .iter()
+        .filter_map(|v| lanes.get(v.index()).copied())
+        .min()
+        .unwrap_or(0);
+    let groups = 2 * u64::from(MOST_SHARED) * fewest;
+    let p = compute.len() as f64;
+    if p < 2.0 {
+        return 0.0;
+    }
+    let elements = spec.elements.saturating_sub(groups) as f64 * (p - 1.0) / p;
+    let bytes = elements * spec.dtype.size_bytes() as f64;
+    compute
+        .iter()
+        .filter_map(|v| egress.get(v.index()))
+        .filter(|&&rate| rate > 0.0)
+        .map(|rate| bytes / rate)
+        .fold(0.0, f64::max)
+}
+
+/// The most rings that may cross one lane of a link: searched rings that share lanes
+/// ([`searched_rings`]) are two to a lane; every other ring set is link-disjoint.
+const MOST_SHARED: u32 = 2;
 
 /// The ladder's barley-twist rings, proved.
 fn barley_twist(machine: &Machine) -> Result<Vec<Ring>, EmbedError> {
@@ -185,12 +240,13 @@ fn searched_rings(machine: &Machine) -> Result<RingSet, EmbedError> {
     if pace <= node_pace(machine) * (1.0 + SHARING_GAIN) {
         return Ok(disjoint);
     }
-    let Ok(shared) = hamiltonian::find_shared_rings(machine, shared_budget(machine), 2) else {
+    let Ok(shared) = hamiltonian::find_shared_rings(machine, shared_budget(machine), MOST_SHARED)
+    else {
         return Ok(disjoint);
     };
     let shared = RingSet {
         rings: shared,
-        share: 2,
+        share: MOST_SHARED,
     };
     Ok(
         if Logical::of(machine, &shared).pace < pace * (1.0 - SHARING_GAIN) {
@@ -205,7 +261,8 @@ fn searched_rings(machine: &Machine) -> Result<RingSet, EmbedError> {
 /// each ring with some backtracking, small beside the disjoint search's, which has already
 /// run.
 fn shared_budget(machine: &Machine) -> u64 {
-    let rings = (hamiltonian::most_shared_rings(machine, 2) as u64).min(SHARED_RINGS_BUDGETED);
+    let rings =
+        (hamiltonian::most_shared_rings(machine, MOST_SHARED) as u64).min(SHARED_RINGS_BUDGETED);
     (SHARED_STEPS_PER_NODE * machine.node_count() as u64 * rings)
         .clamp(10_000, hamiltonian::DEFAULT_BUDGET)
 }
@@ -754,6 +811,45 @@ mod tests {
             panic!("{e}");
         }
         phase
+    }
+
+    /// On a mesh a corner sends as much as every other node over two links, where the average
+    /// node has more: the floor sits well above the total-traffic bound, and at or below the
+    /// estimate of the schedule `ring` lowers, at every size.
+    #[test]
+    fn a_corners_two_links_bound_the_ring_on_a_mesh() {
+        let m = crate::lower::testing::machine(
+            "Topology(name: \"m\", machine: Mesh(dims: [6, 6], link: (bandwidth_gbps: 400.0, \
+             latency_us: 0.5)), phases: [])",
+        );
+        let ir = m.to_ir();
+        for elements in [1u64 << 8, 1 << 18, 1 << 26] {
+            let spec = crate::lower::testing::spec(
+                Collective::AllReduce,
+                schedule_ir::DType::F32,
+                elements,
+            );
+            let base = Floor::of(&ir, &spec);
+            let floor = ring_floor(&m, &spec, &base, Walk::Cheaper);
+            let set = rings(&m).unwrap_or_else(|e| panic!("{e}"));
+            let logical = Logical::of(&m, &set);
+            let phase = lower(&spec, "ring", &m, &logical, Walk::Cheaper)
+                .unwrap_or_else(|| panic!("lowers"));
+            let estimate = schedule_ir::cost::estimate(&ir, &phase).seconds;
+            assert!(
+                floor <= estimate,
+                "{elements}: floor {floor} above {estimate}"
+            );
+            if elements == 1 << 26 {
+                // 120 link directions out of 36 nodes, two out of a corner: 5/3 as long.
+                assert!(
+                    floor > 1.65 * base.bandwidth,
+                    "{floor} against the traffic bound {}",
+                    base.bandwidth
+                );
+                assert!(floor > 0.99 * estimate, "{floor} against {estimate}");
+            }
+        }
     }
 
     #[test]
