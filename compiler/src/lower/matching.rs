@@ -204,14 +204,24 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
             return Ok(Unless::Outpriced(least.min(found.outpriced)));
         }
     }
-    let mut choice: Option<(usize, f64, &Best)> = None;
+    let mut choice: Option<(usize, f64, &Best, Trees)> = None;
     if allreduce {
-        let mut budget = SEARCH_RECEPTIONS / 2;
+        // Each kind of trees has its own budget: the synthesis's trees placed as they were
+        // whatever the balanced ones add.
+        let mut budgets = [SEARCH_RECEPTIONS / 2; 2];
         for shape in &shapes {
-            let beat = choice.as_ref().map_or(f64::INFINITY, |c| c.1);
-            if let Some((pieces, seconds)) = overlapped(&links, spec, shape, beat, &mut budget) {
-                if choice.as_ref().is_none_or(|(_, s, _)| seconds < *s) {
-                    choice = Some((pieces, seconds, shape));
+            for (trees, budget) in [Trees::Synthesised, Trees::Balanced]
+                .into_iter()
+                .zip(&mut budgets)
+            {
+                let beat = choice.as_ref().map_or(f64::INFINITY, |c| c.1);
+                let list = receptions(&links, shape, trees);
+                if let Some((pieces, seconds)) =
+                    overlapped(&links, spec, shape, &list, beat, budget)
+                {
+                    if choice.as_ref().is_none_or(|c| seconds < c.1) {
+                        choice = Some((pieces, seconds, shape, trees));
+                    }
                 }
             }
         }
@@ -264,7 +274,7 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
         }
     }
     let (phase, detail) = match choice {
-        Some((pieces, seconds, shape)) if seconds < 2.0 * best.seconds => {
+        Some((pieces, seconds, shape, trees)) if seconds < 2.0 * best.seconds => {
             let chunks = vector_chunks(
                 spec.elements,
                 shape.per_node * links.nodes.len() * pieces,
@@ -280,7 +290,7 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
                 links.nodes.len(),
                 shape.per_node * links.nodes.len(),
                 |c| c / shape.per_node,
-                &receptions(&links, shape),
+                &receptions(&links, shape, trees),
                 pieces,
                 links.count(),
                 |t| placed.push(t),
@@ -293,8 +303,12 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
             (
                 plan::assemble(spec, job.name, machine, plan),
                 format!(
-                    "{}, halves overlapped in {pieces} piece(s)",
-                    shape.describe(&links)
+                    "{}, halves overlapped in {pieces} piece(s){}",
+                    shape.describe(&links),
+                    match trees {
+                        Trees::Synthesised => "",
+                        Trees::Balanced => " over shortest-path trees balanced across the links",
+                    }
                 ),
             )
         }
@@ -1011,19 +1025,46 @@ fn assemble(
     plan::assemble(spec, algorithm, machine, plan)
 }
 
-/// The all-gather receptions of `best`'s synthesis, for its overlapped allreduce.
-fn receptions(links: &Links, best: &Best) -> Vec<overlap::Reception> {
-    overlap::receptions(&best.gather, |d| {
+/// Which trees an overlapped allreduce reduces and gathers each chunk over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trees {
+    /// Those of the all-gather `matching` synthesised: its order of receptions is a good
+    /// all-gather's, which a shallow pipeline keeps.
+    Synthesised,
+    /// Shortest-path trees balanced across the links ([`overlap::balanced`]): the synthesis
+    /// fills every direction in every step of an all-gather, which on a mesh leaves the inner
+    /// links carrying a quarter more than the average over both halves (174 chunks against 136
+    /// on a 16 × 16 mesh); a deep pipeline's time is its busiest direction's.
+    Balanced,
+}
+
+/// The all-gather receptions over `best`'s directions of the `trees` its overlapped allreduce
+/// runs on.
+fn receptions(links: &Links, best: &Best, trees: Trees) -> Vec<overlap::Reception> {
+    let resolve = |d: usize| {
         let dir = links.dirs[best.dirs[d]];
         let capacity = best.capacity.get(d).copied().unwrap_or(1);
         (dir.from, dir.to, dir.link, capacity)
-    })
+    };
+    match trees {
+        Trees::Synthesised => overlap::receptions(&best.gather, resolve),
+        Trees::Balanced => overlap::balanced(
+            links.nodes.len(),
+            best.per_node,
+            (0..best.dirs.len()).map(|d| {
+                let (from, to, link, capacity) = resolve(d);
+                let rate = links.dirs[best.dirs[d]].bandwidth_gbps;
+                (from, to, link, capacity, rate)
+            }),
+        ),
+    }
 }
 
 /// The pipeline depths tried for the overlapped allreduce.
 const PIECES: [usize; 4] = [1, 2, 4, 8];
 
-/// The cheapest overlapped allreduce of `best` ([`overlap`]) over the pipeline depths of
+/// The cheapest overlapped allreduce of `best`'s shape over the trees whose receptions `list`
+/// holds ([`overlap`]) over the pipeline depths of
 /// [`PIECES`] within [`MAX_RECEPTIONS`], no more chunks than elements and the work left in
 /// `budget` (receptions placed), with its depth and price; `None` when none is priced below
 /// `beat`. A depth whose [`least_price_load`] shows it cannot be priced below `beat` nor
@@ -1034,13 +1075,13 @@ fn overlapped(
     links: &Links,
     spec: &PhaseSpec,
     best: &Best,
+    list: &[overlap::Reception],
     beat: f64,
     budget: &mut u64,
 ) -> Option<(usize, f64)> {
     let p = links.nodes.len();
     let k = best.per_node;
     let per_piece = k * p;
-    let list = receptions(links, best);
     let link_count = links.count();
     let mut kept: Option<(usize, f64)> = None;
     for pieces in PIECES {
@@ -1051,11 +1092,11 @@ fn overlapped(
         }
         *budget -= receptions;
         let least = kept.map_or(beat, |(_, s)| s.min(beat));
-        let demand = overlap::demand(&list, pieces, link_count);
+        let demand = overlap::demand(list, pieces, link_count);
         if least_price_load(links, spec, chunks as usize, &demand) >= least {
             continue;
         }
-        let load = overlap::place(p, per_piece, |c| c / k, &list, pieces, link_count, |_| {});
+        let load = overlap::place(p, per_piece, |c| c / k, list, pieces, link_count, |_| {});
         let seconds = price_load(links, spec, chunks as usize, &load);
         if kept.is_none_or(|(_, s)| seconds < s) {
             kept = Some((pieces, seconds));

@@ -137,12 +137,12 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
         for elements in [1 << 10, 1 << 18, 1 << 26] {
             let spec = spec(Collective::AllReduce, DType::F32, elements);
             let shapes = search(&links, &spec, &Scope::ALL).unwrap().kept;
-            for shape in &shapes {
+            for (shape, trees) in shapes
+                .iter()
+                .flat_map(|s| [(s, Trees::Synthesised), (s, Trees::Balanced)])
+            {
                 let k = shape.per_node;
-                let list = overlap::receptions(&shape.gather, |d| {
-                    let dir = links.dirs[shape.dirs[d]];
-                    (dir.from, dir.to, dir.link, shape.capacity[d])
-                });
+                let list = receptions(&links, shape, trees);
                 let mut every: Option<(usize, f64)> = None;
                 for pieces in PIECES {
                     let chunks = k * p * pieces;
@@ -175,8 +175,12 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
                     }
                 }
                 let mut budget = u64::MAX;
-                let skipping = overlapped(&links, &spec, shape, f64::INFINITY, &mut budget);
-                assert_eq!(skipping, every, "{} {k} per node at {elements}", m.name);
+                let skipping = overlapped(&links, &spec, shape, &list, f64::INFINITY, &mut budget);
+                assert_eq!(
+                    skipping, every,
+                    "{} {k} per node at {elements}, {trees:?}",
+                    m.name
+                );
             }
         }
     }
@@ -229,4 +233,66 @@ fn ruling_out_keeps_every_schedule_that_could_win() {
     }
     // Somewhere every shape was ruled out.
     assert!(declined > 0);
+}
+
+/// The balanced trees are shortest-path trees from every chunk's owner, each node receiving
+/// each chunk it lacks once from a neighbour one hop nearer the owner, listed before it passes
+/// the chunk on; and on a mesh, where the first neighbour nearer the owner would pile the
+/// trees on some links, their busiest link carries within a tenth of the average.
+#[test]
+fn balanced_trees_are_shortest_and_spread_over_the_links() {
+    let m = machine(
+        r#"Topology(name: "m", machine: Mesh(dims: [6, 6], link: (bandwidth_gbps: 100.0, latency_us: 0.5)))"#,
+    );
+    let links = Links::of(&m).unwrap();
+    let p = links.nodes.len();
+    let dirs = || {
+        links
+            .dirs
+            .iter()
+            .map(|d| (d.from, d.to, d.link, 1, d.bandwidth_gbps))
+    };
+    // Hops between compute nodes, by breadth-first search from each.
+    let hops = |from: usize| {
+        let mut seen = vec![usize::MAX; p];
+        seen[from] = 0;
+        let mut queue = std::collections::VecDeque::from([from]);
+        while let Some(u) = queue.pop_front() {
+            for d in links.dirs.iter().filter(|d| d.from == u) {
+                if seen[d.to] == usize::MAX {
+                    seen[d.to] = seen[u] + 1;
+                    queue.push_back(d.to);
+                }
+            }
+        }
+        seen
+    };
+    for per_node in [1, 3] {
+        let list = overlap::balanced(p, per_node, dirs());
+        assert_eq!(list.len(), per_node * p * (p - 1));
+        let mut got = vec![false; p * per_node * p];
+        let mut carried = vec![0u32; links.count()];
+        for r in &list {
+            let (from, to, c) = (r.from as usize, r.to as usize, r.chunk as usize);
+            let owner = hops(c / per_node);
+            assert_eq!(
+                owner[from] + 1,
+                owner[to],
+                "chunk {c}: {from} → {to} is not nearer"
+            );
+            assert!(
+                from == c / per_node || got[from * per_node * p + c],
+                "sent before held"
+            );
+            assert!(
+                !std::mem::replace(&mut got[to * per_node * p + c], true),
+                "twice"
+            );
+            carried[r.link.index()] += 1;
+        }
+        let used: Vec<u32> = carried.into_iter().filter(|&n| n > 0).collect();
+        let average = f64::from(used.iter().sum::<u32>()) / used.len() as f64;
+        let busiest = f64::from(*used.iter().max().unwrap());
+        assert!(busiest <= 1.1 * average, "{busiest} against {average}");
+    }
 }
