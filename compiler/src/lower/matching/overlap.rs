@@ -22,7 +22,6 @@
 use super::synth::Gather;
 use crate::lower::plan::Move;
 use schedule_ir::{ChunkId, LinkId, NodeId, RecvMode};
-use std::collections::BTreeMap;
 
 /// One all-gather reception of the synthesis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -394,28 +393,59 @@ pub fn place(
 }
 
 /// The plan steps of placed transfers: per step, one move per link direction and mode,
-/// carrying its chunks in placement order.
+/// carrying its chunks in placement order; a step's moves ordered by link, sender and mode.
+///
+/// Grouped by a counting sort on the step and a stable sort within each: a million transfers
+/// are grouped in a fraction of what a map per step took, in the same order.
 pub fn placed_steps(nodes: &[NodeId], placed: &[Placed]) -> Vec<Vec<Move>> {
     let steps = placed
         .iter()
         .map(|t| t.step as usize + 1)
         .max()
         .unwrap_or(0);
-    let mut grouped: Vec<BTreeMap<(LinkId, usize, bool), Move>> = vec![BTreeMap::new(); steps];
+    let mut start = vec![0usize; steps + 1];
     for t in placed {
-        let mode = if t.reduce {
-            RecvMode::Reduce
-        } else {
-            RecvMode::Store
-        };
-        grouped[t.step as usize]
-            .entry((t.link, t.from, t.reduce))
-            .or_insert_with(|| Move::data(nodes[t.from], nodes[t.to], vec![t.link], vec![], mode))
-            .chunks
-            .push(ChunkId(t.chunk));
+        start[t.step as usize + 1] += 1;
     }
-    grouped
-        .into_iter()
-        .map(|step| step.into_values().collect())
+    for s in 0..steps {
+        start[s + 1] += start[s];
+    }
+    let mut order = vec![0u32; placed.len()];
+    let mut fill = start.clone();
+    for (i, t) in placed.iter().enumerate() {
+        let at = &mut fill[t.step as usize];
+        order[*at] = u32::try_from(i).unwrap_or(u32::MAX);
+        *at += 1;
+    }
+    let key = |i: &u32| {
+        let t = &placed[*i as usize];
+        (t.link, t.from, t.reduce)
+    };
+    (0..steps)
+        .map(|s| {
+            let step = &mut order[start[s]..start[s + 1]];
+            step.sort_by_key(key);
+            step.chunk_by(|a, b| key(a) == key(b))
+                .map(|group| {
+                    let first = &placed[group[0] as usize];
+                    let mode = if first.reduce {
+                        RecvMode::Reduce
+                    } else {
+                        RecvMode::Store
+                    };
+                    let chunks: Vec<ChunkId> = group
+                        .iter()
+                        .map(|&i| ChunkId(placed[i as usize].chunk))
+                        .collect();
+                    Move::data(
+                        nodes[first.from],
+                        nodes[first.to],
+                        vec![first.link],
+                        chunks,
+                        mode,
+                    )
+                })
+                .collect()
+        })
         .collect()
 }
