@@ -6,8 +6,9 @@
 //! `start + i₁·stride₁ + … + iₖ·strideₖ` for every `0 ≤ iⱼ < countⱼ`, the last index varying
 //! fastest: `(1080, [(8, 1)])` is `1080 … 1087`, `(1080, [(3, 64), (8, 1)])` three such blocks
 //! 64 apart. The list is the items' ids in order. Reading accepts ids and runs mixed, so an
-//! explicit list is also a valid compact one; writing uses runs only in the compact form,
-//! chosen for the duration of one [`super::to_string_with`] call.
+//! explicit list is also a valid compact one; writing uses runs only in the compact form: the
+//! RON writer cuts lists with an `Encoder` of its own, serde (JSON) for the duration of one
+//! [`super::to_string_with`] call.
 //!
 //! A run is a few bytes of text however many ids it names, so reading refuses an empty run, a
 //! zero stride (it repeats an id), an id past `u32::MAX`, and runs that expand past
@@ -54,6 +55,7 @@ pub(super) fn new_file() {
 
 /// One item of a written chunk list.
 #[derive(Serialize, Deserialize)]
+#[cfg_attr(test, derive(Debug, PartialEq))]
 #[serde(
     untagged,
     expecting = "a chunk id or a run (start, [(count, stride), …]) of chunk ids"
@@ -66,7 +68,7 @@ enum Item {
 /// Writes `chunks`: a plain list of ids, or in the compact form items of runs.
 pub fn serialize<S: Serializer>(chunks: &ChunkIds, s: S) -> Result<S::Ok, S::Error> {
     if COMPACT.with(Cell::get) {
-        encode(&chunks.to_vec()).serialize(s)
+        encode(chunks).serialize(s)
     } else {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(Some(chunks.len()))?;
@@ -176,62 +178,124 @@ fn expand(start: u32, dims: &[(u32, u32)], out: &mut ChunkIds) {
 }
 
 /// A maximal stretch of the list with a constant positive stride: `count` ids from `start`.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Stretch {
     start: u32,
     count: u32,
     stride: u32,
 }
 
-/// The list as items: stretches of three or more ids become runs, and equal runs whose starts
-/// step evenly become one two-level run. Expanding the items gives back exactly `chunks`.
-fn encode(chunks: &[ChunkId]) -> Vec<Item> {
-    let stretches = stretches(chunks);
-    let mut items = Vec::new();
-    let mut i = 0;
-    while i < stretches.len() {
-        let a = stretches[i];
-        if a.count < 2 {
-            items.push(Item::Id(a.start));
-            i += 1;
-            continue;
-        }
-        // Following stretches of the same shape whose starts step by the same amount.
-        let mut j = i + 1;
-        let step = stretches
-            .get(j)
-            .filter(|b| b.count == a.count && b.stride == a.stride && b.start > a.start)
-            .map(|b| b.start - a.start);
-        if let Some(step) = step {
-            while let Some(b) = stretches.get(j) {
-                let prev = stretches[j - 1];
-                if b.count == a.count
-                    && b.stride == a.stride
-                    && b.start.checked_sub(prev.start) == Some(step)
-                {
-                    j += 1;
-                } else {
-                    break;
-                }
-            }
-        }
-        let blocks = (j - i) as u32;
-        let dims = if blocks > 1 {
-            vec![(blocks, step.unwrap_or(0)), (a.count, a.stride)]
-        } else {
-            vec![(a.count, a.stride)]
-        };
-        items.push(Item::Run(a.start, dims));
-        i = j;
-    }
-    items
+/// One item of a chunk list as written, held without allocating: an id, or a run of `count`
+/// ids `stride` apart, repeated in `blocks` (how many, and how far apart their starts are)
+/// when it is a two-level run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Written {
+    Id(u32),
+    Run {
+        start: u32,
+        blocks: Option<(u32, u32)>,
+        count: u32,
+        stride: u32,
+    },
 }
 
-/// The list cut into maximal stretches of constant positive stride, greedily from the front;
-/// a stretch of two is kept only when no longer one starts at its second id.
-fn stretches(chunks: &[ChunkId]) -> Vec<Stretch> {
-    let ids: Vec<u32> = chunks.iter().map(|c| c.0).collect();
-    let mut out = Vec::new();
+impl From<Written> for Item {
+    fn from(item: Written) -> Item {
+        match item {
+            Written::Id(id) => Item::Id(id),
+            Written::Run {
+                start,
+                blocks: Some(blocks),
+                count,
+                stride,
+            } => Item::Run(start, vec![blocks, (count, stride)]),
+            Written::Run {
+                start,
+                blocks: None,
+                count,
+                stride,
+            } => Item::Run(start, vec![(count, stride)]),
+        }
+    }
+}
+
+/// The list as items ([`Encoder::items`]), for serde.
+fn encode(chunks: &ChunkIds) -> Vec<Item> {
+    Encoder::default()
+        .items(chunks)
+        .iter()
+        .map(|&item| Item::from(item))
+        .collect()
+}
+
+/// Cuts chunk lists into the items the compact form writes, in buffers kept from one list to
+/// the next: a schedule has millions of lists, and allocating for each one cost more than
+/// writing it.
+#[derive(Default)]
+pub(super) struct Encoder {
+    ids: Vec<u32>,
+    stretches: Vec<Stretch>,
+    items: Vec<Written>,
+}
+
+impl Encoder {
+    /// The list as items: stretches of three or more ids become runs, and equal runs whose
+    /// starts step evenly become one two-level run. Expanding the items gives back exactly
+    /// `chunks`.
+    pub(super) fn items(&mut self, chunks: &ChunkIds) -> &[Written] {
+        self.ids.clear();
+        for run in chunks.runs() {
+            self.ids.extend(run.ids().map(|id| id.0));
+        }
+        stretches(&self.ids, &mut self.stretches);
+        let stretches = &self.stretches;
+        let items = &mut self.items;
+        items.clear();
+        let mut i = 0;
+        while i < stretches.len() {
+            let a = stretches[i];
+            if a.count < 2 {
+                items.push(Written::Id(a.start));
+                i += 1;
+                continue;
+            }
+            // Following stretches of the same shape whose starts step by the same amount.
+            let mut j = i + 1;
+            let step = stretches
+                .get(j)
+                .filter(|b| b.count == a.count && b.stride == a.stride && b.start > a.start)
+                .map(|b| b.start - a.start);
+            if let Some(step) = step {
+                while let Some(b) = stretches.get(j) {
+                    let prev = stretches[j - 1];
+                    if b.count == a.count
+                        && b.stride == a.stride
+                        && b.start.checked_sub(prev.start) == Some(step)
+                    {
+                        j += 1;
+                    } else {
+                        break;
+                    }
+                }
+            }
+            let blocks = (j - i) as u32;
+            items.push(Written::Run {
+                start: a.start,
+                blocks: (blocks > 1).then(|| (blocks, step.unwrap_or(0))),
+                count: a.count,
+                stride: a.stride,
+            });
+            i = j;
+        }
+        items
+    }
+}
+
+/// The list `ids` cut into maximal stretches of constant positive stride, greedily from the
+/// front, into `out`; a stretch of two is kept only when no longer one starts at its second
+/// id.
+fn stretches(ids: &[u32], out: &mut Vec<Stretch>) {
+    out.clear();
     let mut i = 0;
     while i < ids.len() {
         let start = ids[i];
@@ -270,21 +334,25 @@ fn stretches(chunks: &[ChunkId]) -> Vec<Stretch> {
         });
         i = j + 1;
     }
-    out
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn ids(v: &[u32]) -> Vec<ChunkId> {
         v.iter().map(|&i| ChunkId(i)).collect()
     }
 
+    fn list(v: &[u32]) -> ChunkIds {
+        ChunkIds::from_ids(&ids(v))
+    }
+
     fn round_trip(v: &[u32]) -> Vec<ChunkId> {
         let mut out = ChunkIds::new();
-        for item in encode(&ids(v)) {
+        for item in encode(&list(v)) {
             match item {
                 Item::Id(i) => out.push(ChunkId(i)),
                 Item::Run(start, dims) => {
@@ -301,7 +369,7 @@ mod tests {
         let blocks: Vec<u32> = (0..4)
             .flat_map(|b| (1080 + 64 * b)..(1088 + 64 * b))
             .collect();
-        let items = encode(&ids(&blocks));
+        let items = encode(&list(&blocks));
         assert_eq!(items.len(), 1);
         assert!(matches!(&items[0], Item::Run(1080, d) if d == &vec![(4, 64), (8, 1)]));
         for v in [
@@ -315,6 +383,132 @@ mod tests {
             vec![u32::MAX - 2, u32::MAX - 1, u32::MAX],
         ] {
             assert_eq!(round_trip(&v), ids(&v), "{v:?}");
+        }
+    }
+
+    /// The items as they were cut before [`Encoder`] kept its buffers from one list to the
+    /// next, with a fresh vector for everything: the reference [`Encoder::items`] must agree
+    /// with.
+    fn reference_encode(chunks: &[ChunkId]) -> Vec<Item> {
+        let stretches = reference_stretches(chunks);
+        let mut items = Vec::new();
+        let mut i = 0;
+        while i < stretches.len() {
+            let a = stretches[i];
+            if a.count < 2 {
+                items.push(Item::Id(a.start));
+                i += 1;
+                continue;
+            }
+            // Following stretches of the same shape whose starts step by the same amount.
+            let mut j = i + 1;
+            let step = stretches
+                .get(j)
+                .filter(|b| b.count == a.count && b.stride == a.stride && b.start > a.start)
+                .map(|b| b.start - a.start);
+            if let Some(step) = step {
+                while let Some(b) = stretches.get(j) {
+                    let prev = stretches[j - 1];
+                    if b.count == a.count
+                        && b.stride == a.stride
+                        && b.start.checked_sub(prev.start) == Some(step)
+                    {
+                        j += 1;
+                    } else {
+                        break;
+                    }
+                }
+            }
+            let blocks = (j - i) as u32;
+            let dims = if blocks > 1 {
+                vec![(blocks, step.unwrap_or(0)), (a.count, a.stride)]
+            } else {
+                vec![(a.count, a.stride)]
+            };
+            items.push(Item::Run(a.start, dims));
+            i = j;
+        }
+        items
+    }
+
+    /// The list cut into maximal stretches of constant positive stride, greedily from the front;
+    /// a stretch of two is kept only when no longer one starts at its second id.
+    fn reference_stretches(chunks: &[ChunkId]) -> Vec<Stretch> {
+        let ids: Vec<u32> = chunks.iter().map(|c| c.0).collect();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < ids.len() {
+            let start = ids[i];
+            let Some(stride) = ids
+                .get(i + 1)
+                .and_then(|&next| next.checked_sub(start))
+                .filter(|&s| s > 0)
+            else {
+                out.push(Stretch {
+                    start,
+                    count: 1,
+                    stride: 1,
+                });
+                i += 1;
+                continue;
+            };
+            let mut j = i + 1;
+            while ids.get(j + 1).and_then(|&n| n.checked_sub(ids[j])) == Some(stride) {
+                j += 1;
+            }
+            let count = j - i + 1;
+            if count == 2 {
+                // A pair: the first id alone, the second may start a longer stretch.
+                out.push(Stretch {
+                    start,
+                    count: 1,
+                    stride: 1,
+                });
+                i += 1;
+                continue;
+            }
+            out.push(Stretch {
+                start,
+                count: count as u32,
+                stride,
+            });
+            i = j + 1;
+        }
+        out
+    }
+
+    /// Lists of every shape: random ids, progressions, blocks of them, one after another.
+    fn lists() -> impl Strategy<Value = Vec<u32>> {
+        let random = prop::collection::vec(prop_oneof![0..20u32, any::<u32>()], 0..10);
+        let stretch = (0..100u32, 1..5u32, 0..12u32)
+            .prop_map(|(start, stride, len)| (0..len).map(|i| start + i * stride).collect());
+        let blocks = (0..100u32, 1..4u32, 1..40u32, 1..6u32, 1..3u32).prop_map(
+            |(start, blocks, step, count, stride)| {
+                (0..blocks)
+                    .flat_map(|b| (0..count).map(move |i| start + b * step + i * stride))
+                    .collect()
+            },
+        );
+        prop::collection::vec(prop_oneof![random, stretch, blocks], 0..5)
+            .prop_map(|pieces: Vec<Vec<u32>>| pieces.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// One encoder, reused from list to list as the RON writer reuses it, cuts every list
+        /// as the reference does.
+        #[test]
+        fn a_reused_encoder_cuts_lists_as_the_reference_does(
+            lists in prop::collection::vec(lists(), 1..6)
+        ) {
+            let mut encoder = Encoder::default();
+            for v in lists {
+                let items: Vec<Item> =
+                    encoder.items(&list(&v)).iter().map(|&i| Item::from(i)).collect();
+                prop_assert_eq!(&items, &reference_encode(&ids(&v)), "{:?}", v);
+                prop_assert_eq!(round_trip(&v), ids(&v));
+            }
         }
     }
 
