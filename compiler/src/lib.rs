@@ -32,6 +32,7 @@ pub mod draw;
 pub mod embed;
 pub mod emit;
 pub mod error;
+pub mod few;
 pub mod ids;
 pub mod import;
 pub mod lab;

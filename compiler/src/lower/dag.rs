@@ -46,9 +46,10 @@
 
 use super::plan::{self, Move, Packing, Plan, Step};
 use super::PhaseSpec;
+use crate::few::Few;
 use crate::ids::{compiler_id, IdVec};
 use crate::machine::Machine;
-use schedule_ir::cost::{StepLoad, StepTally};
+use schedule_ir::cost::{Estimate, StepTally};
 use schedule_ir::{
     BufferId, Chunk, ChunkBytes, ChunkIds, DType, DirectionId, LinkId, LinkUse, NodeId, Phase,
     RecvMode,
@@ -67,13 +68,16 @@ compiler_id!(
 /// The transfers of a DAG, each known by its [`TransferId`].
 pub type Transfers = IdVec<TransferId, Transfer>;
 
+/// What a transfer waits for: most wait for a few, held without allocating ([`Few`]).
+pub type After = Few<TransferId, 4>;
+
 /// One transfer of the DAG: a move and what it waits for.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Transfer {
     /// What moves: between compute nodes, over a route of at least one link.
     pub what: Move,
     /// Transfers that must land before this one starts.
-    pub after: Vec<TransferId>,
+    pub after: After,
     /// Pipeline position: the step from which the lowering would like the transfer's chain
     /// to start.
     pub rank: u32,
@@ -560,8 +564,10 @@ impl Ready {
 
     fn insert(&mut self, (route, class): (u32, u32), k: Key) {
         if let Some(set) = self.by_route.get_mut(route as usize) {
-            set.insert(k);
-            self.occupied.insert(route);
+            // Only the first transfer of a route makes it occupied.
+            if set.insert(k) && set.len() == 1 {
+                self.occupied.insert(route);
+            }
         }
         if let Some(set) = self.by_class.get_mut(class as usize) {
             set.insert(k);
@@ -633,7 +639,7 @@ struct Routes {
 impl Routes {
     /// The routes of `transfers` on `machine`, each checked ([`directions`]).
     fn new(machine: &Machine, transfers: &Transfers) -> Result<Routes, DagError> {
-        let mut numbers: HashMap<(NodeId, NodeId, &[LinkId]), u32> = HashMap::new();
+        let mut numbers: HashMap<(NodeId, NodeId, &[LinkId]), u32, Words> = HashMap::default();
         let mut distinct = Vec::new();
         let mut first = Vec::new();
         let mut number = IdVec::with_capacity(transfers.len());
@@ -937,7 +943,7 @@ fn send_classes(
     if batch.iter().all(|&b| b <= 1) {
         return (IdVec::filled(0, transfers.len()), 0);
     }
-    let mut numbers: HashMap<SendKey<'_>, u32> = HashMap::new();
+    let mut numbers: HashMap<SendKey<'_>, u32, Words> = HashMap::default();
     let class = transfers
         .iter()
         .map(|t| {
@@ -1018,19 +1024,30 @@ fn levels(
 /// transfer order. So receives that combine into the same chunk in one step do so in a fixed
 /// order.
 pub fn steps(transfers: &Transfers, timetable: &Timetable) -> Vec<Step> {
-    let mut by_step: Vec<Vec<(u32, Vec<TransferId>)>> = vec![Vec::new(); timetable.steps as usize];
-    for ((t, &s), &k) in timetable.step.iter_enumerated().zip(&timetable.send) {
-        let Some(list) = by_step.get_mut(s as usize) else {
-            continue;
-        };
-        match list.iter_mut().find(|(send, _)| *send == k) {
-            Some((_, members)) => members.push(t),
-            None => list.push((k, vec![t])),
-        }
-    }
-    by_step
-        .into_iter()
-        .map(|list| {
+    let (starts, order) = by_step(timetable);
+    // `slot[send]`: where the step's list holds that send, `usize::MAX` where it holds none.
+    let mut slot: Vec<usize> = Vec::new();
+    starts
+        .windows(2)
+        .map(|w| {
+            let mut list: Vec<(u32, Vec<TransferId>)> = Vec::new();
+            for &t in &order[w[0]..w[1]] {
+                let k = timetable.send[t];
+                let s = k as usize;
+                if slot.len() <= s {
+                    slot.resize(s + 1, usize::MAX);
+                }
+                match slot[s] {
+                    usize::MAX => {
+                        slot[s] = list.len();
+                        list.push((k, vec![t]));
+                    }
+                    at => list[at].1.push(t),
+                }
+            }
+            for &(k, _) in &list {
+                slot[k as usize] = usize::MAX;
+            }
             Step::of(
                 list.into_iter()
                     .filter_map(|(_, members)| {
@@ -1046,6 +1063,30 @@ pub fn steps(transfers: &Transfers, timetable: &Timetable) -> Vec<Step> {
             )
         })
         .collect()
+}
+
+/// The transfers of `timetable` by step, each step's in id order (a counting sort): step `k`'s
+/// are `order[starts[k]..starts[k + 1]]`.
+fn by_step(timetable: &Timetable) -> (Vec<usize>, Vec<TransferId>) {
+    let steps = timetable.steps as usize;
+    let mut starts = vec![0usize; steps + 1];
+    for &s in timetable.step.iter() {
+        if let Some(n) = starts.get_mut(s as usize + 1) {
+            *n += 1;
+        }
+    }
+    for k in 0..steps {
+        starts[k + 1] += starts[k];
+    }
+    let mut order = vec![TransferId(0); starts[steps]];
+    let mut next = starts.clone();
+    for (t, &s) in timetable.step.iter_enumerated() {
+        if let Some(at) = next.get_mut(s as usize) {
+            order[*at] = t;
+            *at += 1;
+        }
+    }
+    (starts, order)
 }
 
 /// A DAG of transfers over `chunks`, list-scheduled: what a lowering that weighs many
@@ -1066,9 +1107,14 @@ impl Scheduled {
     /// The cost model's estimate in seconds for elements of `dtype`: the same as
     /// [`schedule_ir::cost::estimate`] of [`Scheduled::phase`].
     pub fn seconds(&self, dtype: DType, machine: &schedule_ir::Machine) -> f64 {
+        self.estimate(dtype, machine).seconds
+    }
+
+    /// The cost model's estimate for elements of `dtype`: the same as
+    /// [`schedule_ir::cost::estimate`] of [`Scheduled::phase`], to the bit.
+    pub fn estimate(&self, dtype: DType, machine: &schedule_ir::Machine) -> Estimate {
         let bytes = ChunkBytes::new(&self.chunks, dtype);
-        let loads = step_loads(machine, &self.transfers, &self.timetable, &bytes);
-        schedule_ir::cost::estimate_loads(machine, &loads).seconds
+        estimate(machine, &self.transfers, &self.timetable, &bytes)
     }
 
     /// The phase `spec` asks for, as method `algorithm`: one BSP step per step of the
@@ -1088,53 +1134,105 @@ impl Scheduled {
     }
 }
 
-/// The traffic of every step of `timetable`, as [`schedule_ir::cost::step_loads`] reads it from
-/// the programs that [`steps`] and the assembler write: the same sends, merged the same way, so
-/// the estimate is the same to the bit. A lowering that list-schedules many candidates prices
-/// each from this and writes programs for the one it keeps.
-pub fn step_loads(
+/// The cost model's estimate of `timetable`, with chunks of `bytes`: each step's traffic as
+/// [`schedule_ir::cost::step_loads`] reads it from the programs that [`steps`] and the
+/// assembler write — the same sends, merged the same way — priced as
+/// [`schedule_ir::cost::estimate_loads`] prices it, so the estimate is the same to the bit. A
+/// lowering that list-schedules many candidates prices each so, without building its steps'
+/// loads, and writes programs for the one it keeps.
+pub fn estimate(
     machine: &schedule_ir::Machine,
     transfers: &Transfers,
     timetable: &Timetable,
     bytes: &ChunkBytes,
-) -> Vec<StepLoad> {
-    let mut by_step: Vec<Vec<TransferId>> = vec![Vec::new(); timetable.steps as usize];
-    for (t, &s) in timetable.step.iter_enumerated() {
-        if let Some(list) = by_step.get_mut(s as usize) {
-            list.push(t);
-        }
-    }
+) -> Estimate {
+    let (starts, order) = by_step(timetable);
     let mut tally = StepTally::new(machine);
     // Each send of a step, by its number: its first transfer and its bytes so far.
     let mut sends: Vec<Option<(TransferId, u64)>> = Vec::new();
-    by_step
-        .iter()
-        .enumerate()
-        .map(|(k, members)| {
-            sends.clear();
-            for &t in members {
-                let s = timetable.send[t] as usize;
-                if sends.len() <= s {
-                    sends.resize(s + 1, None);
-                }
-                let b = bytes.bytes(&transfers[t].what.chunks);
-                match &mut sends[s] {
-                    Some((_, sum)) => *sum = sum.saturating_add(b),
-                    empty => *empty = Some((t, b)),
-                }
+    for w in starts.windows(2) {
+        sends.clear();
+        for &t in &order[w[0]..w[1]] {
+            let s = timetable.send[t] as usize;
+            if sends.len() <= s {
+                sends.resize(s + 1, None);
             }
-            for &(t, b) in sends.iter().flatten() {
-                let m = &transfers[t].what;
-                if let Some((&first, via)) = m.route.split_first() {
-                    tally.send(m.from, first, via, b);
-                }
-                if m.mode == RecvMode::Reduce {
-                    tally.combine(m.to, 0, b);
-                }
+            let b = bytes.bytes(&transfers[t].what.chunks);
+            match &mut sends[s] {
+                Some((_, sum)) => *sum = sum.saturating_add(b),
+                empty => *empty = Some((t, b)),
             }
-            tally.finish(k)
-        })
-        .collect()
+        }
+        for &(t, b) in sends.iter().flatten() {
+            let m = &transfers[t].what;
+            if let Some((&first, via)) = m.route.split_first() {
+                tally.send(m.from, first, via, b);
+            }
+            if m.mode == RecvMode::Reduce {
+                tally.combine(m.to, 0, b);
+            }
+        }
+        tally.price();
+    }
+    tally.estimate()
+}
+
+/// A hasher for the scheduler's tables, keyed by small integers and routes of a few links:
+/// a multiply and a rotate per word (the mixing of rustc's own `FxHasher`). The default
+/// `SipHash` resists collisions an adversary picks, which keys built from a machine's own ids
+/// cannot be, and took a twentieth of a deep pipeline's scheduling. Nothing iterates the
+/// tables, so no output depends on the hash.
+#[derive(Clone, Copy, Debug, Default)]
+struct Words(u64);
+
+impl Words {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(Self::SEED);
+    }
+}
+
+impl std::hash::Hasher for Words {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(c);
+            self.add(u64::from_le_bytes(word));
+        }
+        for &b in chunks.remainder() {
+            self.add(u64::from(b));
+        }
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+}
+
+impl std::hash::BuildHasher for Words {
+    type Hasher = Words;
+
+    fn build_hasher(&self) -> Words {
+        Words(0)
+    }
 }
 
 #[cfg(test)]

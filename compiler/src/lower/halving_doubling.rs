@@ -44,7 +44,7 @@
 //! within a logical step no transfer reads what another one of that step writes.
 
 use super::floor::Floor;
-use super::plan::{self, Move, Packing, Plan, Step};
+use super::plan::{self, Move, Packing, Plan, Route, Step};
 use super::{even_chunks, Job, Lowered, Lowering, PhaseSpec};
 use crate::embed::routed::{adjacency, RouteSearch};
 use crate::embed::EmbedError;
@@ -261,7 +261,7 @@ fn transfer(from: NodeId, to: NodeId, chunks: Vec<ChunkId>, dst: BufferId, mode:
     Move {
         from,
         to,
-        route: Vec::new(),
+        route: Route::new(),
         src: DATA,
         dst,
         chunks: chunks.into(),
@@ -599,7 +599,7 @@ fn route_all(machine: &Machine, steps: &mut [Step]) -> Result<(), EmbedError> {
                 slot.insert(route).clone()
             }
         };
-        m.route = route;
+        m.route = route.into();
     }
     Ok(())
 }

@@ -230,9 +230,7 @@ fn sizable(
     ir: &schedule_ir::Machine,
     scheduled: &Scheduled,
 ) -> (f64, Option<f64>) {
-    let bytes = schedule_ir::ChunkBytes::new(&scheduled.chunks, spec.dtype);
-    let loads = dag::step_loads(ir, &scheduled.transfers, &scheduled.timetable, &bytes);
-    let estimate = schedule_ir::cost::estimate_loads(ir, &loads);
+    let estimate = scheduled.estimate(spec.dtype, ir);
     let least = pieces::Program::least_of(
         machine,
         &scheduled.transfers,
@@ -920,7 +918,7 @@ impl Builder<'_> {
     fn push(&mut self, what: Move, after: Vec<TransferId>) -> TransferId {
         self.transfers.push(Transfer {
             what,
-            after,
+            after: after.into(),
             rank: 0,
         })
     }
@@ -939,7 +937,7 @@ impl Builder<'_> {
         let what = Move::data(
             members[i],
             members[j],
-            self.groups.inner[g][i][j].clone(),
+            self.groups.inner[g][i][j].as_slice(),
             chunks,
             mode,
         );
@@ -966,7 +964,7 @@ impl Builder<'_> {
             {
                 let members = &self.groups.members[g];
                 let through = chunks.split_off(chunks.len() - c);
-                let route = routes[g][i].clone();
+                let route = routes[g][i].as_slice();
                 let what = Move::data(members[i], members[j], route, through, mode);
                 let nic = self.push(what, after.clone());
                 vec![self.inner(g, i, j, chunks, mode, after), nic]
@@ -1145,7 +1143,7 @@ impl Builder<'_> {
                         let what = Move::data(
                             self.groups.members[g][i],
                             self.groups.members[to][i],
-                            routes[g][i].clone(),
+                            routes[g][i].as_slice(),
                             vec![self.layout.chunk(p, i, block, s)],
                             mode,
                         );
@@ -1200,7 +1198,7 @@ impl Builder<'_> {
                         let what = Move::data(
                             self.groups.members[g][i],
                             self.groups.members[to][i],
-                            partners[bit][g][i].clone(),
+                            partners[bit][g][i].as_slice(),
                             chunks,
                             mode,
                         );
@@ -1253,7 +1251,7 @@ impl Builder<'_> {
                         let what = Move::data(
                             self.groups.members[g][i],
                             self.groups.members[to][i],
-                            self.groups.rail[g][i].clone(),
+                            self.groups.rail[g][i].as_slice(),
                             vec![self.layout.chunk(p, i, block, s)],
                             mode,
                         );

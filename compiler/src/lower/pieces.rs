@@ -360,7 +360,7 @@ mod tests {
             what: Move {
                 from: NodeId(from),
                 to: NodeId(from + 1),
-                route: vec![LinkId(link)],
+                route: vec![LinkId(link)].into(),
                 src: BufferId(0),
                 dst: BufferId(0),
                 chunks: vec![ChunkId(chunk)].into(),
@@ -424,10 +424,9 @@ mod tests {
             timetable,
         };
         // The cost model's summed β is 7/6 of the vector over L2.
-        let ir = machine.to_ir();
-        let bytes = schedule_ir::ChunkBytes::new(&scheduled.chunks, DType::F32);
-        let loads = dag::step_loads(&ir, &scheduled.transfers, &scheduled.timetable, &bytes);
-        let beta = schedule_ir::cost::estimate_loads(&ir, &loads).transfer_seconds;
+        let beta = scheduled
+            .estimate(DType::F32, &machine.to_ir())
+            .transfer_seconds;
         assert!(
             (beta / over_l2 - 7.0 / 6.0).abs() < 1e-5,
             "{}",

@@ -25,6 +25,7 @@
 //! The mean pass ([`super::mean`]) runs after assembly, for every method alike.
 
 use super::PhaseSpec;
+use crate::few::Few;
 use crate::machine::Machine;
 use schedule_ir::{
     Buffer, BufferId, Chunk, ChunkIds, DirectionId, Instr, LinkId, NodeId, NodeKind, Phase,
@@ -41,7 +42,7 @@ pub struct Move {
     /// The receiver.
     pub to: NodeId,
     /// Every link crossed, from `from` to `to`; one link for neighbours.
-    pub route: Vec<LinkId>,
+    pub route: Route,
     /// The buffer read on the sender.
     pub src: BufferId,
     /// The buffer written on the receiver.
@@ -52,19 +53,23 @@ pub struct Move {
     pub mode: RecvMode,
 }
 
+/// A move's links: held without allocating up to eight ([`Few`]), enough for a route from a
+/// GPU through its NIC, a leaf, a spine, another leaf and a NIC to another GPU.
+pub type Route = Few<LinkId, 8>;
+
 impl Move {
     /// A move within the data buffer (the common case).
     pub fn data(
         from: NodeId,
         to: NodeId,
-        route: Vec<LinkId>,
+        route: impl Into<Route>,
         chunks: impl Into<ChunkIds>,
         mode: RecvMode,
     ) -> Move {
         Move {
             from,
             to,
-            route,
+            route: route.into(),
             src: super::DATA,
             dst: super::DATA,
             chunks: chunks.into(),
@@ -259,7 +264,7 @@ fn write_step(programs: &mut [Program], base: usize, step: Step, groups: &[Vec<u
 /// Logical rings that share a link direction in a step travel so. Moves that differ in
 /// anything keep their order.
 pub fn merged(moves: Vec<Move>) -> Vec<Move> {
-    type Key = (NodeId, NodeId, Vec<LinkId>, BufferId, BufferId, RecvMode);
+    type Key = (NodeId, NodeId, Route, BufferId, BufferId, RecvMode);
     let mut out: Vec<(Move, Vec<schedule_ir::ChunkId>)> = Vec::with_capacity(moves.len());
     let mut at: BTreeMap<Key, usize> = BTreeMap::new();
     for m in moves {

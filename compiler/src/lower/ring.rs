@@ -27,7 +27,7 @@
 
 use super::balance::{self, Load};
 use super::floor::Floor;
-use super::plan::{self, Move, Packing, Plan, Step};
+use super::plan::{self, Move, Packing, Plan, Route, Step};
 use super::{data_buffer, even_chunks, Embedding, Job, Knobs, Lowered, Lowering, PhaseSpec};
 use crate::embed::{self, hamiltonian, routed, structured, EmbedError, Ring};
 use crate::ids::{IdVec, RingId};
@@ -621,7 +621,7 @@ pub fn meet_plan(spec: &PhaseSpec, logical: &Logical) -> Option<Plan> {
         Move::data(
             ring.nodes[i],
             ring.nodes[(i + 1) % p],
-            ring.route(i).collect(),
+            ring.route(i).collect::<Route>(),
             vec![chunk],
             mode,
         )
@@ -631,7 +631,7 @@ pub fn meet_plan(spec: &PhaseSpec, logical: &Logical) -> Option<Plan> {
         Move::data(
             ring.nodes[i],
             ring.nodes[(i + p - 1) % p],
-            back[r].route((p - i) % p).collect(),
+            back[r].route((p - i) % p).collect::<Route>(),
             vec![chunk],
             mode,
         )
@@ -748,7 +748,7 @@ pub fn ring_plan(spec: &PhaseSpec, logical: &Logical) -> Option<Plan> {
                         Move::data(
                             ring.nodes[i],
                             ring.nodes[(i + 1) % p],
-                            ring.route(i).collect(),
+                            ring.route(i).collect::<Route>(),
                             vec![chunk_id(r, (i + offset) % p)],
                             mode,
                         )

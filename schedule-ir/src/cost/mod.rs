@@ -173,8 +173,12 @@ pub struct StepTally<'m> {
     bytes_sent: u64,
     sends: u32,
     slowest: f64,
-    /// Combining by compute nodes, in the order it was reported.
-    reductions: Vec<NodeReduce>,
+    /// Bytes combined so far by each node, (local, arrival), by node index.
+    combined: Vec<(u64, u64)>,
+    /// Nodes combining something, to read and clear at the end of the step.
+    combining: Vec<usize>,
+    /// The steps priced so far ([`StepTally::price`]).
+    totals: Totals,
 }
 
 impl<'m> StepTally<'m> {
@@ -189,7 +193,9 @@ impl<'m> StepTally<'m> {
             bytes_sent: 0,
             sends: 0,
             slowest: 0.0,
-            reductions: Vec::new(),
+            combined: vec![(0, 0); machine.nodes.len()],
+            combining: Vec::new(),
+            totals: Totals::default(),
         }
     }
 
@@ -220,11 +226,12 @@ impl<'m> StepTally<'m> {
             .get(node.index())
             .is_some_and(|n| n.kind == NodeKind::Compute);
         if computes && (local > 0 || arrival > 0) {
-            self.reductions.push(NodeReduce {
-                node,
-                local_bytes: local,
-                arrival_bytes: arrival,
-            });
+            let (l, a) = &mut self.combined[node.index()];
+            if (*l, *a) == (0, 0) {
+                self.combining.push(node.index());
+            }
+            *l = l.saturating_add(local);
+            *a = a.saturating_add(arrival);
         }
     }
 
@@ -246,17 +253,19 @@ impl<'m> StepTally<'m> {
             })
             .collect();
         // One entry per node, by node.
-        let mut reductions: Vec<NodeReduce> = Vec::new();
-        self.reductions.sort_by_key(|r| r.node);
-        for r in self.reductions.drain(..) {
-            match reductions.last_mut() {
-                Some(last) if last.node == r.node => {
-                    last.local_bytes = last.local_bytes.saturating_add(r.local_bytes);
-                    last.arrival_bytes = last.arrival_bytes.saturating_add(r.arrival_bytes);
+        self.combining.sort_unstable();
+        let reductions = self
+            .combining
+            .drain(..)
+            .map(|n| {
+                let (local_bytes, arrival_bytes) = std::mem::take(&mut self.combined[n]);
+                NodeReduce {
+                    node: NodeId::new(n),
+                    local_bytes,
+                    arrival_bytes,
                 }
-                _ => reductions.push(r),
-            }
-        }
+            })
+            .collect();
         let load = StepLoad {
             step: StepId(u32::try_from(step).unwrap_or(u32::MAX)),
             loads,
@@ -269,6 +278,95 @@ impl<'m> StepTally<'m> {
         self.sends = 0;
         self.slowest = 0.0;
         load
+    }
+
+    /// Ends the step without building its [`StepLoad`]: its cost, as [`estimate_loads`]
+    /// charges it, is added to the totals ([`StepTally::estimate`]), and the tally is empty
+    /// again for the next step. A lowering that prices many candidate timetables reads them
+    /// so, with no allocation per step.
+    pub fn price(&mut self) {
+        let machine = self.machine;
+        let mut beta: f64 = 0.0;
+        for d in self.touched.drain(..) {
+            if let Some(link) = machine.links.get(d / 2) {
+                beta = beta.max(self.bytes[d] as f64 / bytes_per_second(link.bandwidth_gbps));
+            }
+            self.bytes[d] = 0;
+            self.transfers[d] = 0;
+        }
+        let combined = &mut self.combined;
+        let reductions = self
+            .combining
+            .drain(..)
+            .map(|n| std::mem::take(&mut combined[n]));
+        self.totals
+            .add(StepCost::of(machine, self.slowest, beta, reductions));
+        self.bytes_sent = 0;
+        self.sends = 0;
+        self.slowest = 0.0;
+    }
+
+    /// The estimate of the steps priced so far ([`StepTally::price`]), in their order.
+    pub fn estimate(&self) -> Estimate {
+        self.totals.estimate()
+    }
+}
+
+/// What one step costs: its latency `α`, its busiest direction's `β`, and the busiest of `β`
+/// and each node's combining time.
+#[derive(Clone, Copy, Debug)]
+struct StepCost {
+    alpha: f64,
+    beta: f64,
+    busy: f64,
+}
+
+impl StepCost {
+    /// The cost of a step of latency `alpha` and busiest direction `beta` in which nodes
+    /// combine `reductions` (local, arrival bytes) on `machine`.
+    fn of(
+        machine: &Machine,
+        alpha: f64,
+        beta: f64,
+        reductions: impl Iterator<Item = (u64, u64)>,
+    ) -> StepCost {
+        let rate = machine
+            .reduce_gbps
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map(bytes_per_second);
+        let busy = reductions.fold(beta, |slowest, (local, arrival)| {
+            let node = beta.max(combine_seconds(local, rate)) + combine_seconds(arrival, rate);
+            slowest.max(node)
+        });
+        StepCost { alpha, beta, busy }
+    }
+}
+
+/// Steps' costs added up in order into an [`Estimate`].
+#[derive(Clone, Debug, Default)]
+struct Totals {
+    per_step: Vec<f64>,
+    latency_seconds: f64,
+    transfer_seconds: f64,
+    reduce_seconds: f64,
+}
+
+impl Totals {
+    fn add(&mut self, step: StepCost) {
+        self.latency_seconds += step.alpha;
+        self.transfer_seconds += step.beta;
+        self.reduce_seconds += step.busy - step.beta;
+        self.per_step.push(step.alpha + step.busy);
+    }
+
+    fn estimate(&self) -> Estimate {
+        Estimate {
+            seconds: self.per_step.iter().sum(),
+            per_step: self.per_step.clone(),
+            latency_seconds: self.latency_seconds,
+            transfer_seconds: self.transfer_seconds,
+            reduce_seconds: self.reduce_seconds,
+        }
     }
 }
 
@@ -304,16 +402,8 @@ fn combine_seconds(bytes: u64, rate: Option<f64>) -> f64 {
 
 /// The α-β-γ estimate of steps whose traffic is `loads` (as computed by [`step_loads`]).
 pub fn estimate_loads(machine: &Machine, loads: &[StepLoad]) -> Estimate {
-    let rate = machine
-        .reduce_gbps
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .map(bytes_per_second);
-    let mut per_step = Vec::with_capacity(loads.len());
-    let mut latency_seconds = 0.0;
-    let mut transfer_seconds = 0.0;
-    let mut reduce_seconds = 0.0;
+    let mut totals = Totals::default();
     for step in loads {
-        let alpha = step.latency_seconds;
         let mut beta: f64 = 0.0;
         for load in &step.loads {
             let Some(link) = machine.links.get(load.direction / 2) else {
@@ -321,23 +411,18 @@ pub fn estimate_loads(machine: &Machine, loads: &[StepLoad]) -> Estimate {
             };
             beta = beta.max(load.bytes as f64 / bytes_per_second(link.bandwidth_gbps));
         }
-        let busy = step.reductions.iter().fold(beta, |slowest, r| {
-            let node = beta.max(combine_seconds(r.local_bytes, rate))
-                + combine_seconds(r.arrival_bytes, rate);
-            slowest.max(node)
-        });
-        latency_seconds += alpha;
-        transfer_seconds += beta;
-        reduce_seconds += busy - beta;
-        per_step.push(alpha + busy);
+        let reductions = step
+            .reductions
+            .iter()
+            .map(|r| (r.local_bytes, r.arrival_bytes));
+        totals.add(StepCost::of(
+            machine,
+            step.latency_seconds,
+            beta,
+            reductions,
+        ));
     }
-    Estimate {
-        seconds: per_step.iter().sum(),
-        per_step,
-        latency_seconds,
-        transfer_seconds,
-        reduce_seconds,
-    }
+    totals.estimate()
 }
 
 /// `bound / estimate`, between 0 and 1 for a sound bound; 1 when the estimate is 0.

@@ -20,7 +20,7 @@ fn t(from: u32, to: u32, link: u32, chunk: u32, after: &[u32]) -> Transfer {
         what: Move {
             from: NodeId(from),
             to: NodeId(to),
-            route: vec![LinkId(link)],
+            route: vec![LinkId(link)].into(),
             src: BufferId(0),
             dst: BufferId(0),
             chunks: vec![ChunkId(chunk)].into(),

@@ -4,9 +4,9 @@
 
 use crate::embed::trees::Tree;
 use crate::ids::IdVec;
-use crate::lower::dag::{Transfer, TransferId, Transfers};
-use crate::lower::plan::Move;
-use schedule_ir::{BufferId, ChunkId, LinkId, NodeId, RecvMode};
+use crate::lower::dag::{After, Transfer, TransferId, Transfers};
+use crate::lower::plan::{Move, Route};
+use schedule_ir::{BufferId, ChunkId, NodeId, RecvMode};
 
 /// What [`reduce_up`] and [`broadcast_down`] read of a tree.
 #[derive(Clone, Debug)]
@@ -20,7 +20,7 @@ pub struct Walk {
     /// Indexed by node: its children in child order ([`Tree::children`]).
     children: IdVec<NodeId, Vec<NodeId>>,
     /// Indexed by node: the route up to its parent ([`Tree::route_up`]).
-    up: IdVec<NodeId, Vec<LinkId>>,
+    up: IdVec<NodeId, Route>,
 }
 
 impl Walk {
@@ -36,7 +36,7 @@ impl Walk {
             order: tree.top_down(),
             parent: tree.parent.iter().map(|p| p.map(|(n, _)| n)).collect(),
             children,
-            up: tree.parent.ids().map(|n| tree.route_up(n)).collect(),
+            up: tree.parent.ids().map(|n| tree.route_up(n).into()).collect(),
         }
     }
 }
@@ -88,8 +88,8 @@ pub fn broadcast_down(
         };
         let route = tree.up[v].iter().rev().copied().collect();
         let after = match down[parent] {
-            Some(t) => vec![t],
-            None => at_root.to_vec(),
+            Some(t) => std::slice::from_ref(&t).into(),
+            None => at_root.into(),
         };
         down[v] = Some(transfers.push(transfer(
             parent,
@@ -107,11 +107,11 @@ pub fn broadcast_down(
 fn transfer(
     from: NodeId,
     to: NodeId,
-    route: Vec<schedule_ir::LinkId>,
+    route: Route,
     buffer: BufferId,
     chunk: ChunkId,
     mode: RecvMode,
-    after: Vec<TransferId>,
+    after: After,
 ) -> Transfer {
     // An empty route is reported by the scheduler as a bad route.
     Transfer {
