@@ -1079,7 +1079,9 @@ fn by_step(timetable: &Timetable) -> (Vec<usize>, Vec<TransferId>) {
         starts[k + 1] += starts[k];
     }
     let mut order = vec![TransferId(0); starts[steps]];
-    let mut next = starts.clone();
+    // Where each step's next transfer goes; a step past the last (none in a timetable the
+    // scheduler made) is left out, as it is from the counts.
+    let mut next = starts[..steps].to_vec();
     for (t, &s) in timetable.step.iter_enumerated() {
         if let Some(at) = next.get_mut(s as usize) {
             order[*at] = t;
