@@ -832,4 +832,57 @@ mod tests {
         let b = lower_bound(&m, &phase(Collective::Broadcast { root: NodeId(42) }));
         assert_eq!(b.traffic_seconds, 0.0);
     }
+
+    /// Pricing a step as it ends ([`StepTally::price`]) gives the estimate of the loads that
+    /// ending it with [`StepTally::finish`] gives, to the bit: steps through the switch and
+    /// direct, several sends and combines per node in one step, an empty step, with and without
+    /// a reduction rate.
+    #[test]
+    fn pricing_steps_as_they_end_is_estimating_their_loads() {
+        for rate in [None, Some(3.0)] {
+            let m = Machine {
+                reduce_gbps: rate,
+                ..machine()
+            };
+            let (mut loads, mut priced) = (Vec::new(), StepTally::new(&m));
+            let mut tally = StepTally::new(&m);
+            // Per send: link, sender, links after the first, bytes, bytes combined.
+            type Sends<'a> = &'a [(u32, u32, &'a [u32], u64, u64)];
+            let steps: [Sends; 4] = [
+                &[(0, 0, &[1], 4096, 0), (2, 0, &[], 1000, 0)],
+                &[
+                    (0, 0, &[1], 77, 77),
+                    (0, 0, &[1], 5000, 5000),
+                    (1, 2, &[0], 3, 0),
+                ],
+                &[],
+                &[
+                    (2, 2, &[], 123_456, 123_456),
+                    (2, 0, &[], 10, 0),
+                    (0, 0, &[1], 1, 1),
+                ],
+            ];
+            for (k, sends) in steps.iter().enumerate() {
+                for t in [&mut tally, &mut priced] {
+                    for &(link, from, via, bytes, combined) in sends.iter() {
+                        let via: Vec<LinkId> = via.iter().map(|&l| LinkId(l)).collect();
+                        t.send(NodeId(from), LinkId(link), &via, bytes);
+                        // The receiver combines what arrives; the sender also combines locally.
+                        t.combine(NodeId(2 - from), 0, combined);
+                        t.combine(NodeId(from), combined / 2, 0);
+                    }
+                }
+                loads.push(tally.finish(k));
+                priced.price();
+            }
+            let (by_loads, stepwise) = (estimate_loads(&m, &loads), priced.estimate());
+            assert_eq!(by_loads.seconds.to_bits(), stepwise.seconds.to_bits());
+            assert_eq!(by_loads.per_step, stepwise.per_step);
+            assert_eq!(by_loads.latency_seconds, stepwise.latency_seconds);
+            assert_eq!(by_loads.transfer_seconds, stepwise.transfer_seconds);
+            assert_eq!(by_loads.reduce_seconds, stepwise.reduce_seconds);
+            assert!(stepwise.seconds > 0.0 && stepwise.per_step[2] == 0.0);
+            assert_eq!(rate.is_some(), stepwise.reduce_seconds > 0.0, "{rate:?}");
+        }
+    }
 }
