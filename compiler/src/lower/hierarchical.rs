@@ -112,7 +112,17 @@ impl Lowering for Hierarchical {
             // they could price, shape, lanes), searched once every shape is priced with equal
             // pieces, cheapest first.
             let mut resizable: Vec<(f64, Shape, dag::Lanes)> = Vec::new();
-            for shape in round {
+            // Cheapest floor first: the shapes that could cost least set the price to beat
+            // early, and a shape whose floor is not below it is never lowered.
+            let mut round: Vec<(f64, Shape)> = round
+                .into_iter()
+                .map(|shape| {
+                    let both = (&groups, &routes);
+                    (floor(machine, both, spec, shape, shares(shape, sharing)), shape)
+                })
+                .collect();
+            round.sort_by(|a, b| a.0.total_cmp(&b.0));
+            for (least, shape) in round {
                 if shape.offload > 0 {
                     let twin = Shape {
                         offload: 0,
@@ -126,13 +136,6 @@ impl Lowering for Hierarchical {
                     }
                 }
                 // A shape whose floor is not below the cheapest so far cannot win: not lowered.
-                let least = floor(
-                    machine,
-                    (&groups, &routes),
-                    spec,
-                    shape,
-                    shares(shape, sharing),
-                );
                 if best
                     .as_ref()
                     .is_some_and(|(s, _, _)| least * (1.0 - FLOOR_ROUNDING) >= *s)
@@ -307,16 +310,28 @@ fn resize(
 const FLOOR_ROUNDING: f64 = 1e-9;
 
 /// A lower bound on the cost model's estimate of `shape`'s schedule for `spec`, from the
-/// shape alone, whatever the lane policy: member 0 of group 0 sends, per piece and half of the
-/// collective, `k - 1` transfers inside its group (ring, direct exchange) or `log2 k`
-/// (halving), each carrying at least one shard of another member; a step carries at most as
-/// many of them as its links inside the group have lanes, each such step costs at least
-/// the cheapest of those routes' latency, and the bytes leave over those links at most at
-/// their summed bandwidth per unit of `β`. The estimate is `Σ (α + β)`, so it is at least the
-/// steps' latency plus the bytes' time. The same holds of its rail when the rails run rings
-/// ([`rail_floor`]); the larger of the two is a floor. Where link directions may be shared
-/// (`sharing`), a direction takes at most what shared lanes allow ([`dag::room`], more than
-/// its lanes) per step.
+/// shape alone, whatever the lane policy and however its pieces are sized.
+///
+/// *Proof.* The estimate is `Σ (α + β)` over the steps, so it is at least any lower bound on
+/// the steps' latency plus any on their transfer time. Latency, each a count of steps that each
+/// cost at least some route's latency:
+///
+/// - member 0 of group 0 sends, per piece and half of the collective, `k - 1` transfers inside
+///   its group (ring, direct exchange) or `log2 k` (halving), and a step carries at most as
+///   many of them as its links inside the group have lanes ([`inner_floor`]); the same along
+///   its rail ([`rail_floor`]);
+/// - every piece is one chain of dependent transfers: its reduce-scatter inside the groups,
+///   along the rails, then its allgather along the rails and inside the groups, each link of
+///   the chain in a step after the one before; a step that carries a transfer inside a group
+///   costs at least the cheapest such route's latency, one along a rail the cheapest rail
+///   route's ([`chain_latency`]).
+///
+/// Transfer time: member 0's bytes inside its group (`k - 1` shards per piece and half) leave
+/// over the first links of its routes at most at their summed bandwidth, and its rail's bytes
+/// (`G - 1` blocks) over its rail routes' first links. Sizing the pieces changes no transfer's
+/// route and no count, and every piece's bytes still add up to the vector's. Where link
+/// directions may be shared (`sharing`), a direction takes at most what shared lanes allow
+/// ([`dag::room`], more than its lanes) per step.
 fn floor(
     machine: &Machine,
     (groups, routes): (&Groups, &Routes),
@@ -341,13 +356,17 @@ fn floor(
         .as_ref()
         .filter(|_| shape.offload > 0)
         .and_then(|o| o.first()?.first()?.first().copied());
-    inner_floor(machine, groups, spec, (shape, offload), &room).max(rail_floor(
-        machine,
-        (groups, routes),
-        spec,
-        shape,
-        &room,
-    ))
+    let inner = inner_floor(machine, groups, spec, (shape, offload), &room);
+    let rail = rail_floor(machine, (groups, routes), spec, shape, &room);
+    let chain = chain_latency(groups, routes, spec.collective, shape);
+    inner.latency.max(rail.latency).max(chain) + inner.transfer.max(rail.transfer)
+}
+
+/// A floor's two parts, in seconds: the latency of steps and the time moving bytes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Parts {
+    latency: f64,
+    transfer: f64,
 }
 
 /// How many halves of the collective run: an allreduce's two, or one.
@@ -366,44 +385,72 @@ fn least_chunk(groups: &Groups, spec: &PhaseSpec, shape: Shape) -> u64 {
     spec.elements / chunks.max(1)
 }
 
-/// [`floor`]'s part for member 0's rail when the rails run rings or exchange directly: per
-/// piece and half it sends `(G - 1) · m` transfers of a slice each, over the first links of its
-/// rail routes (one route for a ring, one to each other group for a direct exchange).
+/// [`floor`]'s latency of one piece's chain: per half, [`Inside::chain`] steps inside a group
+/// and, along a rail, `G - 1` (ring), `log2 G` (halving) or one (direct exchange), each
+/// costing at least the cheapest route of its kind.
+fn chain_latency(groups: &Groups, routes: &Routes, collective: Collective, shape: Shape) -> f64 {
+    let (k, g) = (groups.size(), groups.count());
+    let least = routes.least;
+    let inner = if k < 2 {
+        0.0
+    } else {
+        shape.inside.chain(k) as f64 * least.inner
+    };
+    let rail = if g < 2 {
+        0.0
+    } else {
+        match shape.rail {
+            Rail::Ring => (g - 1) as f64 * least.ring,
+            Rail::Halving => g.trailing_zeros() as f64 * least.partners,
+            Rail::Direct => least.exchange,
+        }
+    };
+    let chain = halves(collective) as f64 * (inner + rail);
+    if chain.is_finite() {
+        chain
+    } else {
+        0.0
+    }
+}
+
+/// [`floor`]'s parts for member 0's rail: per piece and half it sends `(G - 1) · m` slices,
+/// in `(G - 1) · m` transfers over the first links of its rail routes (one route for a ring,
+/// one to each other group for a direct exchange) or `log2 G · m` (halving, one route per
+/// round).
 fn rail_floor(
     machine: &Machine,
     (groups, routes): (&Groups, &Routes),
     spec: &PhaseSpec,
     shape: Shape,
     room: &dyn Fn(schedule_ir::LinkId) -> u64,
-) -> f64 {
-    let sent: Vec<&Vec<schedule_ir::LinkId>> = match shape.rail {
-        Rail::Ring => groups
-            .rail
-            .first()
-            .and_then(|g| g.first())
-            .into_iter()
-            .collect(),
-        Rail::Direct => routes
-            .exchange
-            .iter()
-            .flatten()
-            .filter_map(|by_group| by_group.first()?.first())
-            .collect(),
-        Rail::Halving => return 0.0,
-    };
-    if groups.count() < 2 || sent.iter().any(|r| r.is_empty()) {
-        return 0.0;
+) -> Parts {
+    fn first(by_group: &[Vec<Vec<schedule_ir::LinkId>>]) -> Option<&Vec<schedule_ir::LinkId>> {
+        by_group.first()?.first()
     }
-    let transfers = shape.pieces as u64
-        * halves(spec.collective)
-        * (groups.count() as u64 - 1)
-        * shape.slices as u64;
-    let bytes =
-        (transfers * least_chunk(groups, spec, shape)) as f64 * spec.dtype.size_bytes() as f64;
-    sends_floor(machine, (&sent, None), room, (transfers, bytes))
+    let (sent, per_half): (Vec<&Vec<schedule_ir::LinkId>>, usize) = match shape.rail {
+        Rail::Ring => (
+            groups.rail.first().and_then(|g| g.first()).into_iter().collect(),
+            groups.count().saturating_sub(1),
+        ),
+        Rail::Direct => (
+            routes.exchange.iter().flatten().filter_map(|r| first(r)).collect(),
+            groups.count().saturating_sub(1),
+        ),
+        Rail::Halving => (
+            routes.partners.iter().flatten().filter_map(|r| first(r)).collect(),
+            groups.count().trailing_zeros() as usize,
+        ),
+    };
+    if groups.count() < 2 || sent.is_empty() || sent.iter().any(|r| r.is_empty()) {
+        return Parts::default();
+    }
+    let rounds = shape.pieces as u64 * halves(spec.collective) * shape.slices as u64;
+    let slices = rounds * (groups.count() as u64 - 1);
+    let bytes = (slices * least_chunk(groups, spec, shape)) as f64 * spec.dtype.size_bytes() as f64;
+    sends_floor(machine, (&sent, None), room, (rounds * per_half as u64, bytes))
 }
 
-/// [`floor`]'s part for member 0's transfers inside its group: per piece and half, `log2 k`
+/// [`floor`]'s parts for member 0's transfers inside its group: per piece and half, `log2 k`
 /// (halving) or `k - 1` transfers, `k - 1` shards' worth of bytes, over the first links of its
 /// routes inside the group and `offload`, the first link of its route through the NICs where
 /// the shape takes it.
@@ -413,13 +460,13 @@ fn inner_floor(
     spec: &PhaseSpec,
     (shape, offload): (Shape, Option<schedule_ir::LinkId>),
     room: &dyn Fn(schedule_ir::LinkId) -> u64,
-) -> f64 {
+) -> Parts {
     let k = groups.size();
     let Some(routes) = groups.inner.first().and_then(|g| g.first()) else {
-        return 0.0;
+        return Parts::default();
     };
     if k < 2 {
-        return 0.0;
+        return Parts::default();
     }
     // Its route to itself is empty.
     let sent: Vec<&Vec<schedule_ir::LinkId>> = routes.iter().filter(|r| !r.is_empty()).collect();
@@ -440,13 +487,13 @@ fn inner_floor(
 /// The least time a member's `transfers` carrying `bytes` in all take, leaving over the first
 /// links of `routes` (and the link `also`): a step carries at most `room` of them over each of
 /// those links and pays at least the cheapest route's links' latency, and the bytes leave at
-/// most at those links' summed bandwidth. 0 where the routes bound nothing.
+/// most at those links' summed bandwidth. Nothing where the routes bound nothing.
 fn sends_floor(
     machine: &Machine,
     (routes, also): (&[&Vec<schedule_ir::LinkId>], Option<schedule_ir::LinkId>),
     room: &dyn Fn(schedule_ir::LinkId) -> u64,
     (transfers, bytes): (u64, f64),
-) -> f64 {
+) -> Parts {
     let mut first: Vec<schedule_ir::LinkId> = routes
         .iter()
         .filter_map(|r| r.first().copied())
@@ -464,10 +511,12 @@ fn sends_floor(
         .map(|r| r.iter().map(|&l| machine.link(l).latency_us).sum::<f64>())
         .fold(f64::INFINITY, f64::min);
     if lanes == 0 || !latency.is_finite() || bandwidth.is_nan() || bandwidth <= 0.0 {
-        return 0.0;
+        return Parts::default();
     }
-    let steps = transfers.div_ceil(lanes);
-    steps as f64 * latency * 1e-6 + bytes / bandwidth
+    Parts {
+        latency: transfers.div_ceil(lanes) as f64 * latency * 1e-6,
+        transfer: bytes / bandwidth,
+    }
 }
 
 /// The lane policies a shape is scheduled with on groups of `k`: a direct exchange keeps to
@@ -639,6 +688,34 @@ pub struct Routes {
     exchange: Option<Exchange>,
     /// Through the NICs inside each group, where the direct exchange may offload.
     offload: Option<Offload>,
+    /// The least latency of a route of each kind, for [`floor`].
+    least: Latencies,
+}
+
+/// The least latency, in seconds, that a transfer of each kind pays: over the cheapest route
+/// of that kind, its links and the switches it passes through, as the cost model charges
+/// them ([`schedule_ir::cost::latency::route_seconds`]). Infinite where there is no route.
+#[derive(Clone, Copy, Debug)]
+struct Latencies {
+    /// Inside a group.
+    inner: f64,
+    /// Along a rail to the next group (a ring).
+    ring: f64,
+    /// Along a rail to a partner group (halving).
+    partners: f64,
+    /// Along a rail to any other group (a direct exchange).
+    exchange: f64,
+}
+
+impl Default for Latencies {
+    fn default() -> Latencies {
+        Latencies {
+            inner: f64::INFINITY,
+            ring: f64::INFINITY,
+            partners: f64::INFINITY,
+            exchange: f64::INFINITY,
+        }
+    }
 }
 
 impl Routes {
@@ -646,12 +723,58 @@ impl Routes {
     /// where its links differ in speed: the exchange is tried only on shared link directions
     /// ([`candidates`]), and its routes take `G · k · (G - 1)` searches.
     pub fn of(machine: &Machine, groups: &Groups) -> Routes {
+        let partners = groups::partner_routes(machine, groups);
+        let exchange = dag::links_differ(machine)
+            .then(|| groups::exchange_routes(machine, groups))
+            .flatten();
+        let ir = machine.to_ir();
+        // The least over routes by group and member (`[g][i]`), each leaving that member.
+        let least = |by_group: &mut dyn Iterator<Item = &Vec<Vec<schedule_ir::LinkId>>>| {
+            let mut least = f64::INFINITY;
+            for (g, by_member) in by_group.enumerate() {
+                for (i, route) in by_member.iter().enumerate() {
+                    let (Some(&from), Some((&first, via))) = (
+                        groups.members.get(g).and_then(|m| m.get(i)),
+                        route.split_first(),
+                    ) else {
+                        continue;
+                    };
+                    let seconds = schedule_ir::cost::latency::route_seconds(&ir, from, first, via);
+                    least = least.min(seconds);
+                }
+            }
+            least
+        };
+        let every = |routes: &Option<Vec<Vec<Vec<Vec<schedule_ir::LinkId>>>>>| {
+            routes.iter().flatten().fold(f64::INFINITY, |l, by_group| {
+                l.min(least(&mut by_group.iter()))
+            })
+        };
+        // Inside a group, member `i`'s routes to every member: one group of routes per
+        // member, numbered as the group.
+        let inner = groups
+            .inner
+            .iter()
+            .enumerate()
+            .flat_map(|(g, by_member)| by_member.iter().enumerate().map(move |(i, to)| (g, i, to)))
+            .flat_map(|(g, i, to)| to.iter().map(move |route| (g, i, route)))
+            .filter_map(|(g, i, route)| {
+                let from = *groups.members.get(g)?.get(i)?;
+                let (&first, via) = route.split_first()?;
+                Some(schedule_ir::cost::latency::route_seconds(&ir, from, first, via))
+            })
+            .fold(f64::INFINITY, f64::min);
+        let latencies = Latencies {
+            inner,
+            ring: least(&mut groups.rail.iter()),
+            partners: every(&partners),
+            exchange: every(&exchange),
+        };
         Routes {
-            partners: groups::partner_routes(machine, groups),
-            exchange: dag::links_differ(machine)
-                .then(|| groups::exchange_routes(machine, groups))
-                .flatten(),
+            partners,
+            exchange,
             offload: groups::offload_routes(machine, groups),
+            least: latencies,
         }
     }
 }
