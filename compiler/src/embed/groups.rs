@@ -101,16 +101,21 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
     })
 }
 
-/// The most groups for which [`partner_routes`] routes the rails of a halving and doubling:
-/// `G·log2 G·k` routes, each a breadth-first search of the machine.
-pub const MAX_PARTNER_GROUPS: usize = 64;
+/// The most work [`partner_routes`] may spend: its `G · log2 G · k` routes are each a search
+/// of the machine, so their number times the machine's nodes and links is kept below this. A
+/// machine of 128 eight-GPU hosts on a leaf/spine network costs under a quarter of it; without
+/// halving along its rails, only rings (`G - 1` steps each way) were left, and a flat halving
+/// and doubling beat the hierarchy.
+pub const PARTNER_SEARCH_BUDGET: u64 = 1 << 28;
 
 /// `routes[r][g][i]`: the route of rail `i` from group `g` to its partner in round `r` of a
 /// halving and doubling across groups, group `g XOR 2^r`; `None` unless the group count is a
-/// power of two from 4 to [`MAX_PARTNER_GROUPS`].
+/// power of two from 4 on and the searches fit [`PARTNER_SEARCH_BUDGET`].
 pub fn partner_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<Vec<LinkId>>>>> {
     let g_count = groups.count();
-    if !g_count.is_power_of_two() || !(4..=MAX_PARTNER_GROUPS).contains(&g_count) {
+    let searches = (g_count * groups.size()) as u64 * u64::from(g_count.trailing_zeros());
+    let work = searches.saturating_mul((machine.node_count() + machine.link_count()) as u64);
+    if !g_count.is_power_of_two() || g_count < 4 || work > PARTNER_SEARCH_BUDGET {
         return None;
     }
     let fast = fast_links(machine);

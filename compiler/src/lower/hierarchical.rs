@@ -108,10 +108,6 @@ impl Lowering for Hierarchical {
                 .into_iter()
                 .partition(|s| s.offload == 0);
         for round in [plain, offloading] {
-            // Timetables whose pieces, sized to them, might price below the cheapest: (the least
-            // they could price, shape, lanes), searched once every shape is priced with equal
-            // pieces, cheapest first.
-            let mut resizable: Vec<(f64, Shape, dag::Lanes)> = Vec::new();
             // Cheapest floor first: the shapes that could cost least set the price to beat
             // early, and a shape whose floor is not below it is never lowered.
             let mut round: Vec<(f64, Shape)> = round
@@ -148,33 +144,26 @@ impl Lowering for Hierarchical {
                     let lowered = lower_shape(machine, &groups, &routes, spec, shape, lanes);
                     // A route that crosses a direction twice needs its lanes: then only the
                     // declared lanes are tried.
-                    let scheduled = match (lowered, lanes) {
+                    let mut scheduled = match (lowered, lanes) {
                         (Ok(scheduled), _) => scheduled,
                         (Err(_), dag::Lanes::AtMost(_) | dag::Lanes::Shared(_)) => continue,
                         (Err(e), dag::Lanes::Declared) => return Err(e),
                     };
-                    let (seconds, resized) =
+                    let (mut seconds, reach) =
                         sizable(machine, &groups, spec, shape, &ir, &scheduled);
                     reached.push((shape, seconds));
-                    if let Some(least) = resized {
-                        resizable.push((least, shape, lanes));
+                    // Its pieces sized to its timetable, where that could beat the cheapest
+                    // so far: sizing never prices above equal pieces, and no shape is left
+                    // unsized that could beat the schedule kept.
+                    let beat = best.as_ref().map_or(seconds, |b| b.0.min(seconds));
+                    if reach.is_some_and(|least| least < beat) {
+                        if let Some(sized) =
+                            resize(machine, &groups, spec, shape, &ir, &mut scheduled)
+                        {
+                            reached.push((shape, sized));
+                            seconds = sized;
+                        }
                     }
-                    if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
-                        best = Some((seconds, scheduled, shape));
-                    }
-                }
-            }
-            resizable.sort_by(|a, b| a.0.total_cmp(&b.0));
-            for (least, shape, lanes) in resizable {
-                if best.as_ref().is_some_and(|b| least >= b.0) {
-                    break;
-                }
-                let Ok(mut scheduled) = lower_shape(machine, &groups, &routes, spec, shape, lanes)
-                else {
-                    continue;
-                };
-                if let Some(seconds) = resize(machine, &groups, spec, shape, &ir, &mut scheduled) {
-                    reached.push((shape, seconds));
                     if best.as_ref().is_none_or(|(s, _, _)| seconds < *s) {
                         best = Some((seconds, scheduled, shape));
                     }
@@ -441,13 +430,16 @@ fn rail_floor(
             groups.count().trailing_zeros() as usize,
         ),
     };
+    let Some(&from) = groups.members.first().and_then(|m| m.first()) else {
+        return Parts::default();
+    };
     if groups.count() < 2 || sent.is_empty() || sent.iter().any(|r| r.is_empty()) {
         return Parts::default();
     }
     let rounds = shape.pieces as u64 * halves(spec.collective) * shape.slices as u64;
     let slices = rounds * (groups.count() as u64 - 1);
     let bytes = (slices * least_chunk(groups, spec, shape)) as f64 * spec.dtype.size_bytes() as f64;
-    sends_floor(machine, (&sent, None), room, (rounds * per_half as u64, bytes))
+    sends_floor(machine, (from, &sent, None), room, (rounds * per_half as u64, bytes))
 }
 
 /// [`floor`]'s parts for member 0's transfers inside its group: per piece and half, `log2 k`
@@ -463,6 +455,9 @@ fn inner_floor(
 ) -> Parts {
     let k = groups.size();
     let Some(routes) = groups.inner.first().and_then(|g| g.first()) else {
+        return Parts::default();
+    };
+    let Some(&from) = groups.members.first().and_then(|m| m.first()) else {
         return Parts::default();
     };
     if k < 2 {
@@ -481,19 +476,24 @@ fn inner_floor(
     // `G · m` chunks, and each half sends `k - 1` shards' worth of every piece.
     let shard = (groups.count() * shape.slices) as u64 * least_chunk(groups, spec, shape);
     let bytes = (halves * pieces * (k as u64 - 1) * shard) as f64 * spec.dtype.size_bytes() as f64;
-    sends_floor(machine, (&sent, offload), room, (transfers, bytes))
+    sends_floor(machine, (from, &sent, offload), room, (transfers, bytes))
 }
 
-/// The least time a member's `transfers` carrying `bytes` in all take, leaving over the first
-/// links of `routes` (and the link `also`): a step carries at most `room` of them over each of
-/// those links and pays at least the cheapest route's links' latency, and the bytes leave at
-/// most at those links' summed bandwidth. Nothing where the routes bound nothing.
+/// The least time the `transfers` of member `from`, carrying `bytes` in all, take, leaving
+/// over the first links of `routes` (and the link `also`): a step carries at most `room` of
+/// them over each of those links and pays at least the cheapest route's links' latency, and
+/// the bytes leave at most at those links' summed bandwidth, and cross every direction all
+/// the routes share at most at its own. Nothing where the routes bound nothing.
 fn sends_floor(
     machine: &Machine,
-    (routes, also): (&[&Vec<schedule_ir::LinkId>], Option<schedule_ir::LinkId>),
+    (from, routes, also): (NodeId, &[&Vec<schedule_ir::LinkId>], Option<schedule_ir::LinkId>),
     room: &dyn Fn(schedule_ir::LinkId) -> u64,
     (transfers, bytes): (u64, f64),
 ) -> Parts {
+    // Every byte crosses each direction all the routes share: the slowest of those bounds
+    // the time as well (a NIC behind a faster PCIe link). Bytes sent over `also` may take
+    // another way.
+    let narrowest = also.map_or_else(|| narrowest(machine, from, routes), |_| f64::INFINITY);
     let mut first: Vec<schedule_ir::LinkId> = routes
         .iter()
         .filter_map(|r| r.first().copied())
@@ -515,8 +515,41 @@ fn sends_floor(
     }
     Parts {
         latency: transfers.div_ceil(lanes) as f64 * latency * 1e-6,
-        transfer: bytes / bandwidth,
+        transfer: bytes / bandwidth.min(narrowest),
     }
+}
+
+/// The least bandwidth, in bytes per second, of a link direction that every one of `routes`
+/// crosses, all leaving `from` (infinite where they share none).
+fn narrowest(machine: &Machine, from: NodeId, routes: &[&Vec<schedule_ir::LinkId>]) -> f64 {
+    let crossed = |route: &[schedule_ir::LinkId]| -> Vec<(schedule_ir::LinkId, bool)> {
+        let mut at = from;
+        let mut out: Vec<(schedule_ir::LinkId, bool)> = route
+            .iter()
+            .map(|&l| {
+                let (x, y) = machine.endpoints(l);
+                let reversed = at != x;
+                at = if at == x { y } else { x };
+                (l, reversed)
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    };
+    let mut common: Option<Vec<(schedule_ir::LinkId, bool)>> = None;
+    for route in routes {
+        let here = crossed(route);
+        common = Some(match common {
+            None => here,
+            Some(before) => before.into_iter().filter(|d| here.contains(d)).collect(),
+        });
+    }
+    common
+        .into_iter()
+        .flatten()
+        .map(|(l, _)| schedule_ir::cost::bytes_per_second(machine.link(l).bandwidth_gbps))
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// The lane policies a shape is scheduled with on groups of `k`: a direct exchange keeps to
