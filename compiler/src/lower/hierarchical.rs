@@ -947,16 +947,30 @@ fn lower_shape(
     };
     let count = shape.pieces * layout.k * layout.g * layout.m;
     let chunks = vector_chunks(spec.elements, count, layout.owner(groups));
-    let along = match (shape.rail, &routes.partners, &routes.exchange) {
-        (Rail::Ring, _, _) => Along::Ring,
-        (Rail::Halving, Some(p), _) => Along::Halving(p),
-        (Rail::Direct, _, Some(e)) => Along::Direct(e),
+    let rounds: Vec<Round<'_>> = match (shape.rail, &routes.partners, &routes.exchange) {
+        (Rail::Ring, _, _) => Vec::new(),
+        (Rail::Halving, Some(partners), _) => (0..partners.len())
+            .map(|bit| Round {
+                radix: 2,
+                stride: 1 << bit,
+                routes: &partners[bit..=bit],
+            })
+            .collect(),
+        (Rail::Direct, _, Some(exchange)) => vec![Round {
+            radix: layout.g,
+            stride: 1,
+            routes: exchange,
+        }],
         (Rail::Halving | Rail::Direct, _, _) => {
             return Err(EmbedError::NotApplicable(format!(
                 "`hierarchical`: no routes between the groups for a {} along the rails",
                 shape.rail.name()
             )))
         }
+    };
+    let along = match shape.rail {
+        Rail::Ring => Along::Ring,
+        _ => Along::Rounds(&rounds),
     };
     let offload = match (shape.offload, routes.offload.as_ref()) {
         (0, _) => None,
@@ -1049,8 +1063,34 @@ impl Layout {
 #[derive(Clone, Copy)]
 enum Along<'a> {
     Ring,
-    Halving(&'a Partners),
-    Direct(&'a Exchange),
+    /// Rounds of exchanges between the groups that differ in one digit of their number.
+    Rounds(&'a [Round<'a>]),
+}
+
+/// One round of an exchange along the rails: the groups are numbered in mixed radix, and
+/// every group exchanges with the `radix - 1` others whose number differs from its own only in
+/// the digit of weight `stride`. Halving is one round of radix 2 per bit, a direct exchange
+/// one round of radix `G`, a grid two rounds.
+#[derive(Clone, Copy)]
+struct Round<'a> {
+    radix: usize,
+    stride: usize,
+    /// `routes[d - 1][g][i]`: rail `i`'s route from group `g` to the group `d` further on in
+    /// this round's digit (cyclically).
+    routes: &'a [Vec<Vec<Vec<schedule_ir::LinkId>>>],
+}
+
+impl Round<'_> {
+    /// Group `g`'s digit in this round.
+    fn digit(&self, g: usize) -> usize {
+        (g / self.stride) % self.radix
+    }
+
+    /// The group `d` further on than `g` in this round's digit.
+    fn peer(&self, g: usize, d: usize) -> usize {
+        let digit = self.digit(g);
+        g - digit * self.stride + (digit + d) % self.radix * self.stride
+    }
 }
 
 /// Collects the transfers of the DAG.
@@ -1270,64 +1310,35 @@ impl Builder<'_> {
     ) -> Vec<Vec<Vec<TransferId>>> {
         match self.along {
             Along::Ring => self.rail_ring(p, start, mode),
-            Along::Halving(partners) => self.rail_halving(p, start, mode, partners),
-            Along::Direct(exchange) => self.rail_direct(p, start, mode, exchange),
+            Along::Rounds(rounds) => self.rail_rounds(p, start, mode, rounds),
         }
     }
 
-    /// A direct exchange along every rail over piece `p`'s shards, slice by slice: member `i`
-    /// of group `g` sends block `b` to member `i` of group `b`, for every other group `b`
-    /// (`Reduce`: group `b` ends with block `b`), or its own block `g` to every other group
-    /// (`Store`). Member `i` of group `g` starts once `start[g][i]` landed. Returns, per group
-    /// and member, every transfer into it: a block is complete once all `G - 1` have landed.
-    fn rail_direct(
-        &mut self,
-        p: usize,
-        start: &[Vec<Vec<TransferId>>],
-        mode: RecvMode,
-        exchange: &Exchange,
-    ) -> Vec<Vec<Vec<TransferId>>> {
-        let (k, gc, m) = (self.layout.k, self.layout.g, self.layout.m);
-        let mut into_all: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
-        let reduce = mode == RecvMode::Reduce;
-        for i in 0..k {
-            for s in 0..m {
-                for (d, routes) in exchange.iter().enumerate() {
-                    for g in 0..gc {
-                        let to = (g + d + 1) % gc;
-                        let block = if reduce { to } else { g };
-                        let what = Move::data(
-                            self.groups.members[g][i],
-                            self.groups.members[to][i],
-                            routes[g][i].as_slice(),
-                            vec![self.layout.chunk(p, i, block, s)],
-                            mode,
-                        );
-                        let id = self.push(what, start[g][i].clone());
-                        into_all[to][i].push(id);
-                    }
-                }
-            }
-        }
-        into_all
-    }
-
-    /// Recursive halving (`Reduce`: group `g` ends with block `g`, high bit first) or doubling
-    /// (`Store`: group `g` starts with block `g`, low bit first) between partner groups along
-    /// every rail over piece `p`'s shards, slice by slice. Member `i` of group `g` starts once
-    /// `start[g][i]` landed. Returns, per group and member, every transfer into it: a block is
+    /// Exchanges along every rail over piece `p`'s shards, slice by slice, in `rounds`: a
+    /// reduce-scatter (`Reduce`: group `g` ends with block `g`), the digit of the largest
+    /// stride first, each group giving every peer of the round the blocks held that agree
+    /// with that peer on the round's digit; or an allgather (`Store`: group `g` starts with
+    /// block `g`), the smallest stride first, each group sending its peers everything held.
+    /// Halving and doubling (radix 2, high bit first) and a direct exchange (one round of
+    /// radix `G`) are its cases. Member `i` of group `g` starts once `start[g][i]` landed,
+    /// and each round waits for every earlier round's transfers into it (what it sends holds
+    /// their contributions). Returns, per group and member, every transfer into it: a block is
     /// complete only when every round's part of it has landed.
-    fn rail_halving(
+    fn rail_rounds(
         &mut self,
         p: usize,
         start: &[Vec<Vec<TransferId>>],
         mode: RecvMode,
-        partners: &Partners,
+        rounds: &[Round<'_>],
     ) -> Vec<Vec<Vec<TransferId>>> {
         let (k, gc, m) = (self.layout.k, self.layout.g, self.layout.m);
-        let rounds = gc.trailing_zeros() as usize;
-        let mut into_all: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
         let reduce = mode == RecvMode::Reduce;
+        let mut order: Vec<&Round<'_>> = rounds.iter().collect();
+        order.sort_by_key(|r| r.stride);
+        if reduce {
+            order.reverse();
+        }
+        let mut into_all: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
         for i in 0..k {
             for s in 0..m {
                 let mut held: Vec<Vec<usize>> = if reduce {
@@ -1335,33 +1346,31 @@ impl Builder<'_> {
                 } else {
                     (0..gc).map(|g| vec![g]).collect()
                 };
-                // Every transfer into each group so far: a round sends what all earlier
-                // rounds brought, not only the last.
+                // Every transfer into each group so far.
                 let mut got: Vec<Vec<TransferId>> = vec![Vec::new(); gc];
                 let layout = self.layout;
-                for u in 0..rounds {
-                    let bit = if reduce { rounds - 1 - u } else { u };
-                    let mut into = Vec::with_capacity(gc);
-                    for g in 0..gc {
-                        let to = g ^ (1 << bit);
-                        // Halving gives away the blocks that agree with the partner on the
-                        // bit; doubling sends everything held.
-                        let blocks = held[g]
-                            .iter()
-                            .filter(|&&b| !reduce || (b >> bit) & 1 == (to >> bit) & 1);
-                        let chunks: Vec<ChunkId> =
-                            blocks.map(|&b| layout.chunk(p, i, b, s)).collect();
-                        let what = Move::data(
-                            self.groups.members[g][i],
-                            self.groups.members[to][i],
-                            partners[bit][g][i].as_slice(),
-                            chunks,
-                            mode,
-                        );
-                        let after = start[g][i].iter().chain(&got[g]).copied().collect();
-                        let id = self.push(what, after);
-                        into.push((to, id));
-                        into_all[to][i].push(id);
+                for round in &order {
+                    let mut into = Vec::new();
+                    for (d, routes) in round.routes.iter().enumerate() {
+                        for g in 0..gc {
+                            let to = round.peer(g, d + 1);
+                            let blocks = held[g]
+                                .iter()
+                                .filter(|&&b| !reduce || round.digit(b) == round.digit(to));
+                            let chunks: Vec<ChunkId> =
+                                blocks.map(|&b| layout.chunk(p, i, b, s)).collect();
+                            let what = Move::data(
+                                self.groups.members[g][i],
+                                self.groups.members[to][i],
+                                routes[g][i].as_slice(),
+                                chunks,
+                                mode,
+                            );
+                            let after = start[g][i].iter().chain(&got[g]).copied().collect();
+                            let id = self.push(what, after);
+                            into.push((to, id));
+                            into_all[to][i].push(id);
+                        }
                     }
                     for (to, id) in into {
                         got[to].push(id);
@@ -1369,9 +1378,11 @@ impl Builder<'_> {
                     let before = held.clone();
                     for (g, h) in held.iter_mut().enumerate() {
                         if reduce {
-                            h.retain(|b| (b >> bit) & 1 == (g >> bit) & 1);
+                            h.retain(|&b| round.digit(b) == round.digit(g));
                         } else {
-                            h.extend(&before[g ^ (1 << bit)]);
+                            for d in 1..round.radix {
+                                h.extend(&before[round.peer(g, d)]);
+                            }
                             h.sort_unstable();
                         }
                     }
