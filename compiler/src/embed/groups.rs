@@ -150,6 +150,55 @@ pub fn exchange_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec
         .collect()
 }
 
+/// `routes[d - 1][g][i]`: rail `i`'s route from group `g` to a group `d` further on, for each
+/// offset `d` of one exchange along the rails.
+pub type RailRoutes = Vec<Vec<Vec<Vec<LinkId>>>>;
+
+/// The two digits of a grid exchange along the rails among `g` groups, `(radix, stride)` each:
+/// the groups as an `a × b` grid, `a` the largest divisor of `g` not above `√g` (at least 2),
+/// exchanging first along one side and then along the other. A member sends `a + b - 2`
+/// transfers per half instead of a direct exchange's `g - 1`, in two rounds instead of one.
+/// `None` for a prime count.
+pub fn grid_digits(g: usize) -> Option<[(usize, usize); 2]> {
+    let a = (2..=g)
+        .take_while(|a| a * a <= g)
+        .filter(|a| g % a == 0)
+        .last()?;
+    Some([(a, 1), (g / a, a)])
+}
+
+/// `routes[r][d - 1][g][i]`: the routes of a grid exchange along the rails ([`grid_digits`]),
+/// round `r`, from group `g` to the group `d` further on in that round's digit; for more than
+/// [`MAX_EXCHANGE_GROUPS`] groups (fewer exchange directly), while the searches, `G · k · (a +
+/// b - 2)`, fit [`PARTNER_SEARCH_BUDGET`] as [`partner_routes`]'s do. Each round's routes are
+/// spread over the network together, since its sends leave at once.
+pub fn grid_routes(machine: &Machine, groups: &Groups) -> Option<Vec<RailRoutes>> {
+    let g_count = groups.count();
+    let digits = grid_digits(g_count).filter(|_| g_count > MAX_EXCHANGE_GROUPS)?;
+    let peers: usize = digits.iter().map(|&(radix, _)| radix - 1).sum();
+    let searches = (g_count * groups.size() * peers) as u64;
+    let work = searches.saturating_mul((machine.node_count() + machine.link_count()) as u64);
+    if work > PARTNER_SEARCH_BUDGET {
+        return None;
+    }
+    let fast = fast_links(machine);
+    digits
+        .iter()
+        .map(|&(radix, stride)| {
+            let mut load: Load = IdVec::filled(0, machine.link_count());
+            (1..radix)
+                .map(|d| {
+                    let to = |g: usize| {
+                        let digit = (g / stride) % radix;
+                        g - digit * stride + (digit + d) % radix * stride
+                    };
+                    rail_routes_loaded(machine, &groups.members, &fast, to, &mut load).ok()
+                })
+                .collect()
+        })
+        .collect()
+}
+
 /// `routes[g][i]`: a route from member `i` of group `g` to member `i + 1` (cyclically) over
 /// slow links and switches only, leaving its group's fabric: the way `hierarchical` moves part
 /// of a group's own traffic through its NICs, beside the fabric. `None` where some member has

@@ -19,7 +19,9 @@
 //!    so a NIC transfer lasts about as long as a fabric transfer and the two share BSP steps),
 //!    or, when `G` is a power of two, by recursive halving and doubling between partner groups
 //!    (`log2 G` steps each way of 1/2, 1/4, … of the shard: the same fractions as the groups'
-//!    own halving, so that each rail step pairs with a fabric step of about its length);
+//!    own halving, so that each rail step pairs with a fabric step of about its length), or
+//!    by a direct exchange (up to 16 groups) or a grid exchange (beyond): one or two rounds
+//!    in which every member sends each peer its block at once (`Builder::rail_rounds`);
 //! 3. inside every group, the allgather mirroring step 1.
 //!
 //! Reduce-scatter stops after the rail reduce-scatter (member `i` of group `b` owns block `b`
@@ -114,7 +116,10 @@ impl Lowering for Hierarchical {
                 .into_iter()
                 .map(|shape| {
                     let both = (&groups, &routes);
-                    (floor(machine, both, spec, shape, shares(shape, sharing)), shape)
+                    (
+                        floor(machine, both, spec, shape, shares(shape, sharing)),
+                        shape,
+                    )
                 })
                 .collect();
             round.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -330,8 +335,8 @@ fn floor(
 ) -> f64 {
     let slowest = dag::slowest_lane(machine);
     let room = |l: schedule_ir::LinkId| {
-        if shape.rail == Rail::Direct {
-            dag::room(machine, l, rail_exchange_lanes(groups.count()), slowest)
+        if let Some(lanes) = exchange_lanes(shape, groups.count()) {
+            dag::room(machine, l, lanes, slowest)
         } else if sharing {
             dag::room(machine, l, dag::Lanes::Shared(dag::SHARED_SENDS), slowest)
         } else {
@@ -392,6 +397,7 @@ fn chain_latency(groups: &Groups, routes: &Routes, collective: Collective, shape
             Rail::Ring => (g - 1) as f64 * least.ring,
             Rail::Halving => g.trailing_zeros() as f64 * least.partners,
             Rail::Direct => least.exchange,
+            Rail::Grid => 2.0 * least.grid,
         }
     };
     let chain = halves(collective) as f64 * (inner + rail);
@@ -418,16 +424,42 @@ fn rail_floor(
     }
     let (sent, per_half): (Vec<&Vec<schedule_ir::LinkId>>, usize) = match shape.rail {
         Rail::Ring => (
-            groups.rail.first().and_then(|g| g.first()).into_iter().collect(),
+            groups
+                .rail
+                .first()
+                .and_then(|g| g.first())
+                .into_iter()
+                .collect(),
             groups.count().saturating_sub(1),
         ),
         Rail::Direct => (
-            routes.exchange.iter().flatten().filter_map(|r| first(r)).collect(),
+            routes
+                .exchange
+                .iter()
+                .flatten()
+                .filter_map(|r| first(r))
+                .collect(),
             groups.count().saturating_sub(1),
         ),
         Rail::Halving => (
-            routes.partners.iter().flatten().filter_map(|r| first(r)).collect(),
+            routes
+                .partners
+                .iter()
+                .flatten()
+                .filter_map(|r| first(r))
+                .collect(),
             groups.count().trailing_zeros() as usize,
+        ),
+        Rail::Grid => (
+            routes
+                .grid
+                .iter()
+                .flatten()
+                .flatten()
+                .filter_map(|r| first(r))
+                .collect(),
+            groups::grid_digits(groups.count())
+                .map_or(0, |digits| digits.iter().map(|&(radix, _)| radix - 1).sum()),
         ),
     };
     let Some(&from) = groups.members.first().and_then(|m| m.first()) else {
@@ -439,7 +471,12 @@ fn rail_floor(
     let rounds = shape.pieces as u64 * halves(spec.collective) * shape.slices as u64;
     let slices = rounds * (groups.count() as u64 - 1);
     let bytes = (slices * least_chunk(groups, spec, shape)) as f64 * spec.dtype.size_bytes() as f64;
-    sends_floor(machine, (from, &sent, None), room, (rounds * per_half as u64, bytes))
+    sends_floor(
+        machine,
+        (from, &sent, None),
+        room,
+        (rounds * per_half as u64, bytes),
+    )
 }
 
 /// [`floor`]'s parts for member 0's transfers inside its group: per piece and half, `log2 k`
@@ -486,7 +523,11 @@ fn inner_floor(
 /// the routes share at most at its own. Nothing where the routes bound nothing.
 fn sends_floor(
     machine: &Machine,
-    (from, routes, also): (NodeId, &[&Vec<schedule_ir::LinkId>], Option<schedule_ir::LinkId>),
+    (from, routes, also): (
+        NodeId,
+        &[&Vec<schedule_ir::LinkId>],
+        Option<schedule_ir::LinkId>,
+    ),
     room: &dyn Fn(schedule_ir::LinkId) -> u64,
     (transfers, bytes): (u64, f64),
 ) -> Parts {
@@ -570,8 +611,8 @@ fn lane_policies(
 ) -> Vec<dag::Lanes> {
     let exchange = u32::try_from(k.saturating_sub(1)).unwrap_or(u32::MAX);
     let shared = dag::Lanes::Shared(dag::SHARED_SENDS);
-    if shape.rail == Rail::Direct {
-        return vec![rail_exchange_lanes(g)];
+    if let Some(lanes) = exchange_lanes(shape, g) {
+        return vec![lanes];
     }
     match shape.inside {
         Inside::Direct if shape.offload > 0 => vec![shared],
@@ -596,6 +637,20 @@ fn lane_policies(
 fn rail_exchange_lanes(g: usize) -> dag::Lanes {
     let sends = u32::try_from(2 * g.saturating_sub(1)).unwrap_or(u32::MAX);
     dag::Lanes::Shared(sends.max(dag::SHARED_SENDS))
+}
+
+/// The link use of `shape` among `g` groups where it exchanges directly along the rails: a
+/// direct exchange's ([`rail_exchange_lanes`] of `g`), or a grid exchange's, whose larger
+/// round sends as many as a direct exchange among its side's groups.
+fn exchange_lanes(shape: Shape, g: usize) -> Option<dag::Lanes> {
+    match shape.rail {
+        Rail::Direct => Some(rail_exchange_lanes(g)),
+        Rail::Grid => {
+            let side = groups::grid_digits(g).map_or(g, |d| d[0].0.max(d[1].0));
+            Some(rail_exchange_lanes(side))
+        }
+        Rail::Ring | Rail::Halving => None,
+    }
 }
 
 /// Whether `shape` is scheduled with shared link directions too ([`lane_policies`]).
@@ -675,6 +730,10 @@ pub enum Rail {
     /// pays one step's latency through the network, not `G - 1` or `log2 G`
     /// ([`groups::exchange_routes`]).
     Direct,
+    /// The groups as an `a × b` grid: a direct exchange along one side, then along the other
+    /// (two rounds, `a + b - 2` sends per member and half), where there are too many groups to
+    /// exchange directly ([`groups::grid_routes`]).
+    Grid,
 }
 
 impl Rail {
@@ -684,6 +743,7 @@ impl Rail {
             Rail::Ring => "rings",
             Rail::Halving => "halving",
             Rail::Direct => "direct exchange",
+            Rail::Grid => "grid exchange",
         }
     }
 }
@@ -721,6 +781,8 @@ pub struct Routes {
     exchange: Option<Exchange>,
     /// Through the NICs inside each group, where the direct exchange may offload.
     offload: Option<Offload>,
+    /// By round, the routes of a grid exchange along the rails ([`groups::grid_digits`]).
+    grid: Option<Vec<Exchange>>,
     /// The least latency of a route of each kind, for [`floor`].
     least: Latencies,
 }
@@ -738,6 +800,8 @@ struct Latencies {
     partners: f64,
     /// Along a rail to any other group (a direct exchange).
     exchange: f64,
+    /// Along a rail to a group in the same row or column (a grid exchange).
+    grid: f64,
 }
 
 impl Default for Latencies {
@@ -747,6 +811,7 @@ impl Default for Latencies {
             ring: f64::INFINITY,
             partners: f64::INFINITY,
             exchange: f64::INFINITY,
+            grid: f64::INFINITY,
         }
     }
 }
@@ -759,6 +824,9 @@ impl Routes {
         let partners = groups::partner_routes(machine, groups);
         let exchange = dag::links_differ(machine)
             .then(|| groups::exchange_routes(machine, groups))
+            .flatten();
+        let grid = dag::links_differ(machine)
+            .then(|| groups::grid_routes(machine, groups))
             .flatten();
         let ir = machine.to_ir();
         // The least over routes by group and member (`[g][i]`), each leaving that member.
@@ -778,10 +846,13 @@ impl Routes {
             }
             least
         };
-        let every = |routes: &Option<Vec<Vec<Vec<Vec<schedule_ir::LinkId>>>>>| {
-            routes.iter().flatten().fold(f64::INFINITY, |l, by_group| {
-                l.min(least(&mut by_group.iter()))
-            })
+        let every = |routes: Option<&[Vec<Vec<Vec<schedule_ir::LinkId>>>]>| {
+            routes
+                .into_iter()
+                .flatten()
+                .fold(f64::INFINITY, |l, by_group| {
+                    l.min(least(&mut by_group.iter()))
+                })
         };
         // Inside a group, member `i`'s routes to every member: one group of routes per
         // member, numbered as the group.
@@ -794,19 +865,26 @@ impl Routes {
             .filter_map(|(g, i, route)| {
                 let from = *groups.members.get(g)?.get(i)?;
                 let (&first, via) = route.split_first()?;
-                Some(schedule_ir::cost::latency::route_seconds(&ir, from, first, via))
+                Some(schedule_ir::cost::latency::route_seconds(
+                    &ir, from, first, via,
+                ))
             })
             .fold(f64::INFINITY, f64::min);
         let latencies = Latencies {
             inner,
             ring: least(&mut groups.rail.iter()),
-            partners: every(&partners),
-            exchange: every(&exchange),
+            partners: every(partners.as_deref()),
+            exchange: every(exchange.as_deref()),
+            grid: grid
+                .iter()
+                .flatten()
+                .fold(f64::INFINITY, |l, round| l.min(every(Some(round)))),
         };
         Routes {
             partners,
             exchange,
             offload: groups::offload_routes(machine, groups),
+            grid,
             least: latencies,
         }
     }
@@ -818,8 +896,9 @@ impl Routes {
 /// bottleneck bandwidths, the rail's divided among the rails that share a link), halving or
 /// ring inside groups, ring or (with `partners`) halving along the rails; where `sharing`,
 /// also a direct exchange inside groups in [`SHARED_PIECES`] pieces of one slice, and (with
-/// routes between every two groups) direct exchanges inside groups beside direct exchanges
-/// along the rails, whose sends leave together only where link directions are shared. Shapes
+/// routes between every two groups, or along a grid's rows and columns) direct exchanges
+/// inside groups beside direct or grid exchanges along the rails, whose sends leave together
+/// only where link directions are shared. Shapes
 /// with more chunks than elements are left out, except the first.
 pub fn candidates(
     machine: &Machine,
@@ -872,13 +951,16 @@ pub fn candidates(
     if sharing && routes.exchange.is_some() {
         rails.push(Rail::Direct);
     }
+    if sharing && routes.grid.is_some() {
+        rails.push(Rail::Grid);
+    }
     let mut tried: Vec<Shape> = Vec::new();
     for rail in rails {
         // A direct exchange along the rails pairs with one inside the groups: both take one
         // step where link directions are shared.
         let inside = inside
             .iter()
-            .filter(|&&i| rail != Rail::Direct || i == Inside::Direct);
+            .filter(|&&i| !matches!(rail, Rail::Direct | Rail::Grid) || i == Inside::Direct);
         for &inside in inside {
             for pieces in PIECES {
                 for &slices in &slices {
@@ -961,7 +1043,19 @@ fn lower_shape(
             stride: 1,
             routes: exchange,
         }],
-        (Rail::Halving | Rail::Direct, _, _) => {
+        (Rail::Grid, _, _) if routes.grid.is_some() => {
+            let digits = groups::grid_digits(layout.g).unwrap_or_default();
+            digits
+                .iter()
+                .zip(routes.grid.iter().flatten())
+                .map(|(&(radix, stride), routes)| Round {
+                    radix,
+                    stride,
+                    routes,
+                })
+                .collect()
+        }
+        (Rail::Halving | Rail::Direct | Rail::Grid, _, _) => {
             return Err(EmbedError::NotApplicable(format!(
                 "`hierarchical`: no routes between the groups for a {} along the rails",
                 shape.rail.name()
@@ -1682,6 +1776,61 @@ mod tests {
         assert_eq!(steps(Inside::Direct, Rail::Direct, exchange), 1 + 1 + 1 + 1);
         let four = dag::Lanes::Shared(dag::SHARED_SENDS);
         assert_eq!(steps(Inside::Direct, Rail::Direct, four), 1 + 2 + 2 + 1);
+    }
+
+    /// Beyond [`groups::MAX_EXCHANGE_GROUPS`] groups the rails exchange over a grid: 18 hosts
+    /// as 3 × 6, two rounds each way (one step each where the sends share their link
+    /// directions), `2 + 5` sends per member and half. Every collective of it verifies and runs
+    /// bit-exact, equal pieces and sized, and no shape's floor is above its estimate.
+    #[test]
+    fn beyond_a_direct_exchange_the_rails_exchange_over_a_grid() {
+        let machine = fabric(18);
+        let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+        let routes = Routes::of(&machine, &groups);
+        assert_eq!(groups::grid_digits(18), Some([(3, 1), (6, 3)]));
+        assert!(routes.exchange.is_none(), "18 groups exchange directly");
+        assert!(routes.grid.is_some(), "18 groups have no grid routes");
+        let ir = machine.to_ir();
+        let mut offloading = 0;
+        for collective in COLLECTIVES {
+            for elements in [7, 3001] {
+                let spec = crate::lower::testing::spec(collective, DType::I64, elements);
+                let shapes: Vec<Shape> = candidates(&machine, &groups, &routes, 1 << 20, true)
+                    .into_iter()
+                    .filter(|s| s.rail == Rail::Grid && s.pieces <= 2 && s.slices == 1)
+                    .collect();
+                assert!(!shapes.is_empty(), "no grid shape");
+                offloading += shapes.iter().filter(|s| s.offload > 0).count();
+                for shape in shapes {
+                    let least = floor(&machine, (&groups, &routes), &spec, shape, true);
+                    for lanes in lane_policies(shape, (groups.size(), groups.count()), true, true) {
+                        let case = format!("{collective:?} × {elements}, {shape:?}, {lanes:?}");
+                        verifies_and_runs(&machine, &groups, &spec, (&routes, shape, lanes), &case);
+                        let scheduled =
+                            lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
+                                .unwrap_or_else(|e| panic!("{case}: {e}"));
+                        let estimate = scheduled.seconds(spec.dtype, &ir);
+                        assert!(
+                            least * (1.0 - FLOOR_ROUNDING) <= estimate,
+                            "{case}: floor {least} above {estimate}"
+                        );
+                        if collective == Collective::AllReduce
+                            && shape.pieces == 1
+                            && shape.offload == 0
+                        {
+                            assert_eq!(scheduled.timetable.steps, 1 + 2 + 2 + 1, "{case}");
+                            let sends = scheduled
+                                .transfers
+                                .iter()
+                                .filter(|t| t.what.from == groups.members[0][0])
+                                .count();
+                            assert_eq!(sends, 2 * (3 + 2 + 5), "{case}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(offloading > 0, "no grid shape sent through the NICs");
     }
 
     /// Two NVSwitch hosts of 8 GPUs with a 400 Gbit/s NIC each (`examples/nvswitch-2x8.ron`):

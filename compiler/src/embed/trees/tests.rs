@@ -264,3 +264,108 @@ fn a_second_packing_is_offered_only_where_it_is_lighter() {
         }
     }
 }
+
+/// Prim's algorithm as a heap of every offer, each with its route: what [`prim`] scanned
+/// offers for must choose, attachment by attachment.
+fn prim_by_heap(
+    machine: &Machine,
+    routes: &Routes,
+    start: NodeId,
+    (collective, attach): (Collective, Attach),
+    load: &IdVec<DirectionId, f64>,
+) -> Option<Tree> {
+    use std::cmp::Reverse;
+    type Offer = Reverse<(u64, u64, NodeId, Vec<LinkId>, NodeId)>;
+    let n = machine.node_count();
+    let length = |d: DirectionId| (ETA * load.get(d).copied().unwrap_or(0.0)).exp();
+    let mut parent = IdVec::filled(None, n);
+    let mut via = IdVec::filled(Vec::new(), n);
+    let mut inside: IdVec<NodeId, bool> = IdVec::filled(false, n);
+    let mut heap: std::collections::BinaryHeap<Offer> = Default::default();
+    let push = |heap: &mut std::collections::BinaryHeap<Offer>, u: NodeId, depth: u64| {
+        for (v, route) in &routes.from[u] {
+            let mut at = u;
+            let mut cost = 0.0;
+            for &l in route {
+                let (a, b) = machine.endpoints(l);
+                let away = DirectionId::new(l, at != a);
+                let back = DirectionId::new(l, at == a);
+                at = if at == a { b } else { a };
+                cost += match collective {
+                    Collective::Broadcast { .. } => length(away),
+                    Collective::Reduce { .. } => length(back),
+                    _ => length(away) + length(back),
+                };
+            }
+            let keys = match attach {
+                Attach::Cheapest => (cost.to_bits(), depth + 1),
+                Attach::Shallowest => (depth + 1, cost.to_bits()),
+            };
+            heap.push(Reverse((keys.0, keys.1, *v, route.clone(), u)));
+        }
+    };
+    inside[start] = true;
+    let mut reached = 1;
+    push(&mut heap, start, 0);
+    while let Some(Reverse((first, second, v, route, u))) = heap.pop() {
+        if std::mem::replace(&mut inside[v], true) {
+            continue;
+        }
+        let mut up = route.into_iter().rev();
+        if let Some(first) = up.next() {
+            parent[v] = Some((u, first));
+            via[v] = up.collect();
+        }
+        reached += 1;
+        let depth = match attach {
+            Attach::Cheapest => second,
+            Attach::Shallowest => first,
+        };
+        push(&mut heap, v, depth);
+    }
+    (reached == machine.compute_nodes().len()).then_some(Tree {
+        root: start,
+        parent,
+        via,
+    })
+}
+
+/// [`prim`] keeps one offer per node and scans them: it must grow the tree a heap of every
+/// offer grows, ties included (equal lengths are everywhere on a machine of equal links, and
+/// through switches every node is offered by every other), from every start, under both
+/// attachment orders, with no load and with uneven loads.
+#[test]
+fn prim_by_one_offer_per_node_grows_the_tree_a_heap_of_every_offer_grows() {
+    let fabric = machine(
+        r#"Topology(name: "f", machine: Fabric(hosts: 4, ranks_per_host: 4, nics_per_host: 2,
+        host_fabric: Switch(link: (bandwidth_gbps: 3600.0)), leaf_switches: 2, spines: 2,
+        host_link: (bandwidth_gbps: 512.0), network_link: (bandwidth_gbps: 400.0),
+        spine_link: (bandwidth_gbps: 800.0, lanes: 2)))"#,
+    );
+    let torus = machine(
+        r#"Topology(name: "t", machine: Torus(dims: [4, 4], link: (bandwidth_gbps: 100.0)))"#,
+    );
+    let mut compared = 0;
+    for m in [fabric, torus, petersen()] {
+        let routes = Routes::new(&m);
+        let directions = DirectionId::count(m.link_count());
+        let even: IdVec<DirectionId, f64> = IdVec::filled(0.0, directions);
+        let uneven: IdVec<DirectionId, f64> = (0..directions)
+            .map(|d| ((d * 7919) % 13) as f64 / 4.0)
+            .collect();
+        for load in [&even, &uneven] {
+            for start in m.compute_nodes() {
+                for collective in [Collective::AllReduce, Collective::Broadcast { root: start }] {
+                    for attach in [Attach::Cheapest, Attach::Shallowest] {
+                        let scanned = prim(&m, &routes, start, (collective, attach), load);
+                        let heaped = prim_by_heap(&m, &routes, start, (collective, attach), load);
+                        assert!(scanned.is_some());
+                        assert_eq!(scanned, heaped, "from {start}, {collective:?}, {attach:?}");
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(compared, 2 * 2 * 2 * (16 + 16 + 10));
+}
