@@ -641,9 +641,9 @@ fn rail_exchange_lanes(g: usize) -> dag::Lanes {
 
 /// The link use of `shape` among `g` groups where it exchanges directly along the rails: a
 /// direct exchange's ([`rail_exchange_lanes`] of `g`), or a grid exchange's, as many sends as
-/// both its rounds of one piece's reduce-scatter beside both of another's allgather, `2(a + b
-/// - 2)` (with only the larger round's, `2(b - 1)`, the pieces of 64 hosts as an 8 × 8 grid
-/// met on no NIC and took two steps each: 1.628 ms at 256 MiB against 1.459 ms).
+/// both its rounds of one piece's reduce-scatter beside both of another's allgather,
+/// `2(a + b - 2)` (with only the larger round's, `2(b - 1)`, the pieces of 64 hosts as an
+/// 8 × 8 grid met on no NIC and took two steps each: 1.628 ms at 256 MiB against 1.459 ms).
 fn exchange_lanes(shape: Shape, g: usize) -> Option<dag::Lanes> {
     match shape.rail {
         Rail::Direct => Some(rail_exchange_lanes(g)),
