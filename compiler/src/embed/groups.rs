@@ -133,11 +133,16 @@ pub const MAX_EXCHANGE_GROUPS: usize = 16;
 /// `routes[d - 1][g][i]`: the route of rail `i` from group `g` to group `g + d` (cyclically),
 /// for every offset `d` from 1 to `G - 1`: the routes of a direct exchange along the rails,
 /// every member sending to each other group's member on its rail, for `G` from 3 to
-/// [`MAX_EXCHANGE_GROUPS`]. The rails of every offset are spread over the network together,
-/// since a direct exchange sends them all at once.
+/// [`MAX_EXCHANGE_GROUPS`], and beyond for a prime `G`, which has no grid ([`grid_digits`]),
+/// while the searches, `G · k · (G - 1)`, fit [`PARTNER_SEARCH_BUDGET`] (on 31 eight-GPU
+/// hosts, rings along the rails priced at 51% of the bound). The rails of every offset are
+/// spread over the network together, since a direct exchange sends them all at once.
 pub fn exchange_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<Vec<LinkId>>>>> {
     let g_count = groups.count();
-    if !(3..=MAX_EXCHANGE_GROUPS).contains(&g_count) {
+    let searches = (g_count * groups.size() * g_count.saturating_sub(1)) as u64;
+    let work = searches.saturating_mul((machine.node_count() + machine.link_count()) as u64);
+    let prime = g_count > MAX_EXCHANGE_GROUPS && grid_digits(g_count).is_none();
+    if !((3..=MAX_EXCHANGE_GROUPS).contains(&g_count) || prime && work <= PARTNER_SEARCH_BUDGET) {
         return None;
     }
     let fast = fast_links(machine);

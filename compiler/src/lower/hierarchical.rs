@@ -1780,8 +1780,8 @@ mod tests {
         assert_eq!(steps(Inside::Direct, Rail::Direct, four), 1 + 2 + 2 + 1);
     }
 
-    /// Beyond [`groups::MAX_EXCHANGE_GROUPS`] groups the rails exchange over a grid: 18 hosts
-    /// as 3 × 6, two rounds each way (one step each where the sends share their link
+    /// Beyond [`groups::MAX_EXCHANGE_GROUPS`] groups the rails exchange over a grid, or
+    /// directly where the count is prime: 18 hosts as 3 × 6, two rounds each way (one step each where the sends share their link
     /// directions), `2 + 5` sends per member and half. Every collective of it verifies and runs
     /// bit-exact, equal pieces and sized, and no shape's floor is above its estimate.
     #[test]
@@ -1792,6 +1792,16 @@ mod tests {
         assert_eq!(groups::grid_digits(18), Some([(3, 1), (6, 3)]));
         assert!(routes.exchange.is_none(), "18 groups exchange directly");
         assert!(routes.grid.is_some(), "18 groups have no grid routes");
+        // A prime count has no grid: its rails exchange directly, however many.
+        let prime = fabric(17);
+        let prime_groups = groups::find(&prime).unwrap_or_else(|e| panic!("{e}"));
+        let prime_routes = Routes::of(&prime, &prime_groups);
+        assert_eq!(groups::grid_digits(17), None);
+        assert!(
+            prime_routes.exchange.is_some(),
+            "17 groups do not exchange directly"
+        );
+        assert!(prime_routes.grid.is_none(), "17 groups have a grid");
         let ir = machine.to_ir();
         let mut offloading = 0;
         for collective in COLLECTIVES {
