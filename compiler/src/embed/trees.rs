@@ -589,19 +589,7 @@ fn prim(
             if inside[v] {
                 continue;
             }
-            let mut at = u;
-            let mut cost = 0.0;
-            for &l in links {
-                let (a, b) = machine.endpoints(l);
-                let away = DirectionId::new(l, at != a);
-                let back = DirectionId::new(l, at == a);
-                at = if at == a { b } else { a };
-                cost += match collective {
-                    Collective::Broadcast { .. } => length(away),
-                    Collective::Reduce { .. } => length(back),
-                    _ => length(away) + length(back),
-                };
-            }
+            let cost = route_length(machine, (u, links), collective, &length);
             let d = depth[u] + 1;
             let keys = match attach {
                 Attach::Cheapest => (cost.to_bits(), d),
@@ -651,6 +639,31 @@ fn prim(
         parent,
         via,
     })
+}
+
+/// The length of the route `links` from `from` under the direction lengths `length`, counting
+/// the directions `collective` uses on a tree edge: down (away from the tree) for a broadcast,
+/// up for a reduce, both otherwise.
+fn route_length(
+    machine: &Machine,
+    (from, links): (NodeId, &[LinkId]),
+    collective: Collective,
+    length: &dyn Fn(DirectionId) -> f64,
+) -> f64 {
+    let mut at = from;
+    let mut cost = 0.0;
+    for &l in links {
+        let (a, b) = machine.endpoints(l);
+        let away = DirectionId::new(l, at != a);
+        let back = DirectionId::new(l, at == a);
+        at = if at == a { b } else { a };
+        cost += match collective {
+            Collective::Broadcast { .. } => length(away),
+            Collective::Reduce { .. } => length(back),
+            _ => length(away) + length(back),
+        };
+    }
+    cost
 }
 
 /// Proves that every tree spans exactly the compute nodes with `p - 1` real links and reaches

@@ -284,19 +284,7 @@ fn prim_by_heap(
     let mut heap: std::collections::BinaryHeap<Offer> = Default::default();
     let push = |heap: &mut std::collections::BinaryHeap<Offer>, u: NodeId, depth: u64| {
         for (v, route) in &routes.from[u] {
-            let mut at = u;
-            let mut cost = 0.0;
-            for &l in route {
-                let (a, b) = machine.endpoints(l);
-                let away = DirectionId::new(l, at != a);
-                let back = DirectionId::new(l, at == a);
-                at = if at == a { b } else { a };
-                cost += match collective {
-                    Collective::Broadcast { .. } => length(away),
-                    Collective::Reduce { .. } => length(back),
-                    _ => length(away) + length(back),
-                };
-            }
+            let cost = route_length(machine, (u, route), collective, &length);
             let keys = match attach {
                 Attach::Cheapest => (cost.to_bits(), depth + 1),
                 Attach::Shallowest => (depth + 1, cost.to_bits()),
