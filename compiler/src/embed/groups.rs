@@ -172,6 +172,14 @@ pub fn grid_digits(g: usize) -> Option<[(usize, usize); 2]> {
     Some([(a, 1), (g / a, a)])
 }
 
+/// The group `d` further on than group `g` in the digit of weight `stride` and base `radix`
+/// (cyclically in that digit, the others kept): the peers of one round of an exchange along
+/// the rails.
+pub fn peer(g: usize, (radix, stride): (usize, usize), d: usize) -> usize {
+    let digit = (g / stride) % radix;
+    g - digit * stride + (digit + d) % radix * stride
+}
+
 /// `routes[r][d - 1][g][i]`: the routes of a grid exchange along the rails ([`grid_digits`]),
 /// round `r`, from group `g` to the group `d` further on in that round's digit; for more than
 /// [`MAX_EXCHANGE_GROUPS`] groups (fewer exchange directly), while the searches, `G · k · (a +
@@ -193,10 +201,7 @@ pub fn grid_routes(machine: &Machine, groups: &Groups) -> Option<Vec<RailRoutes>
             let mut load: Load = IdVec::filled(0, machine.link_count());
             (1..radix)
                 .map(|d| {
-                    let to = |g: usize| {
-                        let digit = (g / stride) % radix;
-                        g - digit * stride + (digit + d) % radix * stride
-                    };
+                    let to = |g: usize| peer(g, (radix, stride), d);
                     rail_routes_loaded(machine, &groups.members, &fast, to, &mut load).ok()
                 })
                 .collect()

@@ -1184,8 +1184,7 @@ impl Round<'_> {
 
     /// The group `d` further on than `g` in this round's digit.
     fn peer(&self, g: usize, d: usize) -> usize {
-        let digit = self.digit(g);
-        g - digit * self.stride + (digit + d) % self.radix * self.stride
+        groups::peer(g, (self.radix, self.stride), d)
     }
 }
 
