@@ -22,7 +22,8 @@
 //! overlapped ([`overlap`]), whichever prices lower. Where every node has as many links (a
 //! torus or hypercube written as a plain graph) the halves in turn cost twice the all-gather,
 //! which moves its bulk a shard or more per step; where degrees differ (a mesh's corners) the
-//! overlap keeps the low-degree nodes' links busy both ways.
+//! overlap keeps the low-degree nodes' links busy both ways. The halves in turn are searched
+//! first, and an overlap's shape whose least price cannot beat them is not synthesised.
 //!
 //! **Shape.** A BSP step lasts as long as its slowest transfer, so on a machine whose links
 //! differ in speed the synthesis is run per *reference bandwidth* `b` (each distinct link
@@ -173,105 +174,104 @@ impl Lowering for Matching {
 /// reduce-scatter the shapes whose least estimate ([`Rounding`]) `out` rules out are not
 /// synthesised; where the cheapest of the others is ruled out too (or there are none), so is
 /// the cheapest of all, and the least of their estimates is returned instead. An allreduce's
-/// search is never cut short (its shapes are all synthesised for its overlap, and its halves in
-/// turn are searched to a plateau, which reads every price), but where the price of what it
-/// would keep, rounded as [`Rounding`] says, is ruled out, it is not assembled: on a 1 024-node
-/// torus at 64 MiB, `rotated-hd` wins and assembling `matching`'s schedule beside it took over
-/// two seconds and doubled the peak memory.
+/// searches are not cut short by `out` (its halves in turn are searched to a plateau, which
+/// reads every price, and its overlap's shapes are those that could beat them), but where the
+/// price of what it would keep, rounded as [`Rounding`] says, is ruled out, it is not
+/// assembled: on a 1 024-node torus at 64 MiB, `rotated-hd` wins and assembling `matching`'s
+/// schedule beside it took over two seconds and doubled the peak memory.
 fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, EmbedError> {
     let (machine, spec) = (job.machine, job.spec);
     super::halves_only("matching", spec.collective)?;
     super::check_planned(job.name, machine)?;
     check_size(machine)?;
     let links = Links::of(machine)?;
-    let allreduce = spec.collective == Collective::AllReduce;
-    let never: &dyn Fn(f64) -> bool = &|_| false;
-    let found = search(
+    if spec.collective != Collective::AllReduce {
+        let found = search(&links, spec, &Scope { out, ..Scope::ALL })?;
+        let Some(best) = found.kept.first() else {
+            return Ok(Unless::Outpriced(found.outpriced));
+        };
+        if found.outpriced.is_finite() {
+            let least = Rounding::of(links.nodes.len(), spec).least_estimate(best.seconds);
+            if out(least) {
+                return Ok(Unless::Outpriced(least.min(found.outpriced)));
+            }
+        }
+        let mut lowered = Lowered::phase(assemble(machine, &links, spec, job.name, best));
+        lowered.detail = Some(best.describe(&links));
+        return Ok(Unless::Lowered(Box::new(lowered)));
+    }
+    // The halves in turn first: the all-gather searched as for an all-gather phase (every
+    // grain and chunk count, to a plateau). Its price, twice over, is what an overlapped
+    // allreduce must beat, so the overlap's shapes whose least price cannot are not
+    // synthesised: on a 1 024-node mesh, the halves in turn at eight chunks per step win by a
+    // margin the overlap's bound sees before it synthesises anything.
+    let gather = PhaseSpec {
+        collective: Collective::AllGather,
+        ..spec.clone()
+    };
+    let halves = search(
+        &links,
+        &gather,
+        &Scope {
+            until_plateau: true,
+            ..Scope::ALL
+        },
+    );
+    let in_turn = halves
+        .as_ref()
+        .ok()
+        .and_then(|h| h.kept.first())
+        .map_or(f64::INFINITY, |b| 2.0 * b.seconds);
+    let overlaps = search(
         &links,
         spec,
         &Scope {
-            out: if allreduce { never } else { out },
+            beat: in_turn,
             ..Scope::ALL
         },
-    )?;
-    let shapes = found.kept;
-    let Some(first) = shapes.first() else {
-        return Ok(Unless::Outpriced(found.outpriced));
+    );
+    // Per chunk count, the overlap's shapes (one chunk per direction and step): each is a
+    // half too, as cheap as the all-gather search found or dearer.
+    let shapes = match (&overlaps, &halves) {
+        (Ok(found), _) => found.kept.as_slice(),
+        (Err(_), Ok(_)) => &[],
+        (Err(e), Err(_)) => return Err(e.clone()),
     };
-    if found.outpriced.is_finite() {
-        let least = Rounding::of(links.nodes.len(), spec).least_estimate(first.seconds);
-        if out(least) {
-            return Ok(Unless::Outpriced(least.min(found.outpriced)));
-        }
-    }
+    // Of two halves priced alike, the overlap's shape.
+    let best = overlaps
+        .as_ref()
+        .ok()
+        .into_iter()
+        .chain(halves.as_ref().ok())
+        .flat_map(|found| found.kept.first())
+        .min_by(|a, b| a.seconds.total_cmp(&b.seconds))
+        .ok_or_else(|| {
+            EmbedError::NotApplicable("`matching` found no schedule within its step limit".into())
+        })?;
     let mut choice: Option<(usize, f64, &Best, Trees)> = None;
-    if allreduce {
-        // Each kind of trees has its own budget: the synthesis's trees placed as they were
-        // whatever the balanced ones add.
-        let mut budgets = [SEARCH_RECEPTIONS / 2; 2];
-        for shape in &shapes {
-            for (trees, budget) in [Trees::Synthesised, Trees::Balanced]
-                .into_iter()
-                .zip(&mut budgets)
-            {
-                let beat = choice.as_ref().map_or(f64::INFINITY, |c| c.1);
-                let list = receptions(&links, shape, trees);
-                if let Some((pieces, seconds)) =
-                    overlapped(&links, spec, shape, &list, beat, budget)
-                {
-                    if choice.as_ref().is_none_or(|c| seconds < c.1) {
-                        choice = Some((pieces, seconds, shape, trees));
-                    }
+    // Each kind of trees has its own budget: the synthesis's trees placed as they were
+    // whatever the balanced ones add.
+    let mut budgets = [SEARCH_RECEPTIONS / 2; 2];
+    for shape in shapes {
+        for (trees, budget) in [Trees::Synthesised, Trees::Balanced]
+            .into_iter()
+            .zip(&mut budgets)
+        {
+            let beat = choice.as_ref().map_or(in_turn, |c| c.1.min(in_turn));
+            let list = receptions(&links, shape, trees);
+            if let Some((pieces, seconds)) = overlapped(&links, spec, shape, &list, beat, budget) {
+                if choice.as_ref().is_none_or(|c| seconds < c.1) {
+                    choice = Some((pieces, seconds, shape, trees));
                 }
             }
         }
     }
-    // The halves in turn: the allreduce's own shapes, or the all-gather searched as for an
-    // all-gather phase (every other grain and chunk count), where one of its halves prices
-    // below half the cheapest allreduce so far.
-    let gathered;
-    let mut best = first;
-    if allreduce {
-        let beat = choice
-            .as_ref()
-            .map_or(2.0 * best.seconds, |c| c.1.min(2.0 * best.seconds));
-        let gather = PhaseSpec {
-            collective: Collective::AllGather,
-            ..spec.clone()
-        };
-        // One chunk per step was searched for the overlap, up to its chunk count, and what
-        // it found there counts toward the plateau. Nothing left out: the plateau reads every
-        // price.
-        let overlap_shapes = &shapes;
-        let covered = |k: usize, grain: u32| {
-            (grain == 1 && k <= ALLREDUCE_CHUNKS_PER_NODE).then(|| {
-                overlap_shapes
-                    .iter()
-                    .find(|b| b.per_node == k)
-                    .map_or(f64::INFINITY, |b| b.seconds)
-            })
-        };
-        let scope = Scope {
-            beat: beat / 2.0,
-            covered: &covered,
-            until_plateau: true,
-            out: never,
-        };
-        gathered = search(&links, &gather, &scope).ok();
-        if let Some(half) = gathered.as_ref().and_then(|g| g.kept.first()) {
-            if half.seconds < best.seconds {
-                best = half;
-            }
-        }
-    }
-    if allreduce {
-        let priced = choice
-            .as_ref()
-            .map_or(2.0 * best.seconds, |c| c.1.min(2.0 * best.seconds));
-        let least = Rounding::of(links.nodes.len(), spec).least_estimate(priced);
-        if out(least) {
-            return Ok(Unless::Outpriced(least));
-        }
+    let priced = choice
+        .as_ref()
+        .map_or(2.0 * best.seconds, |c| c.1.min(2.0 * best.seconds));
+    let least = Rounding::of(links.nodes.len(), spec).least_estimate(priced);
+    if out(least) {
+        return Ok(Unless::Outpriced(least));
     }
     let (phase, detail) = match choice {
         Some((pieces, seconds, shape, trees)) if seconds < 2.0 * best.seconds => {
@@ -314,11 +314,7 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
         }
         _ => (
             assemble(machine, &links, spec, job.name, best),
-            if allreduce {
-                format!("{}, halves in turn", best.describe(&links))
-            } else {
-                best.describe(&links)
-            },
+            format!("{}, halves in turn", best.describe(&links)),
         ),
     };
     let mut lowered = Lowered::phase(phase);
@@ -337,7 +333,11 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
 /// allreduce is either both halves in turn, searched as an all-gather is (every grain and
 /// chunk count, one piece): `2T` steps; or the overlapped placement ([`overlap`]), whose
 /// all-gather transfers alone, `pieces` times as many chunks at the same capacities (grain 1),
-/// take at least `T`. Counted over the whole machine too: each half moves every one of the
+/// take at least `T`. Each half also takes at least the tier's diameter in steps (the most
+/// hops between two compute nodes over its links): a chunk moves one hop per step, and every
+/// node's share must reach, or be reached from, every other node; the overlapped allreduce
+/// too, since every node's result depends on every node's contribution. Counted over the whole
+/// machine too: each half moves every one of the
 /// `k · p` chunks (of every piece) over `p - 1` tree edges, and all directions together carry
 /// at most `Σ_v c_v` per step (a direction and its reverse carry as many), so there are at
 /// least `h · (p - 1) · k · p / Σ_v c_v` steps for `h` halves. Every one of these steps sends
@@ -367,13 +367,18 @@ fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
     };
     let fastest = super::floor::fastest_link(machine);
     let size = spec.dtype.size_bytes() as f64;
+    let tiers: Vec<(Tier, u64)> = links
+        .tiers()
+        .into_iter()
+        .map(|t| (t, links.diameter(t).unwrap_or(0)))
+        .collect();
     let mut least = f64::INFINITY;
     for (shapes, pieces, in_turn) in ways {
         for (per_node, grains) in shapes {
             let lacking = p.saturating_sub(1) as u64 * per_node as u64;
             let chunks = (per_node * p * pieces) as u64;
             let chunk = super::floor::least_chunk(spec.elements, chunks) as f64 * size;
-            for tier in links.tiers() {
+            for &(tier, diameter) in &tiers {
                 for &grain in &grains {
                     let (dirs, _) = links.at(tier, grain);
                     let mut inbound = vec![0u64; p];
@@ -382,7 +387,7 @@ fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
                     }
                     let per_node_steps = inbound
                         .iter()
-                        .map(|&c| in_turn * lacking.div_ceil(c.max(1)))
+                        .map(|&c| in_turn * lacking.div_ceil(c.max(1)).max(diameter))
                         .max()
                         .unwrap_or(0);
                     let capacity: u64 = inbound.iter().sum();
@@ -513,6 +518,40 @@ impl Links {
             }
         }
         seen.iter().position(|&s| !s)
+    }
+
+    /// The most hops between two compute nodes over the links of `tier` (`None` where they do
+    /// not join every compute node): no chunk moves more than one hop per step, so every
+    /// all-gather or reduce-scatter over those links takes at least this many steps.
+    fn diameter(&self, tier: Tier) -> Option<u64> {
+        let p = self.nodes.len();
+        let mut adjacent: Vec<Vec<usize>> = vec![Vec::new(); p];
+        for d in self.dirs.iter().filter(|d| tier.uses(d)) {
+            adjacent[d.from].push(d.to);
+        }
+        let mut hops = vec![u64::MAX; p];
+        let mut queue = std::collections::VecDeque::with_capacity(p);
+        let mut most = 0;
+        for start in 0..p {
+            hops.fill(u64::MAX);
+            hops[start] = 0;
+            queue.push_back(start);
+            let mut reached = 1;
+            while let Some(n) = queue.pop_front() {
+                for &m in &adjacent[n] {
+                    if hops[m] == u64::MAX {
+                        hops[m] = hops[n] + 1;
+                        most = most.max(hops[m]);
+                        reached += 1;
+                        queue.push_back(m);
+                    }
+                }
+            }
+            if reached < p {
+                return None;
+            }
+        }
+        Some(most)
     }
 
     /// The tiers worth trying. Under every latency ceiling — the largest link latency (every
@@ -692,16 +731,14 @@ impl Best {
 
 /// How [`search`] may cut its work short.
 struct Scope<'a> {
-    /// Where only the cheapest counts (a half alone), a shape whose price cannot be below this
-    /// is not synthesised.
+    /// A shape whose least price ([`least_price`]), rounded as [`Rounding`] says, is not
+    /// below this is not synthesised. For an allreduce's overlap, this is the price of the
+    /// halves in turn: an overlapped allreduce of `M` pieces of a shape moves the shape's
+    /// all-gather `M` times over in chunks `M` times smaller, which the proof of
+    /// [`least_price`] bounds as it bounds the shape (at `M` times the steps, each carrying a
+    /// chunk `M` times smaller, and the same bytes into every node); chunks rounded as
+    /// [`Rounding`] says.
     beat: f64,
-    /// Shapes (chunks per node, grain) searched already elsewhere, not synthesised again,
-    /// with the cheapest price found there for that chunk count (infinite where none was):
-    /// while those prices still fall, no plateau is read. Without them, a machine whose only
-    /// good shapes were covered read a plateau at the third chunk count and never tried the
-    /// finer ones (an MI250X node's allreduce stopped at 12 chunks per node, 13 steps per
-    /// half, where 24 take 25).
-    covered: &'a dyn Fn(usize, u32) -> Option<f64>,
     /// Whether to stop once two chunk counts in a row lower the cheapest price synthesised by
     /// less than [`PLATEAU_GAIN`] (a chunk count whose every shape is skipped lowers nothing):
     /// finer chunks shorten an all-gather's fill and drain less and less and cost more steps,
@@ -717,7 +754,6 @@ impl Scope<'_> {
     /// Every shape, within the work budget only.
     const ALL: Scope<'static> = Scope {
         beat: f64::INFINITY,
-        covered: &|_, _| None,
         until_plateau: false,
         out: &|_| false,
     };
@@ -791,39 +827,38 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
     // An allreduce overlaps the best of every chunk count; a half alone keeps only the best of
     // all, so a shape whose price cannot beat it need not be synthesised.
     let only_best = spec.collective != Collective::AllReduce;
-    let mut cheapest = scope.beat;
-    // The cheapest price synthesised, whether or not it beats `scope.beat`, and the chunk
-    // counts in a row that lowered it by less than `PLATEAU_GAIN`.
+    // The cheapest price synthesised; the cheapest of one chunk per step and of more; and
+    // the chunk counts in a row that lowered neither of those by `PLATEAU_GAIN`. Each
+    // family has its own plateau: finer chunks lower the price of coarse grains for longer
+    // than that of one chunk per step, or the other way round (a cube's allreduce at
+    // 256 MiB is cheapest at 32 chunks per node one per step, while that family's price is
+    // flat from 4 to 12 and the coarse grains' still falls).
     let (mut own, mut flat) = (f64::INFINITY, 0);
-    // The cheapest price found elsewhere for the covered shapes so far.
-    let mut elsewhere = f64::INFINITY;
-    let covered = scope.covered;
+    let mut family = [f64::INFINITY; 2];
     // Ruling out reads no price, so not where the plateau does.
     let rules_out = only_best && !scope.until_plateau;
     let rounding = Rounding::of(p, spec);
     let mut outpriced = f64::INFINITY;
-    let tiers = links.tiers();
+    let tiers: Vec<(Tier, u64)> = links
+        .tiers()
+        .into_iter()
+        .map(|t| (t, links.diameter(t).unwrap_or(0)))
+        .collect();
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
         if scope.until_plateau && flat >= 2 {
             break;
         }
-        let before = (own, elsewhere);
-        for &grain in &grains {
-            if let Some(price) = covered(per_node, grain) {
-                elsewhere = elsewhere.min(price);
-            }
-        }
+        let before = family;
         let chunks = per_node * p;
         let receptions = chunks as u64 * p.saturating_sub(1) as u64;
         let mut best: Option<Best> = None;
-        for &tier in &tiers {
+        for &(tier, diameter) in &tiers {
             // Each grain's directions and least price, once.
             let grained: Vec<_> = grains
                 .iter()
-                .filter(|&&g| covered(per_node, g).is_none())
                 .map(|&grain| {
                     let (dirs, index) = links.at(tier, grain);
-                    let least = least_price(links, &dirs, &index, spec, per_node);
+                    let least = least_price(links, (&dirs, &index, diameter), spec, per_node);
                     (grain, dirs, index, least)
                 })
                 .collect();
@@ -840,7 +875,9 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
                     // depends on its own syntheses alone, so the budget then goes to shapes
                     // that could still win, whatever the scope.
                     let held = best.as_ref().map_or(f64::INFINITY, |b| b.seconds);
-                    if least >= if only_best { held.min(own) } else { held } {
+                    if least >= if only_best { held.min(own) } else { held }
+                        || rounding.least_estimate(least) >= scope.beat
+                    {
                         continue;
                     }
                     let first = kept.is_empty() && best.is_none();
@@ -850,15 +887,10 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
                     // Spent even when the scope skips it, so that the shapes tried are those
                     // tried without the scope and the pick stays the same.
                     spent = spent.saturating_add(receptions);
-                    if only_best {
-                        if least >= cheapest {
-                            continue;
-                        }
-                        let least = rounding.least_estimate(least);
-                        if rules_out && (scope.out)(least) {
-                            outpriced = outpriced.min(least);
-                            continue;
-                        }
+                    let least = rounding.least_estimate(least);
+                    if rules_out && (scope.out)(least) {
+                        outpriced = outpriced.min(least);
+                        continue;
                     }
                     let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
                     let Some(gather) = synth::gather(
@@ -873,8 +905,9 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
                         continue;
                     };
                     let seconds = price(links, index, &gather, spec, chunks);
-                    cheapest = cheapest.min(seconds);
                     own = own.min(seconds);
+                    let f = &mut family[usize::from(grain == 1)];
+                    *f = f.min(seconds);
                     if best.as_ref().is_none_or(|b| seconds < b.seconds) {
                         best = Some(Best {
                             gather,
@@ -892,7 +925,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
         }
         kept.extend(best);
         let lower = |now: f64, then: f64| now < then * (1.0 - PLATEAU_GAIN);
-        flat = if lower(own, before.0) || lower(elsewhere, before.1) {
+        flat = if (0..2).any(|f| lower(family[f], before[f])) {
             0
         } else {
             flat + 1
@@ -912,15 +945,15 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
 ///
 /// *Proof.* Node `v` receives each of the `(p - 1) · per_node` chunks it lacks once, at most
 /// `c_v` per step (the capacities of the directions into it), so there are at least
-/// `T = max_v ⌈(p - 1) · per_node / c_v⌉` steps, each priced at least the least latency and one
-/// chunk over the fastest bandwidth of `dirs`. And a step's most loaded direction takes at
+/// `T = max_v ⌈(p - 1) · per_node / c_v⌉` steps, and at least `diameter` (the most hops
+/// between two nodes over `dirs`: a chunk moves one hop per step, and every node owns one),
+/// each priced at least the least latency and one chunk over the fastest bandwidth of `dirs`. And a step's most loaded direction takes at
 /// least as long as all the directions into `v` together take for what they carry in it, so
 /// the steps' bandwidth terms add up to at least `v`'s chunks over its directions' total
 /// bandwidth. Lowered by a relative `10⁻⁹` against rounding.
 fn least_price(
     links: &Links,
-    dirs: &[Direction],
-    index: &[usize],
+    (dirs, index, diameter): (&[Direction], &[usize], u64),
     spec: &PhaseSpec,
     per_node: usize,
 ) -> f64 {
@@ -945,7 +978,7 @@ fn least_price(
     let steps = inbound
         .iter()
         .map(|&(c, _)| (lacking / c.max(1) as f64).ceil())
-        .fold(0.0, f64::max);
+        .fold(diameter as f64, f64::max);
     let ingress = inbound
         .iter()
         .filter(|&&(_, rate)| rate > 0.0)

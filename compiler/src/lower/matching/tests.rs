@@ -34,9 +34,10 @@ fn no_synthesis_is_priced_below_its_least_price() {
             let spec = spec(Collective::AllGather, DType::F32, elements);
             for (per_node, grains) in shapes(p, elements, spec.collective) {
                 for tier in links.tiers() {
+                    let diameter = links.diameter(tier).unwrap();
                     for &grain in &grains {
                         let (dirs, index) = links.at(tier, grain);
-                        let least = least_price(&links, &dirs, &index, &spec, per_node);
+                        let least = least_price(&links, (&dirs, &index, diameter), &spec, per_node);
                         for pick in [Pick::Rarest, Pick::Any] {
                             let chunks = per_node * p;
                             let gather =
@@ -170,6 +171,22 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
                         "{}: {k} per node, {pieces} pieces: bound {least} above {priced}",
                         m.name
                     );
+                    // And at no less than its shape's least price, rounded: the bound that
+                    // lets the search skip a shape that cannot beat the halves in turn.
+                    let (dirs, index) = links.at(shape.tier, shape.grain);
+                    let diameter = links.diameter(shape.tier).unwrap();
+                    let shape_least = Rounding::of(p, &spec).least_estimate(least_price(
+                        &links,
+                        (&dirs, &index, diameter),
+                        &spec,
+                        k,
+                    ));
+                    assert!(
+                        shape_least <= priced,
+                        "{}: {k} per node, {pieces} pieces: shape bound {shape_least} above \
+                         {priced}",
+                        m.name
+                    );
                     if every.is_none_or(|(_, s)| priced < s) {
                         every = Some((pieces, priced));
                     }
@@ -184,6 +201,57 @@ fn no_overlapped_allreduce_is_priced_below_its_bound() {
             }
         }
     }
+}
+
+/// The overlap's shapes that the search skips against the halves in turn could not have won:
+/// each, synthesised all the same, is priced above the cheapest half, and its overlapped
+/// allreduce at every pipeline depth no lower than the halves in turn.
+#[test]
+fn shapes_skipped_against_the_halves_in_turn_could_not_win() {
+    let mut skipped = 0;
+    for m in machines() {
+        let links = Links::of(&m).unwrap();
+        for elements in [1 << 10, 1 << 18, 1 << 26] {
+            let spec = spec(Collective::AllReduce, DType::F32, elements);
+            let gather = PhaseSpec {
+                collective: Collective::AllGather,
+                ..spec.clone()
+            };
+            let halves = search(
+                &links,
+                &gather,
+                &Scope {
+                    until_plateau: true,
+                    ..Scope::ALL
+                },
+            )
+            .unwrap();
+            let in_turn = 2.0 * halves.kept[0].seconds;
+            let scope = Scope {
+                beat: in_turn,
+                ..Scope::ALL
+            };
+            let kept: Vec<_> = search(&links, &spec, &scope)
+                .map(|found| found.kept.iter().map(|b| b.per_node).collect())
+                .unwrap_or_default();
+            for shape in search(&links, &spec, &Scope::ALL).unwrap().kept {
+                if kept.contains(&shape.per_node) {
+                    continue;
+                }
+                skipped += 1;
+                let what = format!("{} at {elements}, {} per node", m.name, shape.per_node);
+                assert!(shape.seconds >= in_turn / 2.0, "{what}: a cheaper half");
+                for trees in [Trees::Synthesised, Trees::Balanced] {
+                    let list = receptions(&links, &shape, trees);
+                    let mut budget = u64::MAX;
+                    let overlap = overlapped(&links, &spec, &shape, &list, in_turn, &mut budget);
+                    assert_eq!(overlap, None, "{what}, {trees:?}: beats the halves in turn");
+                }
+            }
+        }
+    }
+    // Somewhere a shape was skipped.
+    assert!(skipped > 0);
 }
 
 /// What `auto` sees of `matching` when it already holds a schedule priced `best`: the schedule
