@@ -602,6 +602,10 @@ mod tests {
             }
         }
         let read = meet.iter().filter(|&&m| m).count();
-        assert!(read >= 256 && read * 16 <= all.len(), "{read} of {}", all.len());
+        assert!(
+            read >= 256 && read * 16 <= all.len(),
+            "{read} of {}",
+            all.len()
+        );
     }
 }

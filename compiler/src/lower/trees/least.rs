@@ -33,13 +33,15 @@ pub fn doublings(most: usize) -> impl Iterator<Item = usize> {
 }
 
 /// What a set of transfers asks of each link direction it crosses, and its longest
-/// dependency chain.
+/// dependency chains.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Crossings {
     /// Every direction crossed, in direction order.
     directions: Vec<Crossing>,
     /// The longest dependency chain, in transfers.
     longest: u64,
+    /// The dependency chain of the most route latency, in seconds.
+    heaviest: f64,
 }
 
 /// One link direction's part of [`Crossings`].
@@ -52,32 +54,76 @@ struct Crossing {
     fill: u64,
     /// The fewest transfers chained after one of them.
     drain: u64,
+    /// Route latencies, in seconds: the least of one of them, and the least summed over the
+    /// transfers chained before and after one of them.
+    waits: Waits,
+}
+
+/// Latencies along a direction's transfers ([`Crossing::waits`]), in seconds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Waits {
+    /// The least route latency of a transfer crossing the direction.
+    own: f64,
+    /// The least, over those transfers, of the most route latency chained before one.
+    fill: f64,
+    /// The least, over those transfers, of the most route latency chained after one.
+    drain: f64,
+}
+
+impl Waits {
+    /// Nothing crosses: no bound yet, each taken as the least of those it meets.
+    const NONE: Waits = Waits {
+        own: f64::INFINITY,
+        fill: f64::INFINITY,
+        drain: f64::INFINITY,
+    };
+
+    fn least(self, other: Waits) -> Waits {
+        Waits {
+            own: self.own.min(other.own),
+            fill: self.fill.min(other.fill),
+            drain: self.drain.min(other.drain),
+        }
+    }
 }
 
 impl Crossings {
-    /// The crossings of `transfers`. Transfers wait only for earlier ones (creation order); a
-    /// wait on a later one is not counted, which only shortens the chains. A route the
-    /// scheduler would refuse is refused here with the same error.
-    pub fn of(machine: &Machine, transfers: &Transfers) -> Result<Crossings, DagError> {
-        // `chain[t]`: transfers chained up to and including `t`; `below[t]`: those after it.
+    /// The crossings of `transfers`, with route latencies as the cost model charges them on
+    /// `ir` (the machine's IR). Transfers wait only for earlier ones (creation order); a wait
+    /// on a later one is not counted, which only shortens the chains. A route the scheduler
+    /// would refuse is refused here with the same error.
+    pub fn of(
+        machine: &Machine,
+        ir: &schedule_ir::Machine,
+        transfers: &Transfers,
+    ) -> Result<Crossings, DagError> {
+        // `chain[t]`: transfers chained up to and including `t`; `below[t]`: those after it;
+        // `heavy` and `under`: the same in route latency.
         let mut chain = vec![0u64; transfers.len()];
         let mut below = vec![0u64; transfers.len()];
+        let mut latency = vec![0.0f64; transfers.len()];
+        let mut heavy = vec![0.0f64; transfers.len()];
+        let mut above = vec![0.0f64; transfers.len()];
+        let mut under = vec![0.0f64; transfers.len()];
         let mut routes = Vec::with_capacity(transfers.len());
         for (id, t) in transfers.iter_enumerated() {
             routes.push(dag::directions(machine, id, t)?);
-            let before = t
-                .after
-                .iter()
-                .filter(|a| **a < id)
-                .map(|a| chain[a.index()])
-                .max()
-                .unwrap_or(0);
+            latency[id.index()] = t.what.route.split_first().map_or(0.0, |(&first, via)| {
+                schedule_ir::cost::latency::route_seconds(ir, t.what.from, first, via)
+            });
+            let earlier = t.after.iter().filter(|a| **a < id);
+            let before = earlier.clone().map(|a| chain[a.index()]).max().unwrap_or(0);
+            let waited = earlier.map(|a| heavy[a.index()]).fold(0.0, f64::max);
             chain[id.index()] = before + 1;
+            above[id.index()] = waited;
+            heavy[id.index()] = waited + latency[id.index()];
         }
         for (id, t) in transfers.iter_enumerated().rev() {
             let after = below[id.index()] + 1;
+            let waited = under[id.index()] + latency[id.index()];
             for a in t.after.iter().filter(|a| **a < id) {
                 below[a.index()] = below[a.index()].max(after);
+                under[a.index()] = under[a.index()].max(waited);
             }
         }
         let mut by_direction: std::collections::BTreeMap<DirectionId, Crossing> =
@@ -89,15 +135,22 @@ impl Crossings {
                     count: 0,
                     fill: u64::MAX,
                     drain: u64::MAX,
+                    waits: Waits::NONE,
                 });
                 entry.count += 1;
                 entry.fill = entry.fill.min(chain[i] - 1);
                 entry.drain = entry.drain.min(below[i]);
+                entry.waits = entry.waits.least(Waits {
+                    own: latency[i],
+                    fill: above[i],
+                    drain: under[i],
+                });
             }
         }
         Ok(Crossings {
             directions: by_direction.into_values().collect(),
             longest: chain.iter().copied().max().unwrap_or(0),
+            heaviest: heavy.iter().copied().fold(0.0, f64::max),
         })
     }
 }
@@ -119,10 +172,12 @@ struct Direction {
 /// One part's crossings with its directions numbered as the profile's.
 #[derive(Clone, Debug, Default)]
 struct Part {
-    /// (profile direction, transfers, least fill, least drain).
-    crossings: Vec<(usize, u64, u64, u64)>,
+    /// (profile direction, its crossing).
+    crossings: Vec<(usize, Crossing)>,
     /// Its longest dependency chain, in transfers.
     longest: u64,
+    /// Its dependency chain of the most route latency, in seconds.
+    heaviest: f64,
     /// The slowest lane, least latency and fastest rate among its directions.
     slowest_lane: f64,
     least_latency: f64,
@@ -166,13 +221,14 @@ impl Profile {
             }
         }
         let walks = Walks::of(machine, spec.collective, packing, |i| used[i]);
+        let ir = machine.to_ir();
         let mut parts = Vec::with_capacity(packing.trees.len());
         for (i, &u) in used.iter_enumerated() {
             let mut transfers = Transfers::new();
             if u {
                 walks.chunk(spec.collective, i, 0, &mut transfers);
             }
-            parts.push(Crossings::of(machine, &transfers)?);
+            parts.push(Crossings::of(machine, &ir, &transfers)?);
         }
         Ok(Profile::new(
             machine,
@@ -198,6 +254,7 @@ impl Profile {
             let mut part = Part {
                 crossings: Vec::with_capacity(c.directions.len()),
                 longest: c.longest,
+                heaviest: c.heaviest,
                 slowest_lane: f64::INFINITY,
                 least_latency: f64::INFINITY,
                 fastest: 0.0,
@@ -222,7 +279,7 @@ impl Profile {
                 part.slowest_lane = part.slowest_lane.min(d.lane);
                 part.least_latency = part.least_latency.min(d.latency);
                 part.fastest = part.fastest.max(d.rate);
-                part.crossings.push((at, x.count, x.fill, x.drain));
+                part.crossings.push((at, *x));
             }
             parts.push(part);
         }
@@ -292,7 +349,9 @@ impl Profile {
         let mut floor = Tally {
             times: Vec::new(),
             crossings: whole.crossings.iter().map(|&(_, f, d)| (0, f, d)).collect(),
+            waits: whole.waits.clone(),
             longest: 0,
+            heaviest: 0.0,
             room: whole.room.clone(),
             least_latency: whole.least_latency,
             fastest: whole.fastest,
@@ -303,8 +362,9 @@ impl Profile {
                 continue;
             }
             floor.longest = floor.longest.max(part.longest);
-            for &(d, count, _, _) in &part.crossings {
-                floor.crossings[d].0 += count * copies;
+            floor.heaviest = floor.heaviest.max(part.heaviest);
+            for (d, crossing) in &part.crossings {
+                floor.crossings[*d].0 += crossing.count * copies;
             }
         }
         floor.seconds(self, self.chunk_bytes(last))
@@ -334,27 +394,37 @@ impl Profile {
     /// `chunk_bytes` bytes.
     ///
     /// *Proof.* The estimate sums, per step, `α + busy`: `α` the route latency of the step's
-    /// slowest send (a route's latency is at least that of each link it crosses), `busy` at
-    /// least the bytes crossing each link direction in the step over its link's bandwidth.
-    /// Every step carries at least one transfer (the scheduler never leaves one empty), so
-    /// every step is charged at least the least latency and one chunk over the fastest link.
+    /// slowest send (its links' latencies and the switches it passes, so at least that of
+    /// each link it crosses), `busy` at least the bytes crossing each link direction in the
+    /// step over its link's bandwidth. Every step carries at least one transfer (the scheduler
+    /// never leaves one empty), so every step is charged at least the least latency and one
+    /// chunk over the fastest link. The `α`s and the `busy`s of a set of steps are bounded
+    /// apart and added.
     ///
     /// - Per direction `d` crossed by `n_d` transfers: a step takes at most `lanes × batch` of
     ///   them over `d` (one send per lane, each batching at most `batch` transfers, `batch` the
     ///   ratio of `d`'s lane speed to the slowest lane the transfers cross, as
     ///   [`dag::schedule`] computes it; under [`dag::Lanes::Shared`]`(m)`, `m × lanes × batch`
     ///   sends of one transfer each), so `d` is used in at least `⌈n_d / (lanes × batch)⌉`
-    ///   steps, each charged at least `d`'s latency; and the steps together are busy at least
+    ///   steps, each charged at least the least route latency of a transfer crossing `d` (one
+    ///   of them is in the step); and the steps together are busy at least
     ///   `n_d · chunk_bytes` over `d`'s bandwidth.
     /// - Fill and drain, per direction `d`: the scheduler puts a transfer in a step after
     ///   those it waits for, so a transfer with `a` transfers chained before it runs in step
     ///   `a` at the earliest, and one with `b` chained after it leaves at least `b` steps after
     ///   its own. So before `d`'s first step come at least `a_d` steps (the least `a` among
     ///   `d`'s transfers) and after its last at least `b_d` (the least `b`), none of them
-    ///   `d`'s: `d`'s bound above grows by `a_d + b_d` steps of the least cost. This is what a
-    ///   pipeline pays to fill and drain, and it is what rules out most of the depths a search
-    ///   would otherwise schedule.
-    /// - Per dependency chain of `L` transfers: `L` steps of the least cost.
+    ///   `d`'s: `d`'s bound above grows by `a_d + b_d` steps' least busy time, and by their
+    ///   `α`s: each transfer chained before the first of `d`'s transfers runs in its own step
+    ///   before it, which is charged at least that transfer's route latency, so those steps'
+    ///   `α`s add up to at least the least, over `d`'s transfers, of the most route latency
+    ///   chained before one (and at least `a_d` least latencies); likewise after. This is what
+    ///   a pipeline pays to fill and drain, and it is what rules out most of the depths a
+    ///   search would otherwise schedule.
+    /// - Per dependency chain of `L` transfers: `L` steps, each busy at least one chunk over
+    ///   the fastest link; and the chain of the most route latency, each of its transfers in
+    ///   its own step: all the steps' `α`s add up to at least that latency (and at least `L`
+    ///   least latencies).
     ///
     /// The estimate is at least the largest of these. Copies of a part add their crossings
     /// and keep its chains, since no copy waits for another.
@@ -372,7 +442,11 @@ struct Tally {
     times: Vec<u64>,
     /// Per direction: transfers, least fill, least drain (over the parts with copies).
     crossings: Vec<(u64, u64, u64)>,
+    /// Per direction: the least route latencies of its transfers and chained before and
+    /// after them (over the parts with copies).
+    waits: Vec<Waits>,
     longest: u64,
+    heaviest: f64,
     /// Per direction: transfers it takes per step (lanes × batch, the batch set by the
     /// slowest lane of the parts with copies).
     room: Vec<f64>,
@@ -385,7 +459,9 @@ impl Tally {
         Tally {
             times: vec![0; profile.parts.len()],
             crossings: vec![(0, u64::MAX, u64::MAX); profile.directions.len()],
+            waits: vec![Waits::NONE; profile.directions.len()],
             longest: 0,
+            heaviest: 0.0,
             room: vec![1.0; profile.directions.len()],
             least_latency: f64::INFINITY,
             fastest: 0.0,
@@ -407,9 +483,9 @@ impl Tally {
                 continue;
             }
             reshaped |= (*was == 0) != (now == 0);
-            for &(d, count, _, _) in &part.crossings {
-                let n = &mut self.crossings[d].0;
-                *n = *n - count * *was + count * now;
+            for (d, crossing) in &part.crossings {
+                let n = &mut self.crossings[*d].0;
+                *n = *n - crossing.count * *was + crossing.count * now;
             }
             *was = now;
         }
@@ -418,12 +494,14 @@ impl Tally {
         }
         // Which parts have copies changed: what depends on the set alone is found again.
         self.longest = 0;
+        self.heaviest = 0.0;
         self.least_latency = f64::INFINITY;
         self.fastest = 0.0;
         let mut slowest_lane = f64::INFINITY;
         self.crossings
             .iter_mut()
             .for_each(|c| (c.1, c.2) = (u64::MAX, u64::MAX));
+        self.waits.fill(Waits::NONE);
         for (part, _) in profile
             .parts
             .iter()
@@ -431,12 +509,14 @@ impl Tally {
             .filter(|(_, &t)| t > 0)
         {
             self.longest = self.longest.max(part.longest);
+            self.heaviest = self.heaviest.max(part.heaviest);
             slowest_lane = slowest_lane.min(part.slowest_lane);
             self.least_latency = self.least_latency.min(part.least_latency);
             self.fastest = self.fastest.max(part.fastest);
-            for &(d, _, fill, drain) in &part.crossings {
-                let c = &mut self.crossings[d];
-                (c.1, c.2) = (c.1.min(fill), c.2.min(drain));
+            for (d, crossing) in &part.crossings {
+                let c = &mut self.crossings[*d];
+                (c.1, c.2) = (c.1.min(crossing.fill), c.2.min(crossing.drain));
+                self.waits[*d] = self.waits[*d].least(crossing.waits);
             }
         }
         for (room, d) in self.room.iter_mut().zip(&profile.directions) {
@@ -446,24 +526,34 @@ impl Tally {
 
     /// The bound ([`Profile::bound_with`]) when every transfer carries `chunk_bytes` bytes.
     fn seconds(&self, profile: &Profile, chunk_bytes: f64) -> f64 {
-        // The least a step can cost.
-        let least_step = if self.least_latency.is_finite() && self.fastest > 0.0 {
-            self.least_latency + chunk_bytes / self.fastest
+        // The least latency and busy time of a step.
+        let (latency, busy) = if self.least_latency.is_finite() && self.fastest > 0.0 {
+            (self.least_latency, chunk_bytes / self.fastest)
         } else {
-            0.0
+            (0.0, 0.0)
         };
-        let mut best = self.longest as f64 * least_step;
+        // Steps chained: their latencies, at least the least latency each.
+        let chained = |steps: u64, waits: f64| {
+            let waits = if waits.is_finite() { waits } else { 0.0 };
+            waits.max(steps as f64 * latency)
+        };
+        let mut best = self.longest as f64 * busy + chained(self.longest, self.heaviest);
         let directions = profile
             .directions
             .iter()
             .zip(&self.crossings)
+            .zip(&self.waits)
             .zip(&self.room);
-        for ((d, &(n, fill, drain)), &room) in directions {
+        for (((d, &(n, fill, drain)), waits), &room) in directions {
             if n == 0 || d.rate <= 0.0 {
                 continue;
             }
-            let busy = (n as f64 / room).ceil() * d.latency + n as f64 * chunk_bytes / d.rate;
-            best = best.max(busy + (fill + drain) as f64 * least_step);
+            let own = chained(1, waits.own).max(d.latency);
+            let used = (n as f64 / room).ceil() * own + n as f64 * chunk_bytes / d.rate;
+            let around = (fill + drain) as f64 * busy
+                + chained(fill, waits.fill)
+                + chained(drain, waits.drain);
+            best = best.max(used + around);
         }
         best * (1.0 - ROUNDING)
     }
@@ -478,7 +568,7 @@ fn estimate(
     chunk_bytes: f64,
     lanes: dag::Lanes,
 ) -> Result<f64, DagError> {
-    let all = Crossings::of(machine, transfers)?;
+    let all = Crossings::of(machine, &machine.to_ir(), transfers)?;
     let profile = Profile::new(machine, &[all], IdVec::filled(1.0, 1), spec, lanes);
     Ok(profile.bound_with(&[1], chunk_bytes))
 }
@@ -549,6 +639,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Where routes cross switches, the bound charges each transfer of a chain its route's
+    /// latency, links and switches, not the least link latency: on NVSwitch hosts joined by
+    /// NICs, a pipeline of one chunk per tree is bounded by at least its longest chain times
+    /// the least route latency of any of its transfers, read here from the cost model's own
+    /// route latency, and that is above what the least link latency per step gives.
+    #[test]
+    fn a_chain_through_switches_pays_its_routes_latency() {
+        let m = machine(include_str!("../../../../examples/nvswitch-2x8.ron"));
+        let ir = m.to_ir();
+        let collective = Collective::AllReduce;
+        let packing = pack(&m, collective).unwrap();
+        let spec = spec(collective, DType::F32, 1 << 10);
+        let counts: IdVec<TreeId, usize> =
+            balance::apportion(packing.trees.len() as u64, &packing.shares)
+                .into_iter()
+                .map(|c| c as usize)
+                .collect();
+        let (_, transfers) = pipeline(&spec, &m, &packing, &counts, RANK_RATES[0]);
+        let mut chain = vec![0u64; transfers.len()];
+        let mut least_route = f64::INFINITY;
+        for (id, t) in transfers.iter_enumerated() {
+            let before = t
+                .after
+                .iter()
+                .filter(|a| **a < id)
+                .map(|a| chain[a.index()])
+                .max();
+            chain[id.index()] = before.unwrap_or(0) + 1;
+            let (&first, via) = t.what.route.split_first().unwrap();
+            least_route = least_route.min(schedule_ir::cost::latency::route_seconds(
+                &ir,
+                t.what.from,
+                first,
+                via,
+            ));
+        }
+        let longest = chain.iter().copied().max().unwrap() as f64;
+        let least_link = ir
+            .links
+            .iter()
+            .map(|l| l.latency_us * 1e-6)
+            .fold(f64::INFINITY, f64::min);
+        assert!(least_route > least_link);
+        let bound = super::estimate(&m, &spec, &transfers, 4.0, dag::Lanes::Declared).unwrap();
+        assert!(
+            bound >= longest * least_route * (1.0 - 1e-6),
+            "{bound} below {longest} chained transfers of {least_route} s"
+        );
     }
 
     /// Every pipeline depth's schedule is priced at no less than its bound, on machines whose
