@@ -205,18 +205,7 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
     // allreduce must beat, so the overlap's shapes whose least price cannot are not
     // synthesised: on a 1 024-node mesh, the halves in turn at eight chunks per step win by a
     // margin the overlap's bound sees before it synthesises anything.
-    let gather = PhaseSpec {
-        collective: Collective::AllGather,
-        ..spec.clone()
-    };
-    let halves = search(
-        &links,
-        &gather,
-        &Scope {
-            until_plateau: true,
-            ..Scope::ALL
-        },
-    );
+    let halves = halves_in_turn(&links, spec);
     let in_turn = halves
         .as_ref()
         .ok()
@@ -320,6 +309,20 @@ fn lower_unless(job: &Job<'_>, out: &dyn Fn(f64) -> bool) -> Result<Unless, Embe
     let mut lowered = Lowered::phase(phase);
     lowered.detail = Some(detail);
     Ok(Unless::Lowered(Box::new(lowered)))
+}
+
+/// An allreduce's halves in turn: its all-gather, searched as for an all-gather phase (every
+/// grain and chunk count) until the prices stop falling.
+fn halves_in_turn(links: &Links, spec: &PhaseSpec) -> Result<Searched, EmbedError> {
+    let gather = PhaseSpec {
+        collective: Collective::AllGather,
+        ..spec.clone()
+    };
+    let scope = Scope {
+        until_plateau: true,
+        ..Scope::ALL
+    };
+    search(links, &gather, &scope)
 }
 
 /// A lower bound on the estimate of the schedule [`Matching`] lowers, from the shapes its

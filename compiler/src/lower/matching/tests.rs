@@ -213,19 +213,7 @@ fn shapes_skipped_against_the_halves_in_turn_could_not_win() {
         let links = Links::of(&m).unwrap();
         for elements in [1 << 10, 1 << 18, 1 << 26] {
             let spec = spec(Collective::AllReduce, DType::F32, elements);
-            let gather = PhaseSpec {
-                collective: Collective::AllGather,
-                ..spec.clone()
-            };
-            let halves = search(
-                &links,
-                &gather,
-                &Scope {
-                    until_plateau: true,
-                    ..Scope::ALL
-                },
-            )
-            .unwrap();
+            let halves = halves_in_turn(&links, &spec).unwrap();
             let in_turn = 2.0 * halves.kept[0].seconds;
             let scope = Scope {
                 beat: in_turn,
