@@ -370,11 +370,7 @@ fn floor(machine: &Machine, spec: &PhaseSpec, base: &Floor) -> f64 {
     };
     let fastest = super::floor::fastest_link(machine);
     let size = spec.dtype.size_bytes() as f64;
-    let tiers: Vec<(Tier, u64)> = links
-        .tiers()
-        .into_iter()
-        .map(|t| (t, links.diameter(t).unwrap_or(0)))
-        .collect();
+    let tiers = links.tiers_and_diameters();
     let mut least = f64::INFINITY;
     for (shapes, pieces, in_turn) in ways {
         for (per_node, grains) in shapes {
@@ -555,6 +551,14 @@ impl Links {
             }
         }
         Some(most)
+    }
+
+    /// [`Links::tiers`], each with its [`Links::diameter`] (the tiers join every compute node).
+    fn tiers_and_diameters(&self) -> Vec<(Tier, u64)> {
+        self.tiers()
+            .into_iter()
+            .map(|t| (t, self.diameter(t).unwrap_or(0)))
+            .collect()
     }
 
     /// The tiers worth trying. Under every latency ceiling — the largest link latency (every
@@ -842,11 +846,7 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
     let rules_out = only_best && !scope.until_plateau;
     let rounding = Rounding::of(p, spec);
     let mut outpriced = f64::INFINITY;
-    let tiers: Vec<(Tier, u64)> = links
-        .tiers()
-        .into_iter()
-        .map(|t| (t, links.diameter(t).unwrap_or(0)))
-        .collect();
+    let tiers = links.tiers_and_diameters();
     for (per_node, grains) in shapes(p, spec.elements, spec.collective) {
         if scope.until_plateau && flat >= 2 {
             break;
