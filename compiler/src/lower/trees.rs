@@ -151,11 +151,12 @@ fn lower_unless(job: &Job<'_>, out: Option<&dyn Fn(f64) -> bool>) -> Result<Unle
     let mut packings = crate::embed::trees::packings(machine, spec.collective)?;
     packings.push(crate::embed::trees::shallow(machine, spec.collective)?);
     let most = most_chunks(machine, spec.collective, spec.elements);
+    let ir = machine.to_ir();
     // Every packing under every way of using the links: (packing, lanes, profile).
     let mut candidates: Vec<(usize, dag::Lanes, Profile)> = Vec::new();
     for (i, packing) in packings.iter().enumerate() {
         for lanes in lane_policies(machine) {
-            match Profile::of(spec, machine, packing, most, lanes) {
+            match Profile::of(spec, (machine, &ir), packing, most, lanes) {
                 Ok(profile) => candidates.push((i, lanes, profile)),
                 // A route that crosses a direction more often than shared lanes allow.
                 Err(_) if lanes != dag::Lanes::Declared => {}
@@ -467,7 +468,7 @@ pub fn lower(
 ) -> Result<(f64, Lowered), DagError> {
     let most = most_chunks(machine, spec.collective, spec.elements);
     let lanes = dag::Lanes::Declared;
-    let profile = Profile::of(spec, machine, packing, most, lanes)?;
+    let profile = Profile::of(spec, (machine, &machine.to_ir()), packing, most, lanes)?;
     let best = Search::new(spec, machine, packing, &profile, lanes).depth(from)?;
     Ok((best.0, best.2))
 }

@@ -201,10 +201,10 @@ pub struct Profile {
 
 impl Profile {
     /// The profile of `packing` for `spec`, for depths of at most `most` pipeline chunks
-    /// scheduled with `lanes`.
+    /// scheduled with `lanes`, on `machine` (`ir` its IR, for the routes' latencies).
     pub fn of(
         spec: &PhaseSpec,
-        machine: &Machine,
+        (machine, ir): (&Machine, &schedule_ir::Machine),
         packing: &Packing,
         most: usize,
         lanes: dag::Lanes,
@@ -221,14 +221,13 @@ impl Profile {
             }
         }
         let walks = Walks::of(machine, spec.collective, packing, |i| used[i]);
-        let ir = machine.to_ir();
         let mut parts = Vec::with_capacity(packing.trees.len());
         for (i, &u) in used.iter_enumerated() {
             let mut transfers = Transfers::new();
             if u {
                 walks.chunk(spec.collective, i, 0, &mut transfers);
             }
-            parts.push(Crossings::of(machine, &ir, &transfers)?);
+            parts.push(Crossings::of(machine, ir, &transfers)?);
         }
         Ok(Profile::new(
             machine,
@@ -598,6 +597,7 @@ mod tests {
         ];
         for text in machines {
             let m = machine(text);
+            let ir = m.to_ir();
             for collective in [Collective::AllReduce, Collective::AllGather] {
                 for (elements, most) in [(1 << 20, 300), (1 << 26, 2000), (5000, 2000)] {
                     let spec = spec(collective, DType::F32, elements);
@@ -608,7 +608,8 @@ mod tests {
                         .flat_map(|p| policies.map(|lanes| (p, lanes)))
                     {
                         // A route crossing a direction more often than shared lanes allow.
-                        let Ok(profile) = super::Profile::of(&spec, &m, packing, most, lanes)
+                        let Ok(profile) =
+                            super::Profile::of(&spec, (&m, &ir), packing, most, lanes)
                         else {
                             assert_ne!(lanes, dag::Lanes::Declared, "{}", m.name);
                             continue;
@@ -740,7 +741,8 @@ mod tests {
                         let bound =
                             super::estimate(&m, &spec, &transfers, least * 4.0, lanes).unwrap();
                         // The profile's bound is the same, read from one chunk per tree.
-                        let profile = super::Profile::of(&spec, &m, &packing, 64, lanes).unwrap();
+                        let profile =
+                            super::Profile::of(&spec, (&m, &ir), &packing, 64, lanes).unwrap();
                         assert_eq!(
                             profile.bound(total as usize).to_bits(),
                             bound.to_bits(),
