@@ -27,6 +27,18 @@
 //! Reduce-scatter stops after the rail reduce-scatter (member `i` of group `b` owns block `b`
 //! of every piece's shard `i`); allgather starts at the rail allgather.
 //!
+//! **Broadcast and reduce** ([`Rail::Chain`]) cut each shard into slices only. A broadcast:
+//! 1. inside the root's group, the root sends shard `i` to member `i`;
+//! 2. along every rail, member `i` of the root's group passes its shard on, slice by slice,
+//!    to member `i` of the next group, which passes it on to the next, around the rail's ring:
+//!    every member's NIC carries the shard once, what the machine's cut into a group needs;
+//! 3. inside every group, the allgather of step 3 above (the root's own group leaves the root
+//!    out).
+//!
+//! A reduce runs it backwards: the reduce-scatter inside every group, the shards reduced
+//! along each rail from the group after the root's around to the root's, and member `i` of the
+//! root's group sending the root shard `i`.
+//!
 //! **Pipelining.** The list scheduler places the transfers of later pieces behind earlier ones
 //! (by rank), so one piece's rail transfers run in the same steps as the next piece's fabric
 //! transfers: a step is priced by its most loaded link direction, and the NICs and the fabric
@@ -61,6 +73,9 @@ const SHARED_PIECES: [usize; 4] = [12, 16, 24, 32];
 pub struct Hierarchical;
 
 impl Lowering for Hierarchical {
+    fn supports(&self, collective: Collective) -> bool {
+        supports(collective)
+    }
     /// Finds the groups first, so that a machine without them is refused for that reason and
     /// not counted; then the generic size, which bounds the pipeline's (every piece moves
     /// once up and once down each group and each rail).
@@ -84,8 +99,12 @@ impl Lowering for Hierarchical {
     }
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec) = (job.machine, job.spec);
-        super::halves_only("hierarchical", spec.collective)?;
         let groups = groups::find(machine)?;
+        if rooted(spec.collective) && root(&groups, spec.collective).is_none() {
+            return Err(EmbedError::NotApplicable(
+                "`hierarchical`: the root is in none of the groups".to_string(),
+            ));
+        }
         let routes = Routes::of(machine, &groups);
         let ir = machine.to_ir();
         // On group links of several lanes the list scheduler may stack transfers that fewer
@@ -106,7 +125,7 @@ impl Lowering for Hierarchical {
         // near the cheapest.
         let mut reached: Vec<(Shape, f64)> = Vec::new();
         let (plain, offloading): (Vec<Shape>, Vec<Shape>) =
-            candidates(machine, &groups, &routes, spec.elements, sharing)
+            candidates(machine, (&groups, &routes), spec, sharing)
                 .into_iter()
                 .partition(|s| s.offload == 0);
         for round in [plain, offloading] {
@@ -261,7 +280,7 @@ fn program(
 fn cut(groups: &Groups, shape: Shape) -> pieces::Layout {
     pieces::Layout {
         pieces: shape.pieces,
-        per_piece: groups.size() * groups.count() * shape.slices,
+        per_piece: Layout::of(groups, shape).per_piece(),
     }
 }
 
@@ -277,11 +296,7 @@ fn resize(
 ) -> Option<f64> {
     let program = program(machine, groups, spec, shape, scheduled)?;
     let shares = program.solve()?;
-    let layout = Layout {
-        k: groups.size(),
-        g: groups.count(),
-        m: shape.slices,
-    };
+    let layout = Layout::of(groups, shape);
     let chunks = pieces::chunks(
         spec.elements,
         program.layout(),
@@ -313,14 +328,16 @@ const FLOOR_ROUNDING: f64 = 1e-9;
 /// - member 0 of group 0 sends, per piece and half of the collective, `k - 1` transfers inside
 ///   its group (ring, direct exchange) or `log2 k` (halving), and a step carries at most as
 ///   many of them as its links inside the group have lanes ([`inner_floor`]); the same along
-///   its rail ([`rail_floor`]);
+///   its rail ([`rail_floor`]). In a broadcast or reduce every member of a group other than
+///   the root's sends its shard to the `k - 1` others (the allgather) or theirs to them (the
+///   reduce-scatter): member 0 of the group after the root's is counted;
 /// - every piece is one chain of dependent transfers: its reduce-scatter inside the groups,
 ///   along the rails, then its allgather along the rails and inside the groups, each link of
 ///   the chain in a step after the one before; a step that carries a transfer inside a group
 ///   costs at least the cheapest such route's latency, one along a rail the cheapest rail
 ///   route's ([`chain_latency`]).
 ///
-/// Transfer time: member 0's bytes inside its group (`k - 1` shards per piece and half) leave
+/// Transfer time: that member's bytes inside its group (`k - 1` shards per piece and half) leave
 /// over the first links of its routes at most at their summed bandwidth, and its rail's bytes
 /// (`G - 1` blocks) over its rail routes' first links. Sizing the pieces changes no transfer's
 /// route and no count, and every piece's bytes still add up to the vector's. Where link
@@ -350,7 +367,9 @@ fn floor(
         .as_ref()
         .filter(|_| shape.offload > 0)
         .and_then(|o| o.first()?.first()?.first().copied());
-    let inner = inner_floor(machine, groups, spec, (shape, offload), &room);
+    // The group whose member 0 is counted: one without the root of a broadcast or reduce.
+    let counted = root(groups, spec.collective).map_or(0, |(r, _)| (r + 1) % groups.count());
+    let inner = inner_floor(machine, (groups, counted), spec, (shape, offload), &room);
     let rail = rail_floor(machine, (groups, routes), spec, shape, &room);
     let chain = chain_latency(groups, routes, spec.collective, shape);
     inner.latency.max(rail.latency).max(chain) + inner.transfer.max(rail.transfer)
@@ -375,13 +394,13 @@ fn halves(collective: Collective) -> u64 {
 /// The least elements of a chunk of `shape`: the vector is cut into chunks whose sizes differ
 /// by at most one element.
 fn least_chunk(groups: &Groups, spec: &PhaseSpec, shape: Shape) -> u64 {
-    let chunks = (shape.pieces * groups.size() * groups.count() * shape.slices) as u64;
+    let chunks = (shape.pieces * Layout::of(groups, shape).per_piece()) as u64;
     spec.elements / chunks.max(1)
 }
 
 /// [`floor`]'s latency of one piece's chain: per half, [`Inside::chain`] steps inside a group
-/// and, along a rail, `G - 1` (ring), `log2 G` (halving) or one (direct exchange), each
-/// costing at least the cheapest route of its kind.
+/// and, along a rail, `G - 1` (ring, or a broadcast's or reduce's chain), `log2 G` (halving)
+/// or one (direct exchange), each costing at least the cheapest route of its kind.
 fn chain_latency(groups: &Groups, routes: &Routes, collective: Collective, shape: Shape) -> f64 {
     let (k, g) = (groups.size(), groups.count());
     let least = routes.least;
@@ -398,6 +417,7 @@ fn chain_latency(groups: &Groups, routes: &Routes, collective: Collective, shape
             Rail::Halving => g.trailing_zeros() as f64 * least.partners,
             Rail::Direct => least.exchange,
             Rail::Grid => 2.0 * least.grid,
+            Rail::Chain => (g - 1) as f64 * least.ring,
         }
     };
     let chain = halves(collective) as f64 * (inner + rail);
@@ -450,6 +470,9 @@ fn rail_floor(
                 .collect(),
             groups.count().trailing_zeros() as usize,
         ),
+        // Which member sends how much along its rail depends on where the root is: nothing is
+        // counted.
+        Rail::Chain => return Parts::default(),
         Rail::Grid => (
             routes
                 .grid
@@ -479,22 +502,22 @@ fn rail_floor(
     )
 }
 
-/// [`floor`]'s parts for member 0's transfers inside its group: per piece and half, `log2 k`
-/// (halving) or `k - 1` transfers, `k - 1` shards' worth of bytes, over the first links of its
-/// routes inside the group and `offload`, the first link of its route through the NICs where
-/// the shape takes it.
+/// [`floor`]'s parts for the transfers of member 0 of group `g` inside its group: per piece
+/// and half, `log2 k` (halving) or `k - 1` transfers, `k - 1` shards' worth of bytes, over the
+/// first links of its routes inside the group and `offload`, the first link of its route
+/// through the NICs where the shape takes it.
 fn inner_floor(
     machine: &Machine,
-    groups: &Groups,
+    (groups, g): (&Groups, usize),
     spec: &PhaseSpec,
     (shape, offload): (Shape, Option<schedule_ir::LinkId>),
     room: &dyn Fn(schedule_ir::LinkId) -> u64,
 ) -> Parts {
     let k = groups.size();
-    let Some(routes) = groups.inner.first().and_then(|g| g.first()) else {
+    let Some(routes) = groups.inner.get(g).and_then(|g| g.first()) else {
         return Parts::default();
     };
-    let Some(&from) = groups.members.first().and_then(|m| m.first()) else {
+    let Some(&from) = groups.members.get(g).and_then(|m| m.first()) else {
         return Parts::default();
     };
     if k < 2 {
@@ -511,7 +534,8 @@ fn inner_floor(
     let transfers = pieces * halves * per_half;
     // Every chunk holds at least `elements / chunks` elements (rounded down); a shard is
     // `G · m` chunks, and each half sends `k - 1` shards' worth of every piece.
-    let shard = (groups.count() * shape.slices) as u64 * least_chunk(groups, spec, shape);
+    let layout = Layout::of(groups, shape);
+    let shard = (layout.g * layout.m) as u64 * least_chunk(groups, spec, shape);
     let bytes = (halves * pieces * (k as u64 - 1) * shard) as f64 * spec.dtype.size_bytes() as f64;
     sends_floor(machine, (from, &sent, offload), room, (transfers, bytes))
 }
@@ -651,7 +675,7 @@ fn exchange_lanes(shape: Shape, g: usize) -> Option<dag::Lanes> {
             let sends = groups::grid_digits(g).map_or(g, |d| d[0].0 + d[1].0 - 1);
             Some(rail_exchange_lanes(sends))
         }
-        Rail::Ring | Rail::Halving => None,
+        Rail::Ring | Rail::Halving | Rail::Chain => None,
     }
 }
 
@@ -660,10 +684,31 @@ fn shares(shape: Shape, sharing: bool) -> bool {
     sharing && shape.inside == Inside::Direct
 }
 
-/// Whether `hierarchical` lowers `collective`.
-pub fn supports(collective: Collective) -> bool {
-    // An allreduce and either of its halves.
-    super::halves(collective).is_some()
+/// Whether `hierarchical` lowers `collective`: every collective (an allreduce and either of
+/// its halves, a broadcast and a reduce).
+pub fn supports(_collective: Collective) -> bool {
+    true
+}
+
+/// Where the root of a broadcast or reduce is: its group and its member number; `None` for
+/// the other collectives, and for a root in no group.
+fn root(groups: &Groups, collective: Collective) -> Option<(usize, usize)> {
+    let (Collective::Broadcast { root } | Collective::Reduce { root }) = collective else {
+        return None;
+    };
+    groups
+        .members
+        .iter()
+        .enumerate()
+        .find_map(|(g, members)| Some((g, members.iter().position(|&n| n == root)?)))
+}
+
+/// Whether `collective` is a broadcast or a reduce, which the rails pass along ([`Rail::Chain`]).
+fn rooted(collective: Collective) -> bool {
+    matches!(
+        collective,
+        Collective::Broadcast { .. } | Collective::Reduce { .. }
+    )
 }
 
 /// A pipeline shape: `pieces` pieces, each rail block cut into `slices` slices.
@@ -736,6 +781,11 @@ pub enum Rail {
     /// (two rounds, `a + b - 2` sends per member and half), where there are too many groups to
     /// exchange directly ([`groups::grid_routes`]).
     Grid,
+    /// Broadcast and reduce: each shard passed slice by slice from group to group around the
+    /// rail's ring, from the root's group on (a reduce: toward it), so that every member's NIC
+    /// carries it once. A scatter then allgather along the rail would send the root group's
+    /// member's NIC `2(G - 1)/G` shards.
+    Chain,
 }
 
 impl Rail {
@@ -746,6 +796,7 @@ impl Rail {
             Rail::Halving => "halving",
             Rail::Direct => "direct exchange",
             Rail::Grid => "grid exchange",
+            Rail::Chain => "a chain from the root's group",
         }
     }
 }
@@ -900,15 +951,43 @@ impl Routes {
 /// also a direct exchange inside groups in [`SHARED_PIECES`] pieces of one slice, and (with
 /// routes between every two groups, or along a grid's rows and columns) direct exchanges
 /// inside groups beside direct or grid exchanges along the rails, whose sends leave together
-/// only where link directions are shared. Shapes
+/// only where link directions are shared. A broadcast or reduce passes shards along the rails
+/// ([`Rail::Chain`]) in 1, 2, 4 or `k - 1` slices, with a direct exchange inside the groups. Shapes
 /// with more chunks than elements are left out, except the first.
 pub fn candidates(
     machine: &Machine,
-    groups: &Groups,
-    routes: &Routes,
-    elements: u64,
+    (groups, routes): (&Groups, &Routes),
+    spec: &PhaseSpec,
     sharing: bool,
 ) -> Vec<Shape> {
+    let elements = spec.elements;
+    if rooted(spec.collective) {
+        let pieces = PIECES
+            .into_iter()
+            .chain(SHARED_PIECES.into_iter().filter(|_| sharing));
+        // Slices of the root's own shard go to the other members of its group in turn.
+        let mut slices = vec![1, 2, 4, groups.size().saturating_sub(1).max(1)];
+        slices.sort_unstable();
+        slices.dedup();
+        let chained = pieces.flat_map(|pieces| {
+            slices.iter().map(move |&slices| Shape {
+                pieces,
+                slices,
+                inside: Inside::Direct,
+                rail: Rail::Chain,
+                offload: 0,
+            })
+        });
+        let per_piece = groups.size() as u64;
+        let mut shapes: Vec<Shape> = Vec::new();
+        for shape in chained {
+            let fits = (shape.pieces * shape.slices) as u64 * per_piece <= elements;
+            if shapes.is_empty() || fits {
+                shapes.push(shape);
+            }
+        }
+        return shapes;
+    }
     let slowest = |route: &[schedule_ir::LinkId]| {
         route
             .iter()
@@ -1024,15 +1103,11 @@ fn lower_shape(
     shape: Shape,
     lanes: dag::Lanes,
 ) -> Result<Scheduled, EmbedError> {
-    let layout = Layout {
-        k: groups.size(),
-        g: groups.count(),
-        m: shape.slices,
-    };
-    let count = shape.pieces * layout.k * layout.g * layout.m;
+    let layout = Layout::of(groups, shape);
+    let count = shape.pieces * layout.per_piece();
     let chunks = vector_chunks(spec.elements, count, layout.owner(groups));
     let rounds: Vec<Round<'_>> = match (shape.rail, &routes.partners, &routes.exchange) {
-        (Rail::Ring, _, _) => Vec::new(),
+        (Rail::Ring | Rail::Chain, _, _) => Vec::new(),
         (Rail::Halving, Some(partners), _) => (0..partners.len())
             .map(|bit| Round {
                 radix: 2,
@@ -1065,7 +1140,7 @@ fn lower_shape(
         }
     };
     let along = match shape.rail {
-        Rail::Ring => Along::Ring,
+        Rail::Ring | Rail::Chain => Along::Ring,
         _ => Along::Rounds(&rounds),
     };
     let offload = match (shape.offload, routes.offload.as_ref()) {
@@ -1085,6 +1160,7 @@ fn lower_shape(
         pieces: shape.pieces,
         layout,
         inside: shape.inside,
+        root: root(groups, spec.collective),
         transfers: Transfers::new(),
     };
     // A piece's chain inside a group is log2 k, k - 1 or 1 step per half.
@@ -1121,16 +1197,38 @@ fn lower_shape(
 struct Layout {
     /// Members per group (shards per piece).
     k: usize,
-    /// Groups (blocks per shard).
+    /// Blocks per shard: one per group, or one ([`Rail::Chain`]).
     g: usize,
     /// Slices per block.
     m: usize,
+    /// Whether chunks have owners (an allreduce's halves), block `b` ending on group `b`.
+    owned: bool,
 }
 
 impl Layout {
+    /// The layout of `shape`'s pipeline: a block per group, or a whole shard per block where
+    /// the rails pass shards along ([`Rail::Chain`]).
+    fn of(groups: &Groups, shape: Shape) -> Layout {
+        let chained = shape.rail == Rail::Chain;
+        Layout {
+            k: groups.size(),
+            g: if chained { 1 } else { groups.count() },
+            m: shape.slices,
+            owned: !chained,
+        }
+    }
+
+    /// Chunks per piece.
+    fn per_piece(self) -> usize {
+        self.k * self.g * self.m
+    }
+
     /// Who owns chunk `c` at the end: the member of its shard in the group of its block.
     fn owner(self, groups: &Groups) -> impl Fn(usize) -> Option<NodeId> + '_ {
         move |c| {
+            if !self.owned {
+                return None;
+            }
             let block = (c / self.m) % self.g;
             let shard = (c / (self.m * self.g)) % self.k;
             Some(groups.members[block][shard])
@@ -1202,6 +1300,8 @@ struct Builder<'a> {
     layout: Layout,
     /// How the groups exchange shards.
     inside: Inside,
+    /// A broadcast's or reduce's root: its group and member number.
+    root: Option<(usize, usize)>,
     transfers: Transfers,
 }
 
@@ -1266,6 +1366,11 @@ impl Builder<'_> {
 
     /// Every transfer of piece `p` for `collective`.
     fn piece(&mut self, p: usize, collective: Collective) {
+        match (collective, self.root) {
+            (Collective::Broadcast { .. }, Some(root)) => return self.broadcast(p, root),
+            (Collective::Reduce { .. }, Some(root)) => return self.reduce(p, root),
+            _ => {}
+        }
         let (k, gc) = (self.layout.k, self.layout.g);
         // ready[g][i]: what member i of group g waits for before its next phase.
         let mut ready: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
@@ -1287,6 +1392,136 @@ impl Builder<'_> {
                 self.group_allgather(p, g, start);
             }
         }
+    }
+
+    /// Piece `p` of a broadcast from member `ri` of group `r`: the root sends each member of its
+    /// group that member's shard, the shards pass along the rails from group `r` on, and every
+    /// group's members send each other their shards. In the root's group the root's own shard
+    /// goes out slice by slice, each slice to one other member in turn, who passes it to the
+    /// rest: so the root sends each byte of the piece once over its link into the group, not
+    /// its own shard `k - 1` times.
+    fn broadcast(&mut self, p: usize, (r, ri): (usize, usize)) {
+        let (k, m) = (self.layout.k, self.layout.m);
+        let mut landed: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; self.groups.count()];
+        for i in (0..k).filter(|&i| i != ri) {
+            let chunks = self.layout.shards(p, &[i]);
+            landed[r][i] = vec![self.inner(r, ri, i, chunks, RecvMode::Store, Vec::new())];
+        }
+        for (g, arrived) in self.chain(p, r, &landed, RecvMode::Store) {
+            landed[g] = arrived;
+        }
+        for (g, landed) in landed.into_iter().enumerate() {
+            for (i, after) in landed
+                .into_iter()
+                .enumerate()
+                .filter(|&(i, _)| (g, i) != (r, ri))
+            {
+                let to: Vec<usize> = (0..k).filter(|&j| j != i && (g, j) != (r, ri)).collect();
+                for j in to {
+                    let chunks = self.layout.shards(p, &[i]);
+                    self.inner(g, i, j, chunks, RecvMode::Store, after.clone());
+                }
+            }
+        }
+        let others: Vec<usize> = (0..k).filter(|&i| i != ri).collect();
+        for s in 0..m {
+            let Some(&via) = others.get(s % others.len().max(1)) else {
+                break;
+            };
+            let slice = vec![self.layout.chunk(p, ri, 0, s)];
+            let first = self.inner(r, ri, via, slice.clone(), RecvMode::Store, Vec::new());
+            for &j in others.iter().filter(|&&j| j != via) {
+                self.inner(r, via, j, slice.clone(), RecvMode::Store, vec![first]);
+            }
+        }
+    }
+
+    /// Piece `p` of a reduce to member `ri` of group `r`: every group reduce-scatters its
+    /// shards, the shards are reduced along the rails from the group after `r` around to `r`,
+    /// and each member of group `r` sends the root its shard. In the root's group the root's
+    /// own shard is reduced slice by slice at one other member in turn, which sends the root
+    /// the slice: so the root takes in each byte of the piece once over its link from the
+    /// group, not its own shard `k - 1` times.
+    fn reduce(&mut self, p: usize, (r, ri): (usize, usize)) {
+        let (k, m, gc) = (self.layout.k, self.layout.m, self.groups.count());
+        let mut done: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
+        for (g, done) in done.iter_mut().enumerate() {
+            for (i, done) in done
+                .iter_mut()
+                .enumerate()
+                .filter(|&(i, _)| (g, i) != (r, ri))
+            {
+                for j in (0..k).filter(|&j| j != i) {
+                    let chunks = self.layout.shards(p, &[i]);
+                    done.push(self.inner(g, j, i, chunks, RecvMode::Reduce, Vec::new()));
+                }
+            }
+        }
+        let others: Vec<usize> = (0..k).filter(|&i| i != ri).collect();
+        for s in 0..m {
+            let Some(&via) = others.get(s % others.len().max(1)) else {
+                break;
+            };
+            let slice = vec![self.layout.chunk(p, ri, 0, s)];
+            let gathered: Vec<TransferId> = others
+                .iter()
+                .filter(|&&j| j != via)
+                .map(|&j| self.inner(r, j, via, slice.clone(), RecvMode::Reduce, Vec::new()))
+                .collect();
+            let last = self.inner(r, via, ri, slice, RecvMode::Reduce, gathered);
+            done[r][ri].push(last);
+        }
+        for (g, arrived) in self.chain(p, (r + 1) % gc, &done, RecvMode::Reduce) {
+            for (done, arrived) in done[g].iter_mut().zip(arrived) {
+                done.extend(arrived);
+            }
+        }
+        for (i, after) in std::mem::take(&mut done[r]).into_iter().enumerate() {
+            if i != ri {
+                let chunks = self.layout.shards(p, &[i]);
+                self.inner(r, i, ri, chunks, RecvMode::Store, after);
+            }
+        }
+    }
+
+    /// Piece `p`'s shards passed along every rail, slice by slice, from group `from` around
+    /// the ring to the group before it: member `i` of each group sends each slice of shard `i`
+    /// on once it holds it (`after[g][i]` landed, and the slice from the group before),
+    /// storing or reducing it (`mode`). Returns, for every group but `from`, per member, the
+    /// transfers into it.
+    fn chain(
+        &mut self,
+        p: usize,
+        from: usize,
+        after: &[Vec<Vec<TransferId>>],
+        mode: RecvMode,
+    ) -> Vec<(usize, Vec<Vec<TransferId>>)> {
+        let (k, gc, m) = (self.layout.k, self.groups.count(), self.layout.m);
+        let mut into: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
+        for i in 0..k {
+            for s in 0..m {
+                let mut before: Vec<TransferId> = Vec::new();
+                for hop in 0..gc - 1 {
+                    let g = (from + hop) % gc;
+                    let to = (g + 1) % gc;
+                    let what = Move::data(
+                        self.groups.members[g][i],
+                        self.groups.members[to][i],
+                        self.groups.rail[g][i].as_slice(),
+                        vec![self.layout.chunk(p, i, 0, s)],
+                        mode,
+                    );
+                    let waits = after[g][i].iter().chain(&before).copied().collect();
+                    let id = self.push(what, waits);
+                    into[to][i].push(id);
+                    before = vec![id];
+                }
+            }
+        }
+        into.into_iter()
+            .enumerate()
+            .filter(|&(g, _)| g != from)
+            .collect()
     }
 
     /// Reduce-scatter of piece `p`'s shards inside group `g`; returns, per member, the
@@ -1554,12 +1789,25 @@ mod tests {
         ))
     }
 
-    /// The collectives `hierarchical` lowers: an allreduce and its halves.
+    /// An allreduce and its halves, which every rail shape lowers.
     const COLLECTIVES: [Collective; 3] = [
         Collective::AllReduce,
         Collective::ReduceScatter,
         Collective::AllGather,
     ];
+
+    /// Every collective `hierarchical` lowers: [`COLLECTIVES`], a broadcast from member 1 of
+    /// group 1 and a reduce to the last member of the last group.
+    fn collectives(groups: &Groups) -> Vec<Collective> {
+        let at = |g: usize, i: usize| groups.members[g][i];
+        let last = groups.count() - 1;
+        let mut all = COLLECTIVES.to_vec();
+        all.push(Collective::Broadcast { root: at(1, 1) });
+        all.push(Collective::Reduce {
+            root: at(last, groups.size() - 1),
+        });
+        all
+    }
 
     /// The floor that lets `auto` skip a shape is never above the estimate of the schedule the
     /// shape lowers to, under any lane policy (shared link directions included), for every
@@ -1581,10 +1829,10 @@ mod tests {
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
             let routes = Routes::of(&machine, &groups);
             let ir = machine.to_ir();
-            for collective in COLLECTIVES {
+            for collective in collectives(&groups) {
                 for elements in [7, 3001, 1 << 22] {
                     let spec = crate::lower::testing::spec(collective, DType::F32, elements);
-                    let shapes = candidates(&machine, &groups, &routes, elements, true);
+                    let shapes = candidates(&machine, (&groups, &routes), &spec, true);
                     offloading += shapes.iter().filter(|s| s.offload > 0).count();
                     exchanging += shapes.iter().filter(|s| s.rail == Rail::Direct).count();
                     for shape in shapes {
@@ -1660,7 +1908,8 @@ mod tests {
             for collective in COLLECTIVES {
                 for elements in [7, 3001] {
                     let spec = crate::lower::testing::spec(collective, DType::I64, elements);
-                    let shapes: Vec<Shape> = candidates(&machine, &groups, &routes, 1 << 20, true)
+                    let large = crate::lower::testing::spec(collective, DType::I64, 1 << 20);
+                    let shapes: Vec<Shape> = candidates(&machine, (&groups, &routes), &large, true)
                         .into_iter()
                         .filter(|s| s.rail != Rail::Ring && s.pieces <= 2)
                         .collect();
@@ -1727,10 +1976,11 @@ mod tests {
         );
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
         let routes = Routes::of(&machine, &groups);
-        for collective in COLLECTIVES {
+        for collective in collectives(&groups) {
             for elements in [8, 4099] {
                 let spec = crate::lower::testing::spec(collective, DType::I64, elements);
-                for shape in candidates(&machine, &groups, &routes, 1 << 20, true) {
+                let large = crate::lower::testing::spec(collective, DType::I64, 1 << 20);
+                for shape in candidates(&machine, (&groups, &routes), &large, true) {
                     for lanes in lane_policies(shape, (groups.size(), groups.count()), true, true) {
                         let case = format!("{collective:?} × {elements}, {shape:?}, {lanes:?}");
                         let shaped = (&routes, shape, lanes);
@@ -1739,6 +1989,75 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A broadcast or reduce passes each element along the rails once per group it reaches:
+    /// from the first member of the first group, a middle member and the last member of the
+    /// last group, every chain shape verifies and runs bit-exact, its rails carry `G - 1`
+    /// vectors in all (a scatter then allgather along each rail would carry more), and the root
+    /// sends (takes in) each element once over its links inside its group: its own shard goes
+    /// out slice by slice through the other members, not `k - 1` times.
+    #[test]
+    fn broadcast_and_reduce_pass_each_element_along_the_rails_once() {
+        let machine = fabric(4);
+        let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+        let routes = Routes::of(&machine, &groups);
+        let (k, gc) = (groups.size(), groups.count());
+        let group: std::collections::HashMap<NodeId, usize> = groups
+            .members
+            .iter()
+            .enumerate()
+            .flat_map(|(g, members)| members.iter().map(move |&n| (n, g)))
+            .collect();
+        let elements = 4099;
+        let mut checked = 0;
+        for (g, i) in [(0, 0), (1, 2), (gc - 1, k - 1)] {
+            let root = groups.members[g][i];
+            for collective in [Collective::Broadcast { root }, Collective::Reduce { root }] {
+                let spec = crate::lower::testing::spec(collective, DType::I64, elements);
+                let shapes = candidates(&machine, (&groups, &routes), &spec, true);
+                assert!(shapes
+                    .iter()
+                    .all(|s| s.rail == Rail::Chain && s.inside == Inside::Direct));
+                for shape in shapes.into_iter().filter(|s| s.pieces <= 3) {
+                    for lanes in lane_policies(shape, (k, gc), true, true) {
+                        let case = format!("{collective:?}, {shape:?}, {lanes:?}");
+                        verifies_and_runs(&machine, &groups, &spec, (&routes, shape, lanes), &case);
+                        let scheduled =
+                            lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
+                                .unwrap_or_else(|e| panic!("{case}: {e}"));
+                        let size = |t: &Transfer| -> u64 {
+                            let chunk = |c: ChunkId| &scheduled.chunks[c.index()];
+                            t.what
+                                .chunks
+                                .iter()
+                                .map(|c| chunk(c).end - chunk(c).start)
+                                .sum()
+                        };
+                        let along: u64 = scheduled
+                            .transfers
+                            .iter()
+                            .filter(|t| group[&t.what.from] != group[&t.what.to])
+                            .map(size)
+                            .sum();
+                        assert_eq!(along, (gc as u64 - 1) * elements, "{case}");
+                        let at_root: u64 = scheduled
+                            .transfers
+                            .iter()
+                            .filter(|t| group[&t.what.from] == group[&t.what.to])
+                            .filter(|t| match collective {
+                                Collective::Broadcast { .. } => t.what.from == root,
+                                _ => t.what.to == root,
+                            })
+                            .map(size)
+                            .sum();
+                        assert_eq!(at_root, elements, "{case}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked >= 6 * 4, "only {checked} schedules checked");
     }
 
     /// Halving along the rails takes `log2 G` rounds each way where the ring takes `G - 1`:
@@ -1806,7 +2125,8 @@ mod tests {
         for collective in COLLECTIVES {
             for elements in [7, 3001] {
                 let spec = crate::lower::testing::spec(collective, DType::I64, elements);
-                let shapes: Vec<Shape> = candidates(&machine, &groups, &routes, 1 << 20, true)
+                let large = crate::lower::testing::spec(collective, DType::I64, 1 << 20);
+                let shapes: Vec<Shape> = candidates(&machine, (&groups, &routes), &large, true)
                     .into_iter()
                     .filter(|s| s.rail == Rail::Grid && s.pieces <= 2 && s.slices == 1)
                     .collect();
@@ -1863,7 +2183,7 @@ mod tests {
         let ir = machine.to_ir();
         let elements = 1u64 << 26;
         let spec = crate::lower::testing::spec(Collective::AllReduce, DType::F32, elements);
-        let shapes = candidates(&machine, &groups, &routes, elements, true);
+        let shapes = candidates(&machine, (&groups, &routes), &spec, true);
         let plain = Shape {
             pieces: 6,
             slices: 1,

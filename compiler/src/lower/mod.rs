@@ -428,7 +428,9 @@ impl Method {
             Method::Hierarchical => Entry {
                 name: "hierarchical",
                 about: "reduce-scatter inside each group of a machine built from groups, allreduce across \
-                 groups over every NIC at once, allgather inside, pipelined",
+                 groups over every NIC at once, allgather inside, pipelined; a broadcast scattered \
+                 inside the root's group, passed along every NIC's rail and gathered inside every \
+                 group (a reduce, the reverse)",
                 lowering: &hierarchical::Hierarchical,
             },
             Method::Matching => Entry {
