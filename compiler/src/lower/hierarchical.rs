@@ -27,17 +27,20 @@
 //! Reduce-scatter stops after the rail reduce-scatter (member `i` of group `b` owns block `b`
 //! of every piece's shard `i`); allgather starts at the rail allgather.
 //!
-//! **Broadcast and reduce** ([`Rail::Chain`]) cut each shard into slices only. A broadcast:
-//! 1. inside the root's group, the root sends shard `i` to member `i`;
+//! **Broadcast and reduce** ([`Rail::Chain`], [`Rail::Scatter`]). A broadcast:
+//! 1. inside the root's group, the root sends shard `i` to member `i` (its own shard chunk by
+//!    chunk to the others in turn, who pass each on);
 //! 2. along every rail, member `i` of the root's group passes its shard on, slice by slice,
-//!    to member `i` of the next group, which passes it on to the next, around the rail's ring:
-//!    every member's NIC carries the shard once, what the machine's cut into a group needs;
+//!    to member `i` of the next group, which passes it on to the next, around the rail's ring;
+//!    or, where every two groups have routes between them, sends block `b` of it to the `b`-th
+//!    group after its own, and those groups send each other their blocks: either way every
+//!    member's NIC carries the shard once, what the machine's cut into a group needs;
 //! 3. inside every group, the allgather of step 3 above (the root's own group leaves the root
 //!    out).
 //!
 //! A reduce runs it backwards: the reduce-scatter inside every group, the shards reduced
-//! along each rail from the group after the root's around to the root's, and member `i` of the
-//! root's group sending the root shard `i`.
+//! along each rail toward the root's group, and member `i` of the root's group sending the root
+//! shard `i`.
 //!
 //! **Pipelining.** The list scheduler places the transfers of later pieces behind earlier ones
 //! (by rank), so one piece's rail transfers run in the same steps as the next piece's fabric
@@ -418,6 +421,7 @@ fn chain_latency(groups: &Groups, routes: &Routes, collective: Collective, shape
             Rail::Direct => least.exchange,
             Rail::Grid => 2.0 * least.grid,
             Rail::Chain => (g - 1) as f64 * least.ring,
+            Rail::Scatter => 2.0 * least.exchange,
         }
     };
     let chain = halves(collective) as f64 * (inner + rail);
@@ -472,7 +476,7 @@ fn rail_floor(
         ),
         // Which member sends how much along its rail depends on where the root is: nothing is
         // counted.
-        Rail::Chain => return Parts::default(),
+        Rail::Chain | Rail::Scatter => return Parts::default(),
         Rail::Grid => (
             routes
                 .grid
@@ -670,7 +674,7 @@ fn rail_exchange_lanes(g: usize) -> dag::Lanes {
 /// 8 × 8 grid met on no NIC and took two steps each: 1.628 ms at 256 MiB against 1.459 ms).
 fn exchange_lanes(shape: Shape, g: usize) -> Option<dag::Lanes> {
     match shape.rail {
-        Rail::Direct => Some(rail_exchange_lanes(g)),
+        Rail::Direct | Rail::Scatter => Some(rail_exchange_lanes(g)),
         Rail::Grid => {
             let sends = groups::grid_digits(g).map_or(g, |d| d[0].0 + d[1].0 - 1);
             Some(rail_exchange_lanes(sends))
@@ -786,6 +790,19 @@ pub enum Rail {
     /// carries it once. A scatter then allgather along the rail would send the root group's
     /// member's NIC `2(G - 1)/G` shards.
     Chain,
+    /// Broadcast and reduce where every two groups have routes between them: member `i` of the
+    /// root's group sends block `b` of shard `i` (of `G - 1`) to member `i` of the `b`-th
+    /// group after it, and those members send each other their blocks directly (a reduce: the
+    /// reverse). Each NIC still carries a shard once, in two steps along the rails where the
+    /// chain takes `G - 1`.
+    Scatter,
+}
+
+impl Rail {
+    /// Whether the rail carries a broadcast or reduce ([`Rail::Chain`], [`Rail::Scatter`]).
+    fn rooted(self) -> bool {
+        matches!(self, Rail::Chain | Rail::Scatter)
+    }
 }
 
 impl Rail {
@@ -797,6 +814,7 @@ impl Rail {
             Rail::Direct => "direct exchange",
             Rail::Grid => "grid exchange",
             Rail::Chain => "a chain from the root's group",
+            Rail::Scatter => "scattered from the root's group, exchanged directly",
         }
     }
 }
@@ -952,8 +970,10 @@ impl Routes {
 /// routes between every two groups, or along a grid's rows and columns) direct exchanges
 /// inside groups beside direct or grid exchanges along the rails, whose sends leave together
 /// only where link directions are shared. A broadcast or reduce passes shards along the rails
-/// ([`Rail::Chain`]) in 1, 2, 4 or `k - 1` slices, with a direct exchange inside the groups. Shapes
-/// with more chunks than elements are left out, except the first.
+/// ([`Rail::Chain`]) in 1, 2, 4 or `k - 1` slices, and where every two groups have routes
+/// between them also scatters them ([`Rail::Scatter`]) in one or two slices, with a direct
+/// exchange inside the groups. Shapes with more chunks than elements are left out, except the
+/// first.
 pub fn candidates(
     machine: &Machine,
     (groups, routes): (&Groups, &Routes),
@@ -969,19 +989,27 @@ pub fn candidates(
         let mut slices = vec![1, 2, 4, groups.size().saturating_sub(1).max(1)];
         slices.sort_unstable();
         slices.dedup();
-        let chained = pieces.flat_map(|pieces| {
-            slices.iter().map(move |&slices| Shape {
-                pieces,
-                slices,
-                inside: Inside::Direct,
-                rail: Rail::Chain,
-                offload: 0,
-            })
-        });
-        let per_piece = groups.size() as u64;
+        let scatters = routes.exchange.is_some() && groups.count() > 2;
+        let rails = [(Rail::Chain, &slices[..]), (Rail::Scatter, &[1, 2][..])];
+        let shaped = rails
+            .into_iter()
+            .filter(|&(rail, _)| rail == Rail::Chain || scatters)
+            .flat_map(|(rail, slices)| {
+                let pieces = pieces.clone();
+                slices.iter().flat_map(move |&slices| {
+                    pieces.clone().map(move |pieces| Shape {
+                        pieces,
+                        slices,
+                        inside: Inside::Direct,
+                        rail,
+                        offload: 0,
+                    })
+                })
+            });
         let mut shapes: Vec<Shape> = Vec::new();
-        for shape in chained {
-            let fits = (shape.pieces * shape.slices) as u64 * per_piece <= elements;
+        for shape in shaped {
+            let per_piece = Layout::of(groups, shape).per_piece() as u64;
+            let fits = (shape.pieces as u64) * per_piece <= elements;
             if shapes.is_empty() || fits {
                 shapes.push(shape);
             }
@@ -1115,8 +1143,8 @@ fn lower_shape(
                 routes: &partners[bit..=bit],
             })
             .collect(),
-        (Rail::Direct, _, Some(exchange)) => vec![Round {
-            radix: layout.g,
+        (Rail::Direct | Rail::Scatter, _, Some(exchange)) => vec![Round {
+            radix: groups.count(),
             stride: 1,
             routes: exchange,
         }],
@@ -1132,7 +1160,7 @@ fn lower_shape(
                 })
                 .collect()
         }
-        (Rail::Halving | Rail::Direct | Rail::Grid, _, _) => {
+        (Rail::Halving | Rail::Direct | Rail::Grid | Rail::Scatter, _, _) => {
             return Err(EmbedError::NotApplicable(format!(
                 "`hierarchical`: no routes between the groups for a {} along the rails",
                 shape.rail.name()
@@ -1197,7 +1225,8 @@ fn lower_shape(
 struct Layout {
     /// Members per group (shards per piece).
     k: usize,
-    /// Blocks per shard: one per group, or one ([`Rail::Chain`]).
+    /// Blocks per shard: one per group, one ([`Rail::Chain`]) or one per group but the root's
+    /// ([`Rail::Scatter`]).
     g: usize,
     /// Slices per block.
     m: usize,
@@ -1206,15 +1235,20 @@ struct Layout {
 }
 
 impl Layout {
-    /// The layout of `shape`'s pipeline: a block per group, or a whole shard per block where
-    /// the rails pass shards along ([`Rail::Chain`]).
+    /// The layout of `shape`'s pipeline: a block per group, a whole shard per block where the
+    /// rails pass shards along ([`Rail::Chain`]), or a block per group but the root's where
+    /// they scatter them ([`Rail::Scatter`]).
     fn of(groups: &Groups, shape: Shape) -> Layout {
-        let chained = shape.rail == Rail::Chain;
+        let g = match shape.rail {
+            Rail::Chain => 1,
+            Rail::Scatter => groups.count().saturating_sub(1).max(1),
+            Rail::Ring | Rail::Halving | Rail::Direct | Rail::Grid => groups.count(),
+        };
         Layout {
             k: groups.size(),
-            g: if chained { 1 } else { groups.count() },
+            g,
             m: shape.slices,
-            owned: !chained,
+            owned: !shape.rail.rooted(),
         }
     }
 
@@ -1397,17 +1431,21 @@ impl Builder<'_> {
     /// Piece `p` of a broadcast from member `ri` of group `r`: the root sends each member of its
     /// group that member's shard, the shards pass along the rails from group `r` on, and every
     /// group's members send each other their shards. In the root's group the root's own shard
-    /// goes out slice by slice, each slice to one other member in turn, who passes it to the
+    /// goes out chunk by chunk, each chunk to one other member in turn, who passes it to the
     /// rest: so the root sends each byte of the piece once over its link into the group, not
     /// its own shard `k - 1` times.
     fn broadcast(&mut self, p: usize, (r, ri): (usize, usize)) {
-        let (k, m) = (self.layout.k, self.layout.m);
+        let k = self.layout.k;
         let mut landed: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; self.groups.count()];
         for i in (0..k).filter(|&i| i != ri) {
             let chunks = self.layout.shards(p, &[i]);
             landed[r][i] = vec![self.inner(r, ri, i, chunks, RecvMode::Store, Vec::new())];
         }
-        for (g, arrived) in self.chain(p, r, &landed, RecvMode::Store) {
+        let arrived = match self.along {
+            Along::Ring => self.chain(p, r, &landed, RecvMode::Store),
+            Along::Rounds(_) => self.spread(p, r, &landed),
+        };
+        for (g, arrived) in arrived {
             landed[g] = arrived;
         }
         for (g, landed) in landed.into_iter().enumerate() {
@@ -1424,11 +1462,11 @@ impl Builder<'_> {
             }
         }
         let others: Vec<usize> = (0..k).filter(|&i| i != ri).collect();
-        for s in 0..m {
+        for (s, chunk) in self.layout.shards(p, &[ri]).into_iter().enumerate() {
             let Some(&via) = others.get(s % others.len().max(1)) else {
                 break;
             };
-            let slice = vec![self.layout.chunk(p, ri, 0, s)];
+            let slice = vec![chunk];
             let first = self.inner(r, ri, via, slice.clone(), RecvMode::Store, Vec::new());
             for &j in others.iter().filter(|&&j| j != via) {
                 self.inner(r, via, j, slice.clone(), RecvMode::Store, vec![first]);
@@ -1439,11 +1477,11 @@ impl Builder<'_> {
     /// Piece `p` of a reduce to member `ri` of group `r`: every group reduce-scatters its
     /// shards, the shards are reduced along the rails from the group after `r` around to `r`,
     /// and each member of group `r` sends the root its shard. In the root's group the root's
-    /// own shard is reduced slice by slice at one other member in turn, which sends the root
-    /// the slice: so the root takes in each byte of the piece once over its link from the
+    /// own shard is reduced chunk by chunk at one other member in turn, which sends the root
+    /// the chunk: so the root takes in each byte of the piece once over its link from the
     /// group, not its own shard `k - 1` times.
     fn reduce(&mut self, p: usize, (r, ri): (usize, usize)) {
-        let (k, m, gc) = (self.layout.k, self.layout.m, self.groups.count());
+        let (k, gc) = (self.layout.k, self.groups.count());
         let mut done: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
         for (g, done) in done.iter_mut().enumerate() {
             for (i, done) in done
@@ -1458,11 +1496,11 @@ impl Builder<'_> {
             }
         }
         let others: Vec<usize> = (0..k).filter(|&i| i != ri).collect();
-        for s in 0..m {
+        for (s, chunk) in self.layout.shards(p, &[ri]).into_iter().enumerate() {
             let Some(&via) = others.get(s % others.len().max(1)) else {
                 break;
             };
-            let slice = vec![self.layout.chunk(p, ri, 0, s)];
+            let slice = vec![chunk];
             let gathered: Vec<TransferId> = others
                 .iter()
                 .filter(|&&j| j != via)
@@ -1471,7 +1509,11 @@ impl Builder<'_> {
             let last = self.inner(r, via, ri, slice, RecvMode::Reduce, gathered);
             done[r][ri].push(last);
         }
-        for (g, arrived) in self.chain(p, (r + 1) % gc, &done, RecvMode::Reduce) {
+        let arrived = match self.along {
+            Along::Ring => self.chain(p, (r + 1) % gc, &done, RecvMode::Reduce),
+            Along::Rounds(_) => self.gather(p, r, &done),
+        };
+        for (g, arrived) in arrived {
             for (done, arrived) in done[g].iter_mut().zip(arrived) {
                 done.extend(arrived);
             }
@@ -1482,6 +1524,98 @@ impl Builder<'_> {
                 self.inner(r, i, ri, chunks, RecvMode::Store, after);
             }
         }
+    }
+
+    /// A transfer along rail `i` from group `from` to group `to`, over the direct exchange's
+    /// route between them.
+    fn across(
+        &mut self,
+        (from, to): (usize, usize),
+        i: usize,
+        chunks: Vec<ChunkId>,
+        (mode, after): (RecvMode, Vec<TransferId>),
+    ) -> TransferId {
+        let gc = self.groups.count();
+        let route = match self.along {
+            Along::Rounds(rounds) => rounds
+                .first()
+                .and_then(|round| round.routes.get((to + gc - from) % gc - 1))
+                .and_then(|routes| routes.get(from)?.get(i))
+                .map_or(&[][..], Vec::as_slice),
+            Along::Ring => &[][..],
+        };
+        let what = Move::data(
+            self.groups.members[from][i],
+            self.groups.members[to][i],
+            route,
+            chunks,
+            mode,
+        );
+        self.push(what, after)
+    }
+
+    /// Piece `p`'s shards scattered from group `r` along every rail, slice by slice: member `i`
+    /// of group `r` sends block `b` of shard `i` to member `i` of the `b`-th group after `r`
+    /// once `after[r][i]` landed, and that member sends it on to member `i` of every other
+    /// group but `r`. Returns, for every group but `r`, per member, the transfers into it.
+    fn spread(
+        &mut self,
+        p: usize,
+        r: usize,
+        after: &[Vec<Vec<TransferId>>],
+    ) -> Vec<(usize, Vec<Vec<TransferId>>)> {
+        let (k, gc, m) = (self.layout.k, self.groups.count(), self.layout.m);
+        let mut into: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
+        let other = |b: usize| (r + 1 + b) % gc;
+        for i in 0..k {
+            for b in 0..gc - 1 {
+                for s in 0..m {
+                    let slice = vec![self.layout.chunk(p, i, b, s)];
+                    let waits = after[r][i].clone();
+                    let first =
+                        self.across((r, other(b)), i, slice.clone(), (RecvMode::Store, waits));
+                    into[other(b)][i].push(first);
+                    for c in (0..gc - 1).filter(|&c| c != b) {
+                        let next = (RecvMode::Store, vec![first]);
+                        let id = self.across((other(b), other(c)), i, slice.clone(), next);
+                        into[other(c)][i].push(id);
+                    }
+                }
+            }
+        }
+        into.into_iter()
+            .enumerate()
+            .filter(|&(g, _)| g != r)
+            .collect()
+    }
+
+    /// [`Builder::spread`] backwards, reducing: member `i` of the `b`-th group after `r` takes
+    /// in block `b` of shard `i` from member `i` of every other group but `r`, each once
+    /// `done[·][i]` landed there, and sends it, reduced, to member `i` of group `r`. Returns
+    /// group `r`, per member, the transfers into it.
+    fn gather(
+        &mut self,
+        p: usize,
+        r: usize,
+        done: &[Vec<Vec<TransferId>>],
+    ) -> Vec<(usize, Vec<Vec<TransferId>>)> {
+        let (k, gc, m) = (self.layout.k, self.groups.count(), self.layout.m);
+        let mut into: Vec<Vec<TransferId>> = vec![Vec::new(); k];
+        let other = |b: usize| (r + 1 + b) % gc;
+        for (i, into) in into.iter_mut().enumerate() {
+            for b in 0..gc - 1 {
+                for s in 0..m {
+                    let slice = vec![self.layout.chunk(p, i, b, s)];
+                    let mut waits = done[other(b)][i].clone();
+                    for c in (0..gc - 1).filter(|&c| c != b) {
+                        let sent = (RecvMode::Reduce, done[other(c)][i].clone());
+                        waits.push(self.across((other(c), other(b)), i, slice.clone(), sent));
+                    }
+                    into.push(self.across((other(b), r), i, slice, (RecvMode::Reduce, waits)));
+                }
+            }
+        }
+        vec![(r, into)]
     }
 
     /// Piece `p`'s shards passed along every rail, slice by slice, from group `from` around
@@ -1993,7 +2127,8 @@ mod tests {
 
     /// A broadcast or reduce passes each element along the rails once per group it reaches:
     /// from the first member of the first group, a middle member and the last member of the
-    /// last group, every chain shape verifies and runs bit-exact, its rails carry `G - 1`
+    /// last group, every shape (chained and scattered along the rails) verifies and runs
+    /// bit-exact, its rails carry `G - 1`
     /// vectors in all (a scatter then allgather along each rail would carry more), and the root
     /// sends (takes in) each element once over its links inside its group: its own shard goes
     /// out slice by slice through the other members, not `k - 1` times.
@@ -2018,7 +2153,10 @@ mod tests {
                 let shapes = candidates(&machine, (&groups, &routes), &spec, true);
                 assert!(shapes
                     .iter()
-                    .all(|s| s.rail == Rail::Chain && s.inside == Inside::Direct));
+                    .all(|s| s.rail.rooted() && s.inside == Inside::Direct));
+                for rail in [Rail::Chain, Rail::Scatter] {
+                    assert!(shapes.iter().any(|s| s.rail == rail), "no {rail:?}");
+                }
                 for shape in shapes.into_iter().filter(|s| s.pieces <= 3) {
                     for lanes in lane_policies(shape, (k, gc), true, true) {
                         let case = format!("{collective:?}, {shape:?}, {lanes:?}");
