@@ -103,7 +103,7 @@ impl Lowering for Hierarchical {
     fn lower(&self, job: &Job<'_>) -> Result<Lowered, EmbedError> {
         let (machine, spec) = (job.machine, job.spec);
         let groups = groups::find(machine)?;
-        if rooted(spec.collective) && root(&groups, spec.collective).is_none() {
+        if has_root(spec.collective) && root(&groups, spec.collective).is_none() {
             return Err(EmbedError::NotApplicable(
                 "`hierarchical`: the root is in none of the groups".to_string(),
             ));
@@ -474,9 +474,9 @@ fn rail_floor(
                 .collect(),
             groups.count().trailing_zeros() as usize,
         ),
-        // Which member sends how much along its rail depends on where the root is: nothing is
-        // counted.
-        Rail::Chain | Rail::Scatter => return Parts::default(),
+        Rail::Chain | Rail::Scatter => {
+            return rooted_rail_floor(machine, (groups, routes), spec, shape, room);
+        }
         Rail::Grid => (
             routes
                 .grid
@@ -504,6 +504,83 @@ fn rail_floor(
         room,
         (rounds * per_half as u64, bytes),
     )
+}
+
+/// [`floor`]'s parts for a broadcast's or reduce's rail ([`Rail::Chain`], [`Rail::Scatter`]):
+/// member 0 of the root's group sends its shard along its rail once (a reduce: takes it in),
+/// in `m` slices per piece over its route to the next group (a chain; a reduce's from the group
+/// before) or `(G - 1) · m` slices of blocks over its routes to every other group (a scatter;
+/// a reduce's from them), a step carrying at most `room` of them over each first link. A
+/// broadcast's last such send is followed by the chain's `G - 2` further hops (the scatter's
+/// exchange between the other groups), a reduce's first arrival preceded by them, each in a
+/// step of its own costing at least the cheapest such route's latency. A reduce's routes are
+/// counted reversed: lanes and bandwidths are the same both ways.
+fn rooted_rail_floor(
+    machine: &Machine,
+    (groups, routes): (&Groups, &Routes),
+    spec: &PhaseSpec,
+    shape: Shape,
+    room: &dyn Fn(schedule_ir::LinkId) -> u64,
+) -> Parts {
+    let Some((r, _)) = root(groups, spec.collective) else {
+        return Parts::default();
+    };
+    let gc = groups.count();
+    let Some(&from) = groups.members.get(r).and_then(|m| m.first()) else {
+        return Parts::default();
+    };
+    if gc < 2 {
+        return Parts::default();
+    }
+    let reduce = matches!(spec.collective, Collective::Reduce { .. });
+    // Member 0's route from group `a` to group `a + d`, as the rails hold it.
+    let route = |a: usize, d: usize| -> Option<Vec<schedule_ir::LinkId>> {
+        match shape.rail {
+            Rail::Scatter => routes
+                .exchange
+                .as_ref()?
+                .get(d - 1)?
+                .get(a)?
+                .first()
+                .cloned(),
+            _ => groups.rail.get(a)?.first().cloned(),
+        }
+    };
+    let offsets: Vec<usize> = match shape.rail {
+        Rail::Scatter => (1..gc).collect(),
+        _ => vec![1],
+    };
+    let used: Option<Vec<Vec<schedule_ir::LinkId>>> = offsets
+        .iter()
+        .map(|&d| {
+            if reduce {
+                let mut back = route((r + gc - d) % gc, d)?;
+                back.reverse();
+                Some(back)
+            } else {
+                route(r, d)
+            }
+        })
+        .collect();
+    let Some(used) = used.filter(|u| !u.is_empty() && u.iter().all(|r| !r.is_empty())) else {
+        return Parts::default();
+    };
+    let sent: Vec<&Vec<schedule_ir::LinkId>> = used.iter().collect();
+    let least = routes.least;
+    let tail = match shape.rail {
+        Rail::Scatter => least.exchange,
+        _ => (gc - 2) as f64 * least.ring,
+    };
+    let layout = Layout::of(groups, shape);
+    let per_piece = (layout.g * layout.m) as u64;
+    let transfers = shape.pieces as u64 * per_piece;
+    let shard = per_piece * least_chunk(groups, spec, shape);
+    let bytes = (shape.pieces as u64 * shard) as f64 * spec.dtype.size_bytes() as f64;
+    let parts = sends_floor(machine, (from, &sent, None), room, (transfers, bytes));
+    Parts {
+        latency: parts.latency + if tail.is_finite() { tail } else { 0.0 },
+        ..parts
+    }
 }
 
 /// [`floor`]'s parts for the transfers of member 0 of group `g` inside its group: per piece
@@ -707,8 +784,8 @@ fn root(groups: &Groups, collective: Collective) -> Option<(usize, usize)> {
         .find_map(|(g, members)| Some((g, members.iter().position(|&n| n == root)?)))
 }
 
-/// Whether `collective` is a broadcast or a reduce, which the rails pass along ([`Rail::Chain`]).
-fn rooted(collective: Collective) -> bool {
+/// Whether `collective` is a broadcast or a reduce, which has a root.
+fn has_root(collective: Collective) -> bool {
     matches!(
         collective,
         Collective::Broadcast { .. } | Collective::Reduce { .. }
@@ -803,9 +880,7 @@ impl Rail {
     fn rooted(self) -> bool {
         matches!(self, Rail::Chain | Rail::Scatter)
     }
-}
 
-impl Rail {
     /// How it reads in the compiler's notes.
     fn name(self) -> &'static str {
         match self {
@@ -970,7 +1045,7 @@ impl Routes {
 /// routes between every two groups, or along a grid's rows and columns) direct exchanges
 /// inside groups beside direct or grid exchanges along the rails, whose sends leave together
 /// only where link directions are shared. A broadcast or reduce passes shards along the rails
-/// ([`Rail::Chain`]) in 1, 2, 4 or `k - 1` slices, and where every two groups have routes
+/// ([`Rail::Chain`]) in 1, 2 or 4 slices, and where every two groups have routes
 /// between them also scatters them ([`Rail::Scatter`]) in one or two slices, with a direct
 /// exchange inside the groups. Shapes with more chunks than elements are left out, except the
 /// first.
@@ -981,16 +1056,12 @@ pub fn candidates(
     sharing: bool,
 ) -> Vec<Shape> {
     let elements = spec.elements;
-    if rooted(spec.collective) {
+    if has_root(spec.collective) {
         let pieces = PIECES
             .into_iter()
             .chain(SHARED_PIECES.into_iter().filter(|_| sharing));
-        // Slices of the root's own shard go to the other members of its group in turn.
-        let mut slices = vec![1, 2, 4, groups.size().saturating_sub(1).max(1)];
-        slices.sort_unstable();
-        slices.dedup();
         let scatters = routes.exchange.is_some() && groups.count() > 2;
-        let rails = [(Rail::Chain, &slices[..]), (Rail::Scatter, &[1, 2][..])];
+        let rails = [(Rail::Chain, &[1, 2, 4][..]), (Rail::Scatter, &[1, 2][..])];
         let shaped = rails
             .into_iter()
             .filter(|&(rail, _)| rail == Rail::Chain || scatters)
