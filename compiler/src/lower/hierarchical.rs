@@ -435,7 +435,7 @@ fn chain_latency(groups: &Groups, routes: &Routes, collective: Collective, shape
 /// [`floor`]'s parts for member 0's rail: per piece and half it sends `(G - 1) · m` slices,
 /// in `(G - 1) · m` transfers over the first links of its rail routes (one route for a ring,
 /// one to each other group for a direct exchange) or `log2 G · m` (halving, one route per
-/// round).
+/// round); a broadcast's or reduce's, [`rooted_rail_floor`].
 fn rail_floor(
     machine: &Machine,
     (groups, routes): (&Groups, &Routes),
