@@ -1477,24 +1477,30 @@ impl Builder<'_> {
             _ => {}
         }
         let (k, gc) = (self.layout.k, self.layout.g);
-        // ready[g][i]: what member i of group g waits for before its next phase.
+        let join = |a: &[Vec<TransferId>], b: &[Vec<TransferId>]| -> Vec<Vec<TransferId>> {
+            a.iter()
+                .zip(b)
+                .map(|(a, b)| a.iter().chain(b).copied().collect())
+                .collect()
+        };
+        // ready[g][i]: what member i of group g waits for before its next phase; held[g][i]:
+        // before it holds, complete, the block of its shard that ends on its group.
         let mut ready: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
+        let mut held = ready.clone();
         if collective != Collective::AllGather {
             for (g, r) in ready.iter_mut().enumerate() {
                 *r = self.group_reduce_scatter(p, g);
             }
-            ready = self.rails(p, &ready, RecvMode::Reduce);
+            let railed = self.rails(p, &ready, RecvMode::Reduce);
+            held = ready.iter().zip(&railed).map(|(a, b)| join(a, b)).collect();
+            ready = railed;
         }
         if collective != Collective::ReduceScatter {
             let gathered = self.rails(p, &ready, RecvMode::Store);
             for (g, r) in gathered.iter().enumerate() {
                 // The allgather inside starts once every rail transfer into the member landed.
-                let start: Vec<Vec<TransferId>> = r
-                    .iter()
-                    .zip(&ready[g])
-                    .map(|(a, b)| a.iter().chain(b).copied().collect())
-                    .collect();
-                self.group_allgather(p, g, start);
+                let start = join(r, &ready[g]);
+                self.group_allgather(p, g, (&held[g], start));
             }
         }
     }
@@ -1788,16 +1794,37 @@ impl Builder<'_> {
     }
 
     /// Allgather of piece `p`'s shards inside group `g`, member `i` starting once `start[i]`
-    /// landed.
-    fn group_allgather(&mut self, p: usize, g: usize, start: Vec<Vec<TransferId>>) {
-        let k = self.layout.k;
+    /// landed; in a direct exchange, the block of its shard that ends on group `g` once
+    /// `held[i]` landed, before the rails bring the others.
+    fn group_allgather(
+        &mut self,
+        p: usize,
+        g: usize,
+        (held, start): (&[Vec<TransferId>], Vec<Vec<TransferId>>),
+    ) {
+        let (k, m) = (self.layout.k, self.layout.m);
         let mut last = start;
         if self.inside == Inside::Direct {
-            // Member i sends its shard to every other member once it is complete.
+            // Member i sends its shard to every other member: the block its own group ends
+            // with (of an allgather, its input; of an allreduce, reduced along the rails) as
+            // soon as it holds it, so that the group's fabric carries it while the rails carry
+            // the others, and the rest once every rail transfer into the member landed. The
+            // pipeline's first step then moves a piece inside the groups too, and its last
+            // carries less.
             for (i, start) in last.iter().enumerate() {
+                let own: Vec<ChunkId> = (0..m).map(|s| self.layout.chunk(p, i, g, s)).collect();
+                let rest: Vec<ChunkId> = self
+                    .layout
+                    .shards(p, &[i])
+                    .into_iter()
+                    .filter(|c| !own.contains(c))
+                    .collect();
+                let after = held.get(i).cloned().unwrap_or_default();
                 for j in (0..k).filter(|&j| j != i) {
-                    let chunks = self.layout.shards(p, &[i]);
-                    self.exchange(g, (i, j), chunks, RecvMode::Store, start.clone());
+                    self.exchange(g, (i, j), own.clone(), RecvMode::Store, after.clone());
+                    if !rest.is_empty() {
+                        self.exchange(g, (i, j), rest.clone(), RecvMode::Store, start.clone());
+                    }
                 }
             }
         } else if self.inside == Inside::Halving {
@@ -2364,7 +2391,10 @@ mod tests {
                                 .iter()
                                 .filter(|t| t.what.from == groups.members[0][0])
                                 .count();
-                            assert_eq!(sends, 2 * (3 + 2 + 5), "{case}");
+                            // Inside, three shards; along the grid, two and five blocks each
+                            // way; inside again, to each of three members the block the group
+                            // ends with, then the rest.
+                            assert_eq!(sends, (3 + 2 + 5) + (2 + 5 + 2 * 3), "{case}");
                         }
                     }
                 }
