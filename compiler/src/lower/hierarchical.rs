@@ -1077,15 +1077,7 @@ pub fn candidates(
                     })
                 })
             });
-        let mut shapes: Vec<Shape> = Vec::new();
-        for shape in shaped {
-            let per_piece = Layout::of(groups, shape).per_piece() as u64;
-            let fits = (shape.pieces as u64) * per_piece <= elements;
-            if shapes.is_empty() || fits {
-                shapes.push(shape);
-            }
-        }
-        return shapes;
+        return fitting(groups, shaped, elements);
     }
     let slowest = |route: &[schedule_ir::LinkId]| {
         route
@@ -1118,7 +1110,6 @@ pub fn candidates(
     let balanced = (inner / (g * rail)).round().clamp(1.0, 16.0) as usize;
     let mut slices = vec![1, balanced, balanced + 1];
     slices.dedup();
-    let per_piece = (groups.size() * groups.count()) as u64;
     let inside: &[Inside] = if groups.size().is_power_of_two() {
         &[Inside::Halving, Inside::Ring, Inside::Direct]
     } else {
@@ -1182,14 +1173,19 @@ pub fn candidates(
             .collect();
         tried.extend(offloaded);
     }
-    let mut shapes: Vec<Shape> = Vec::new();
-    for shape in tried {
-        let fits = (shape.pieces * shape.slices) as u64 * per_piece <= elements;
-        if (shapes.is_empty() || fits) && !shapes.contains(&shape) {
-            shapes.push(shape);
+    fitting(groups, tried, elements)
+}
+
+/// `shapes` without repeats and without those of more chunks than `elements`, except the first.
+fn fitting(groups: &Groups, shapes: impl IntoIterator<Item = Shape>, elements: u64) -> Vec<Shape> {
+    let mut kept: Vec<Shape> = Vec::new();
+    for shape in shapes {
+        let chunks = (shape.pieces * Layout::of(groups, shape).per_piece()) as u64;
+        if (kept.is_empty() || chunks <= elements) && !kept.contains(&shape) {
+            kept.push(shape);
         }
     }
-    shapes
+    kept
 }
 
 /// Lowers `spec` with one pipeline shape, scheduled with `lanes` per link direction; a shape
@@ -1539,10 +1535,7 @@ impl Builder<'_> {
             }
         }
         let others: Vec<usize> = (0..k).filter(|&i| i != ri).collect();
-        for (s, chunk) in self.layout.shards(p, &[ri]).into_iter().enumerate() {
-            let Some(&via) = others.get(s % others.len().max(1)) else {
-                break;
-            };
+        for (chunk, via) in self.in_turn(p, ri, &others) {
             let slice = vec![chunk];
             let first = self.inner(r, ri, via, slice.clone(), RecvMode::Store, Vec::new());
             for &j in others.iter().filter(|&&j| j != via) {
@@ -1573,10 +1566,7 @@ impl Builder<'_> {
             }
         }
         let others: Vec<usize> = (0..k).filter(|&i| i != ri).collect();
-        for (s, chunk) in self.layout.shards(p, &[ri]).into_iter().enumerate() {
-            let Some(&via) = others.get(s % others.len().max(1)) else {
-                break;
-            };
+        for (chunk, via) in self.in_turn(p, ri, &others) {
             let slice = vec![chunk];
             let gathered: Vec<TransferId> = others
                 .iter()
@@ -1601,6 +1591,14 @@ impl Builder<'_> {
                 self.inner(r, i, ri, chunks, RecvMode::Store, after);
             }
         }
+    }
+
+    /// The chunks of piece `p`'s shard `ri` (the root's own), each with the member of `others`
+    /// that passes it on (a reduce: combines it), in turn.
+    fn in_turn(&self, p: usize, ri: usize, others: &[usize]) -> Vec<(ChunkId, usize)> {
+        let chunks = self.layout.shards(p, &[ri]);
+        let turns = others.iter().copied().cycle();
+        chunks.into_iter().zip(turns).collect()
     }
 
     /// A transfer along rail `i` from group `from` to group `to`, over the direct exchange's
