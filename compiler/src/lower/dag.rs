@@ -55,7 +55,7 @@ use schedule_ir::{
     RecvMode,
 };
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::ops::Bound::{Excluded, Included, Unbounded};
 use thiserror::Error;
 
@@ -311,10 +311,17 @@ fn fill(
         waiting: waiting[t],
     });
     let mut ready = Ready::new(distinct.len(), classes);
-    pending
-        .iter()
-        .filter(|p| p.waiting == 0)
-        .for_each(|p| ready.insert(p.place, p.key));
+    // Ready transfers held back for their rank, by rank: kept out of the walks until their
+    // step (or a step that nothing else fills), which place what walking past them would.
+    let mut held: BTreeMap<u32, Vec<TransferId>> = BTreeMap::new();
+    let holds = |t: TransferId, now: u32| hold_to_rank && transfers[t].rank > now;
+    for t in pending.ids().filter(|&t| pending[t].waiting == 0) {
+        if holds(t, 0) {
+            held.entry(transfers[t].rank).or_default().push(t);
+        } else {
+            ready.insert(pending[t].place, pending[t].key);
+        }
+    }
     let mut booking = Booking::new(&routes, (&class, classes), lanes, batch);
     let mut send: IdVec<TransferId, u32> = IdVec::filled(0, n);
     let mut placed = 0;
@@ -328,6 +335,13 @@ fn fill(
             .into_iter()
             .take(1 + usize::from(hold_to_rank))
         {
+            // Released: what this step may place, or everything where holding left it empty.
+            let released = if hold { now } else { u32::MAX };
+            while let Some(entry) = held.first_entry().filter(|e| *e.key() <= released) {
+                for t in entry.remove() {
+                    ready.insert(pending[t].place, pending[t].key);
+                }
+            }
             booking.start_step();
             // Places `k`'s transfer in this step unless it is held back or finds no lane.
             let mut consider = |k: Key, booking: &mut Booking| {
@@ -420,7 +434,11 @@ fn fill(
                 let next = &mut pending[s];
                 next.waiting -= 1;
                 if next.waiting == 0 {
-                    ready.insert(next.place, next.key);
+                    if holds(s, now + 1) {
+                        held.entry(transfers[s].rank).or_default().push(s);
+                    } else {
+                        ready.insert(next.place, next.key);
+                    }
                 }
             }
         }

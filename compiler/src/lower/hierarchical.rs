@@ -63,6 +63,17 @@ use schedule_ir::{ChunkId, Collective, NodeId, RecvMode};
 /// lowered again.
 const OFFLOAD_REACH: f64 = 1.1;
 
+/// How far above the cheapest schedule a shape's price may lie for its twins that move fewer of
+/// the groups' own blocks beside the rails ([`Shape::beside`]) to be tried, among `groups`
+/// groups: within a `10 G`-th. The own block is a `G`-th of what a group's fabric carries, and
+/// where a twin won (NVSwitch hosts at 256 MiB and more, where the fabric bounds the steps) its
+/// shape came within that of the cheapest; trying every twin of every shape doubled the
+/// compile, and at this reach picked the same schedules on the NVSwitch machines from 1 MiB to
+/// 1 GiB.
+fn beside_reach(groups: usize) -> f64 {
+    1.0 + 0.1 / groups.max(1) as f64
+}
+
 /// The piece counts tried.
 const PIECES: [usize; 6] = [1, 2, 3, 4, 6, 8];
 
@@ -126,12 +137,25 @@ impl Lowering for Hierarchical {
         // The price of each shape lowered, equal or sized: an offloading shape is tried, once
         // every other is priced and sized, only where its twin that keeps to the fabric came
         // near the cheapest.
-        let mut reached: Vec<(Shape, f64)> = Vec::new();
-        let (plain, offloading): (Vec<Shape>, Vec<Shape>) =
-            candidates(machine, (&groups, &routes), spec, sharing)
-                .into_iter()
-                .partition(|s| s.offload == 0);
-        for round in [plain, offloading] {
+        let mut reached: Vec<(Shape, dag::Lanes, f64)> = Vec::new();
+        // Three rounds: the shapes that move every own block beside the rails and keep to
+        // the fabric; their offloading twins; their twins that move fewer own blocks beside
+        // the rails. A twin is tried only where its shape came near the cheapest.
+        let usual = |s: &Shape| Shape {
+            beside: Beside::usual(s.inside, spec.collective),
+            ..*s
+        };
+        let round_of = |s: &Shape| match (s.offload, s.beside == usual(s).beside) {
+            (0, true) => 0,
+            (_, true) => 1,
+            (_, false) => 2,
+        };
+        let shapes = candidates(machine, (&groups, &routes), spec, sharing);
+        let rounds = [0, 1, 2].map(|r| {
+            let of_round = shapes.iter().filter(|s| round_of(s) == r);
+            of_round.copied().collect::<Vec<Shape>>()
+        });
+        for round in rounds {
             // Cheapest floor first: the shapes that could cost least set the price to beat
             // early, and a shape whose floor is not below it is never lowered.
             let mut round: Vec<(f64, Shape)> = round
@@ -146,17 +170,27 @@ impl Lowering for Hierarchical {
                 .collect();
             round.sort_by(|a, b| a.0.total_cmp(&b.0));
             for (least, shape) in round {
-                if shape.offload > 0 {
-                    let twin = Shape {
-                        offload: 0,
-                        ..shape
-                    };
-                    let near = reached.iter().any(|&(s, price)| {
-                        s == twin && best.as_ref().is_some_and(|b| price < b.0 * OFFLOAD_REACH)
-                    });
-                    if !near {
-                        continue;
-                    }
+                let twin = match round_of(&shape) {
+                    0 => None,
+                    1 => Some((
+                        Shape {
+                            offload: 0,
+                            ..shape
+                        },
+                        OFFLOAD_REACH,
+                    )),
+                    _ => Some((usual(&shape), beside_reach(groups.count()))),
+                };
+                // The lanes under which the twin came near the cheapest.
+                let near: Option<Vec<dag::Lanes>> = twin.map(|(twin, reach)| {
+                    let cheapest = best.as_ref().map_or(0.0, |b| b.0);
+                    let twins = reached
+                        .iter()
+                        .filter(|&&(s, _, price)| s == twin && price < cheapest * reach);
+                    twins.map(|&(_, lanes, _)| lanes).collect()
+                });
+                if near.as_ref().is_some_and(Vec::is_empty) {
+                    continue;
                 }
                 // A shape whose floor is not below the cheapest so far cannot win: not lowered.
                 if best
@@ -168,6 +202,12 @@ impl Lowering for Hierarchical {
                 for lanes in
                     lane_policies(shape, (groups.size(), groups.count()), many_lanes, sharing)
                 {
+                    // A twin that moves fewer blocks beside the rails takes its shape's lane
+                    // policies: only those that came near are tried again.
+                    let kept = |near: &Vec<dag::Lanes>| near.contains(&lanes);
+                    if round_of(&shape) == 2 && !near.as_ref().is_some_and(kept) {
+                        continue;
+                    }
                     let lowered = lower_shape(machine, &groups, &routes, spec, shape, lanes);
                     // A route that crosses a direction twice needs its lanes: then only the
                     // declared lanes are tried.
@@ -178,7 +218,7 @@ impl Lowering for Hierarchical {
                     };
                     let (mut seconds, reach) =
                         sizable(machine, &groups, spec, shape, &ir, &scheduled);
-                    reached.push((shape, seconds));
+                    reached.push((shape, lanes, seconds));
                     // Its pieces sized to its timetable, where that could beat the cheapest
                     // so far: sizing never prices above equal pieces, and no shape is left
                     // unsized that could beat the schedule kept.
@@ -187,7 +227,7 @@ impl Lowering for Hierarchical {
                         if let Some(sized) =
                             resize(machine, &groups, spec, shape, &ir, &mut scheduled)
                         {
-                            reached.push((shape, sized));
+                            reached.push((shape, lanes, sized));
                             seconds = sized;
                         }
                     }
@@ -205,7 +245,7 @@ impl Lowering for Hierarchical {
         let mut lowered = Lowered::phase(scheduled.phase(spec, job.name, machine));
         lowered.rings = groups.describe(machine);
         lowered.detail = Some(format!(
-            "{} pieces, {} inside groups{}, {} along the rails, {} slice(s) per block",
+            "{} pieces, {} inside groups{}{}, {} along the rails, {} slice(s) per block",
             shape.pieces,
             shape.inside.name(),
             match shape.offload {
@@ -216,6 +256,7 @@ impl Lowering for Hierarchical {
                     groups.count() * shape.slices
                 ),
             },
+            shape.beside.describe(),
             shape.rail.name(),
             shape.slices
         ));
@@ -810,6 +851,9 @@ pub struct Shape {
     /// member's NIC only its rail's share; on NVSwitch hosts with a NIC per GPU the two
     /// together carry more ([`end_share`]).
     pub offload: usize,
+    /// Which halves of a direct exchange inside the groups move the block of a shard that its
+    /// group ends with beside the rails.
+    pub beside: Beside,
 }
 
 /// How a group reduce-scatters and allgathers a piece's shards.
@@ -842,6 +886,65 @@ impl Inside {
             Inside::Ring => k - 1,
             Inside::Direct => 1,
         }
+    }
+}
+
+/// Which halves of a direct exchange inside the groups move the block of a shard that its
+/// group ends with beside the rails. The pipeline's first step (an allgather's) or last (a
+/// reduce-scatter's) then carries part of a piece inside the groups, where otherwise only the
+/// rails run; the steps beside the rails carry more inside the groups, which costs where the
+/// group's fabric is what bounds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Beside {
+    /// The reduce-scatter's: a step after the blocks that go on along the rails (which bring
+    /// that block only into its member).
+    pub scatter: bool,
+    /// The allgather's: as soon as its member holds it (its input, or reduced along the rails),
+    /// before the rails bring the others.
+    pub gather: bool,
+}
+
+impl Beside {
+    const NONE: Beside = Beside {
+        scatter: false,
+        gather: false,
+    };
+
+    /// A shape's first choice: in a direct exchange inside the groups, every half that
+    /// `collective` runs; else none (the other ways inside have no such block apart).
+    fn usual(inside: Inside, collective: Collective) -> Beside {
+        if inside != Inside::Direct {
+            return Beside::NONE;
+        }
+        Beside {
+            scatter: matches!(
+                collective,
+                Collective::AllReduce | Collective::ReduceScatter
+            ),
+            gather: matches!(collective, Collective::AllReduce | Collective::AllGather),
+        }
+    }
+
+    /// How it reads in the compiler's notes, after the way inside the groups.
+    fn describe(self) -> &'static str {
+        match (self.scatter, self.gather) {
+            (true, true) => ", the group's own block beside the rails each way",
+            (true, false) => ", the group's own block beside the rails in the reduce-scatter",
+            (false, true) => ", the group's own block beside the rails in the allgather",
+            (false, false) => "",
+        }
+    }
+
+    /// The choices short of [`Beside::usual`] for a direct exchange: fewer halves.
+    fn fewer(collective: Collective) -> impl Iterator<Item = Beside> {
+        let all = Beside::usual(Inside::Direct, collective);
+        let halves = [false, true].into_iter().flat_map(|scatter| {
+            [false, true]
+                .into_iter()
+                .map(move |gather| Beside { scatter, gather })
+        });
+        halves
+            .filter(move |b| *b != all && (all.scatter || !b.scatter) && (all.gather || !b.gather))
     }
 }
 
@@ -1074,6 +1177,7 @@ pub fn candidates(
                         inside: Inside::Direct,
                         rail,
                         offload: 0,
+                        beside: Beside::NONE,
                     })
                 })
             });
@@ -1141,6 +1245,7 @@ pub fn candidates(
                         inside,
                         rail,
                         offload: 0,
+                        beside: Beside::NONE,
                     });
                 }
             }
@@ -1152,6 +1257,7 @@ pub fn candidates(
                 inside: Inside::Direct,
                 rail,
                 offload: 0,
+                beside: Beside::NONE,
             });
         }
     }
@@ -1173,6 +1279,19 @@ pub fn candidates(
             .collect();
         tried.extend(offloaded);
     }
+    // Every direct exchange inside the groups with the groups' own blocks beside the rails, in
+    // every half or fewer: which is cheaper depends on whether the fabric or the rails bound
+    // the steps.
+    let collective = spec.collective;
+    for shape in &mut tried {
+        shape.beside = Beside::usual(shape.inside, collective);
+    }
+    let fewer: Vec<Shape> = tried
+        .iter()
+        .filter(|s| s.inside == Inside::Direct)
+        .flat_map(|&shape| Beside::fewer(collective).map(move |beside| Shape { beside, ..shape }))
+        .collect();
+    tried.extend(fewer);
     fitting(groups, tried, elements)
 }
 
@@ -1255,6 +1374,7 @@ fn lower_shape(
         pieces: shape.pieces,
         layout,
         inside: shape.inside,
+        beside: shape.beside,
         root: root(groups, spec.collective),
         transfers: Transfers::new(),
     };
@@ -1269,7 +1389,7 @@ fn lower_shape(
         b.transfers
             .iter_mut()
             .skip(first)
-            .for_each(|t| t.rank = rank);
+            .for_each(|t| t.rank = t.rank.saturating_add(rank));
     }
     let options = dag::Options {
         batching: dag::Batching::One,
@@ -1340,6 +1460,11 @@ impl Layout {
         ChunkId::new(((p * self.k + i) * self.g + b) * self.m + s)
     }
 
+    /// The block of chunk `c` ([`Layout::chunk`]'s `b`).
+    fn block(&self, c: ChunkId) -> usize {
+        (c.index() / self.m) % self.g
+    }
+
     /// Every chunk of the given shards of piece `p`, in vector order.
     fn shards(&self, p: usize, shards: &[usize]) -> Vec<ChunkId> {
         let mut out = Vec::with_capacity(shards.len() * self.g * self.m);
@@ -1352,6 +1477,14 @@ impl Layout {
         }
         out
     }
+}
+
+/// Member by member, what either list waits for.
+fn join(a: &[Vec<TransferId>], b: &[Vec<TransferId>]) -> Vec<Vec<TransferId>> {
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| a.iter().chain(b).copied().collect())
+        .collect()
 }
 
 /// How a [`Builder`]'s rails run ([`Rail`]), with the routes they need.
@@ -1401,6 +1534,8 @@ struct Builder<'a> {
     layout: Layout,
     /// How the groups exchange shards.
     inside: Inside,
+    /// Which halves move the block a group ends with beside the rails ([`Shape::beside`]).
+    beside: Beside,
     /// A broadcast's or reduce's root: its group and member number.
     root: Option<(usize, usize)>,
     transfers: Transfers,
@@ -1473,23 +1608,26 @@ impl Builder<'_> {
             _ => {}
         }
         let (k, gc) = (self.layout.k, self.layout.g);
-        let join = |a: &[Vec<TransferId>], b: &[Vec<TransferId>]| -> Vec<Vec<TransferId>> {
-            a.iter()
-                .zip(b)
-                .map(|(a, b)| a.iter().chain(b).copied().collect())
-                .collect()
-        };
         // ready[g][i]: what member i of group g waits for before its next phase; held[g][i]:
         // before it holds, complete, the block of its shard that ends on its group.
         let mut ready: Vec<Vec<Vec<TransferId>>> = vec![vec![Vec::new(); k]; gc];
         let mut held = ready.clone();
         if collective != Collective::AllGather {
-            for (g, r) in ready.iter_mut().enumerate() {
-                *r = self.group_reduce_scatter(p, g);
+            let mut own = ready.clone();
+            for g in 0..gc {
+                (ready[g], own[g]) = self.group_reduce_scatter(p, g);
             }
             let railed = self.rails(p, &ready, RecvMode::Reduce);
-            held = ready.iter().zip(&railed).map(|(a, b)| join(a, b)).collect();
-            ready = railed;
+            // A member holds its block of the group's own block complete once every rail
+            // transfer into it landed and, inside the group, its part of that block (where it
+            // went beside the rails) or the whole reduce-scatter into it.
+            let inside = if self.beside.scatter { own } else { ready };
+            ready = railed
+                .iter()
+                .zip(&inside)
+                .map(|(a, b)| join(a, b))
+                .collect();
+            held = ready.clone();
         }
         if collective != Collective::ReduceScatter {
             let gathered = self.rails(p, &ready, RecvMode::Store);
@@ -1590,6 +1728,18 @@ impl Builder<'_> {
                 let chunks = self.layout.shards(p, &[i]);
                 self.inner(r, i, ri, chunks, RecvMode::Store, after);
             }
+        }
+    }
+
+    /// Shard `i` of piece `p` as group `g`'s direct exchange sends it: the block that group `g`
+    /// ends with and the rest, apart where that block crosses the fabric `beside` the rails
+    /// ([`Shape::beside`]); else nothing and the whole shard.
+    fn apart(&self, p: usize, i: usize, g: usize, beside: bool) -> (Vec<ChunkId>, Vec<ChunkId>) {
+        let shard = self.layout.shards(p, &[i]);
+        if beside {
+            shard.into_iter().partition(|&c| self.layout.block(c) == g)
+        } else {
+            (Vec::new(), shard)
         }
     }
 
@@ -1735,20 +1885,35 @@ impl Builder<'_> {
 
     /// Reduce-scatter of piece `p`'s shards inside group `g`; returns, per member, the
     /// transfers that complete its shard.
-    fn group_reduce_scatter(&mut self, p: usize, g: usize) -> Vec<Vec<TransferId>> {
+    fn group_reduce_scatter(
+        &mut self,
+        p: usize,
+        g: usize,
+    ) -> (Vec<Vec<TransferId>>, Vec<Vec<TransferId>>) {
         let k = self.layout.k;
         let mut last: Vec<Vec<TransferId>> = vec![Vec::new(); k];
+        let mut own = last.clone();
         if self.inside == Inside::Direct {
             // Member i sends shard j to member j; shard j is complete once all have landed.
-            let mut into = vec![Vec::new(); k];
+            // Beside the rails ([`Shape::beside`]), the block that group g ends with, which
+            // the rails only bring into j, goes a step after the blocks that go on along them.
             for i in 0..k {
-                for (j, into) in into.iter_mut().enumerate().filter(|&(j, _)| j != i) {
-                    let chunks = self.layout.shards(p, &[j]);
+                for j in (0..k).filter(|&j| j != i) {
+                    let (ends, rest) = self.apart(p, j, g, self.beside.scatter);
                     let mode = RecvMode::Reduce;
-                    into.extend(self.exchange(g, (i, j), chunks, mode, Vec::new()));
+                    let sent = self.exchange(g, (i, j), rest, mode, Vec::new());
+                    last[j].extend(sent);
+                    if !ends.is_empty() {
+                        let first = self.transfers.len();
+                        let sent = self.exchange(g, (i, j), ends, mode, Vec::new());
+                        self.transfers
+                            .iter_mut()
+                            .skip(first)
+                            .for_each(|t| t.rank = 1);
+                        own[j].extend(sent);
+                    }
                 }
             }
-            last = into;
         } else if self.inside == Inside::Halving {
             // Recursive halving, high bit first: member i keeps the shards that agree with it
             // on the bit and sends the others to its partner. What it sends holds every
@@ -1788,7 +1953,7 @@ impl Builder<'_> {
                 last = into;
             }
         }
-        last
+        (last, own)
     }
 
     /// Allgather of piece `p`'s shards inside group `g`, member `i` starting once `start[i]`
@@ -1800,29 +1965,21 @@ impl Builder<'_> {
         g: usize,
         (held, start): (&[Vec<TransferId>], Vec<Vec<TransferId>>),
     ) {
-        let (k, m) = (self.layout.k, self.layout.m);
+        let k = self.layout.k;
         let mut last = start;
         if self.inside == Inside::Direct {
-            // Member i sends its shard to every other member: the block its own group ends
+            // Member i sends its shard to every other member once every rail transfer into it
+            // landed; or, beside the rails ([`Shape::beside`]), the block its own group ends
             // with (of an allgather, its input; of an allreduce, reduced along the rails) as
-            // soon as it holds it, so that the group's fabric carries it while the rails carry
-            // the others, and the rest once every rail transfer into the member landed. The
-            // pipeline's first step then moves a piece inside the groups too, and its last
-            // carries less.
+            // soon as it holds it, and the rest after the rails.
             for (i, start) in last.iter().enumerate() {
-                let own: Vec<ChunkId> = (0..m).map(|s| self.layout.chunk(p, i, g, s)).collect();
-                let rest: Vec<ChunkId> = self
-                    .layout
-                    .shards(p, &[i])
-                    .into_iter()
-                    .filter(|c| !own.contains(c))
-                    .collect();
+                let (own, rest) = self.apart(p, i, g, self.beside.gather);
                 let after = held.get(i).cloned().unwrap_or_default();
                 for j in (0..k).filter(|&j| j != i) {
-                    self.exchange(g, (i, j), own.clone(), RecvMode::Store, after.clone());
-                    if !rest.is_empty() {
-                        self.exchange(g, (i, j), rest.clone(), RecvMode::Store, start.clone());
+                    if !own.is_empty() {
+                        self.exchange(g, (i, j), own.clone(), RecvMode::Store, after.clone());
                     }
+                    self.exchange(g, (i, j), rest.clone(), RecvMode::Store, start.clone());
                 }
             }
         } else if self.inside == Inside::Halving {
@@ -2311,6 +2468,7 @@ mod tests {
                 inside,
                 rail,
                 offload: 0,
+                beside: Beside::NONE,
             };
             lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
                 .unwrap_or_else(|e| panic!("{e}"))
@@ -2389,10 +2547,17 @@ mod tests {
                                 .iter()
                                 .filter(|t| t.what.from == groups.members[0][0])
                                 .count();
-                            // Inside, three shards; along the grid, two and five blocks each
-                            // way; inside again, to each of three members the block the group
-                            // ends with, then the rest.
-                            assert_eq!(sends, (3 + 2 + 5) + (2 + 5 + 2 * 3), "{case}");
+                            // Inside, three shards (each in two transfers where the block the
+                            // group ends with goes beside the rails); along the grid, two and
+                            // five blocks each way; inside again, three shards (two transfers
+                            // each likewise).
+                            let (scatter, gather) = (shape.beside.scatter, shape.beside.gather);
+                            let inside = |apart: bool| 3 * (1 + usize::from(apart));
+                            assert_eq!(
+                                sends,
+                                (inside(scatter) + 2 + 5) + (2 + 5 + inside(gather)),
+                                "{case}"
+                            );
                         }
                     }
                 }
@@ -2427,6 +2592,7 @@ mod tests {
             inside: Inside::Direct,
             rail: Rail::Ring,
             offload: 0,
+            beside: Beside::NONE,
         };
         // 0.7 of a shard balances 7 shards on the port against the NIC: one chunk of two.
         let offloaded = Shape {
