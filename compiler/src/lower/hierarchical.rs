@@ -2569,6 +2569,18 @@ mod tests {
         assert!(offloading > 0, "no grid shape sent through the NICs");
     }
 
+    /// Two NVSwitch hosts of 8 GPUs with a 400 Gbit/s NIC per GPU under one leaf
+    /// (`examples/nvswitch-2x8.ron`).
+    fn nvswitch_pair() -> Machine {
+        crate::lower::testing::machine(
+            r#"Topology(name: "f", machine: Fabric(hosts: 2, ranks_per_host: 8,
+            nics_per_host: 8, leaf_switches: 1,
+            host_fabric: Switch(link: (bandwidth_gbps: 3600.0, latency_us: 0.5)),
+            host_link: (bandwidth_gbps: 512.0, latency_us: 0.5),
+            network_link: (bandwidth_gbps: 400.0)))"#,
+        )
+    }
+
     /// The block a group ends with crosses its fabric beside the rails: on two NVSwitch hosts
     /// of 8 GPUs with a NIC each, one piece of a reduce-scatter, which without it ends with a
     /// step of rail transfers alone, moves that block inside the hosts in the rails' step (an
@@ -2576,13 +2588,7 @@ mod tests {
     /// allreduce's halves verifies and runs bit-exact.
     #[test]
     fn the_groups_own_block_crosses_the_fabric_beside_the_rails() {
-        let machine = crate::lower::testing::machine(
-            r#"Topology(name: "f", machine: Fabric(hosts: 2, ranks_per_host: 8,
-            nics_per_host: 8, leaf_switches: 1,
-            host_fabric: Switch(link: (bandwidth_gbps: 3600.0, latency_us: 0.5)),
-            host_link: (bandwidth_gbps: 512.0, latency_us: 0.5),
-            network_link: (bandwidth_gbps: 400.0)))"#,
-        );
+        let machine = nvswitch_pair();
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
         let routes = Routes::of(&machine, &groups);
         let ir = machine.to_ir();
@@ -2654,13 +2660,7 @@ mod tests {
     /// sized) moves its bytes in less; every collective of it verifies and runs bit-exact.
     #[test]
     fn the_end_pieces_send_through_the_nics_beside_nvlink() {
-        let machine = crate::lower::testing::machine(
-            r#"Topology(name: "f", machine: Fabric(hosts: 2, ranks_per_host: 8,
-            nics_per_host: 8, leaf_switches: 1,
-            host_fabric: Switch(link: (bandwidth_gbps: 3600.0, latency_us: 0.5)),
-            host_link: (bandwidth_gbps: 512.0, latency_us: 0.5),
-            network_link: (bandwidth_gbps: 400.0)))"#,
-        );
+        let machine = nvswitch_pair();
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
         let routes = Routes::of(&machine, &groups);
         let ir = machine.to_ir();
