@@ -134,9 +134,9 @@ impl Lowering for Hierarchical {
             .any(|&l| machine.link(l).lanes > 1);
         let sharing = dag::links_differ(machine);
         let mut best: Option<(f64, Scheduled, Shape)> = None;
-        // The price of each shape lowered, equal or sized: an offloading shape is tried, once
-        // every other is priced and sized, only where its twin that keeps to the fabric came
-        // near the cheapest.
+        // The price of each shape lowered, equal or sized, under each lane policy: a twin (an
+        // offloading shape, or one that moves fewer own blocks beside the rails) is tried only
+        // where the shape it varies came near the cheapest.
         let mut reached: Vec<(Shape, dag::Lanes, f64)> = Vec::new();
         // Three rounds: the shapes that move every own block beside the rails and keep to
         // the fabric; their offloading twins; their twins that move fewer own blocks beside
