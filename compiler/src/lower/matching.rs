@@ -755,6 +755,9 @@ struct Scope<'a> {
     /// plateau is read, a shape whose least estimate ([`Rounding`]) it rules out is not
     /// synthesised.
     out: &'a dyn Fn(f64) -> bool,
+    /// The receptions from which a synthesis is run beside the next one the search may need
+    /// ([`Admit`], running ahead): [`PARALLEL_RECEPTIONS`], or none in tests that compare.
+    ahead_from: u64,
 }
 
 impl Scope<'_> {
@@ -763,6 +766,7 @@ impl Scope<'_> {
         beat: f64::INFINITY,
         until_plateau: false,
         out: &|_| false,
+        ahead_from: PARALLEL_RECEPTIONS,
     };
 }
 
@@ -820,6 +824,86 @@ struct Searched {
     outpriced: f64,
 }
 
+/// The receptions (`chunks · (p - 1)`) from which [`search`] runs a shape's synthesis beside
+/// the next one it may still need: below that, a synthesis takes well under a millisecond and
+/// a second thread would cost more than it saves.
+const PARALLEL_RECEPTIONS: u64 = 1 << 17;
+
+/// What [`search`] does with a shape, from what it holds before the shape's turn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Admitted {
+    /// It cannot beat what the search holds, or the work budget is spent: not synthesised, nor
+    /// charged to the budget.
+    Skipped,
+    /// Charged to the budget but ruled out by [`Scope::out`]: its least estimate.
+    RuledOut(f64),
+    /// Charged to the budget and synthesised.
+    Synthesised,
+}
+
+/// What [`search`] holds when a shape's turn comes: the price it must beat, the work spent, and
+/// whether nothing has been synthesised yet (the first shape is always tried).
+///
+/// **Running ahead.** A large synthesis is run beside the next shape the search would admit
+/// if the first priced at its least, on a second core (`rayon::join`). That shape's result is
+/// used only where its own turn admits it: a synthesis is a pure function of its shape, so
+/// the search synthesises, keeps and picks exactly what it does one shape at a time, and a
+/// wrong guess costs the second core's time only.
+struct Admit {
+    held: f64,
+    spent: u64,
+    first: bool,
+}
+
+impl Admit {
+    /// Admits a shape of least price `least` and `receptions`, charging the budget.
+    fn shape(
+        &mut self,
+        least: f64,
+        receptions: u64,
+        (rounding, scope, rules_out): (Rounding, &Scope<'_>, bool),
+    ) -> Admitted {
+        // A shape that cannot beat what this search already holds (this chunk count's best;
+        // where only the cheapest counts, the cheapest of all) is not synthesised, nor charged
+        // to the budget: what the search holds depends on its own syntheses alone, so the
+        // budget then goes to shapes that could still win, whatever the scope.
+        if least >= self.held || rounding.least_estimate(least) >= scope.beat {
+            return Admitted::Skipped;
+        }
+        if !self.first && self.spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
+            return Admitted::Skipped;
+        }
+        // Spent even when the scope skips it, so that the shapes tried are those tried without
+        // the scope and the pick stays the same.
+        self.spent = self.spent.saturating_add(receptions);
+        let least = rounding.least_estimate(least);
+        if rules_out && (scope.out)(least) {
+            Admitted::RuledOut(least)
+        } else {
+            Admitted::Synthesised
+        }
+    }
+
+    /// The place of the first of `later` (places and least prices, in turn) that the search
+    /// would still admit once a shape of least price `least` is synthesised, guessing that it
+    /// prices at its least: a shape only its least could beat (a coarser grain's, the same
+    /// grain's under the next rule) is run ahead, and not one its result will rule out.
+    fn ahead(
+        mut self,
+        least: f64,
+        later: impl IntoIterator<Item = (usize, f64)>,
+        receptions: u64,
+        context: (Rounding, &Scope<'_>, bool),
+    ) -> Option<usize> {
+        self.first = false;
+        self.held = self.held.min(least * (1.0 + 1e-9));
+        later
+            .into_iter()
+            .find(|&(_, least)| self.shape(least, receptions, context) == Admitted::Synthesised)
+            .map(|(at, _)| at)
+    }
+}
+
 /// Tries the shapes (see the [module doc](self)) within the work budget and keeps, per chunk
 /// count, the all-gather the cost model prices lowest for the phase's vector; the cheapest
 /// comes first, within `scope`. An error where no shape was synthesised nor ruled out.
@@ -869,60 +953,82 @@ fn search(links: &Links, spec: &PhaseSpec, scope: &Scope<'_>) -> Result<Searched
             // runs out (a large machine affords two or three syntheses), it has gone to
             // different grains, coarse for small vectors and fine for large ones, rather than
             // to one grain under every rule.
-            for pick in RULES {
-                for (grain, dirs, index, least) in &grained {
-                    let (grain, least) = (*grain, *least);
-                    // A shape that cannot beat what this search already holds (this chunk
-                    // count's best; where only the cheapest counts, the cheapest of all) is
-                    // not synthesised, nor charged to the budget: what the search holds
-                    // depends on its own syntheses alone, so the budget then goes to shapes
-                    // that could still win, whatever the scope.
-                    let held = best.as_ref().map_or(f64::INFINITY, |b| b.seconds);
-                    if least >= if only_best { held.min(own) } else { held }
-                        || rounding.least_estimate(least) >= scope.beat
-                    {
-                        continue;
-                    }
-                    let first = kept.is_empty() && best.is_none();
-                    if !first && spent.saturating_add(receptions) > SEARCH_RECEPTIONS {
-                        continue;
-                    }
-                    // Spent even when the scope skips it, so that the shapes tried are those
-                    // tried without the scope and the pick stays the same.
-                    spent = spent.saturating_add(receptions);
-                    let least = rounding.least_estimate(least);
-                    if rules_out && (scope.out)(least) {
+            let tried: Vec<(Pick, usize)> = RULES
+                .into_iter()
+                .flat_map(|pick| (0..grained.len()).map(move |g| (pick, g)))
+                .collect();
+            let synthesise = |(pick, g): (Pick, usize)| {
+                let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
+                let dirs = &grained[g].1;
+                synth::gather(
+                    p,
+                    chunks,
+                    |c| c / per_node,
+                    dirs,
+                    pick,
+                    SEED,
+                    max_steps.max(1),
+                )
+            };
+            let context = (rounding, scope, rules_out);
+            // A synthesis run ahead of its turn ([`Admit`]), by its place in `tried`.
+            let mut ahead: Option<(usize, Option<Gather>)> = None;
+            for (at, &(pick, g)) in tried.iter().enumerate() {
+                let (grain, ref dirs, ref index, least) = grained[g];
+                let held = best.as_ref().map_or(f64::INFINITY, |b| b.seconds);
+                let first = kept.is_empty() && best.is_none();
+                let mut admit = Admit {
+                    held: if only_best { held.min(own) } else { held },
+                    spent,
+                    first,
+                };
+                match admit.shape(least, receptions, context) {
+                    Admitted::Skipped => continue,
+                    Admitted::RuledOut(least) => {
+                        spent = admit.spent;
                         outpriced = outpriced.min(least);
                         continue;
                     }
-                    let max_steps = usize::try_from(receptions).unwrap_or(usize::MAX);
-                    let Some(gather) = synth::gather(
-                        p,
-                        chunks,
-                        |c| c / per_node,
-                        dirs,
-                        pick,
-                        SEED,
-                        max_steps.max(1),
-                    ) else {
-                        continue;
-                    };
-                    let seconds = price(links, index, &gather, spec, chunks);
-                    own = own.min(seconds);
-                    let f = &mut family[usize::from(grain == 1)];
-                    *f = f.min(seconds);
-                    if best.as_ref().is_none_or(|b| seconds < b.seconds) {
-                        best = Some(Best {
-                            gather,
-                            dirs: index.clone(),
-                            capacity: dirs.iter().map(|d| d.capacity).collect(),
-                            per_node,
-                            grain,
-                            tier,
-                            pick,
-                            seconds,
-                        });
+                    Admitted::Synthesised => spent = admit.spent,
+                }
+                let gather = match ahead.take() {
+                    Some((then, gather)) if then == at => gather,
+                    _ => {
+                        // The next shape this one's result could still leave to synthesise,
+                        // run beside it where both are large.
+                        let later = (at + 1..tried.len()).map(|n| (n, grained[tried[n].1].3));
+                        let next = (receptions >= scope.ahead_from)
+                            .then(|| admit.ahead(least, later, receptions, context))
+                            .flatten();
+                        match next {
+                            Some(n) => {
+                                let (gather, later) =
+                                    rayon::join(|| synthesise((pick, g)), || synthesise(tried[n]));
+                                ahead = Some((n, later));
+                                gather
+                            }
+                            None => synthesise((pick, g)),
+                        }
                     }
+                };
+                let Some(gather) = gather else {
+                    continue;
+                };
+                let seconds = price(links, index, &gather, spec, chunks);
+                own = own.min(seconds);
+                let f = &mut family[usize::from(grain == 1)];
+                *f = f.min(seconds);
+                if best.as_ref().is_none_or(|b| seconds < b.seconds) {
+                    best = Some(Best {
+                        gather,
+                        dirs: index.clone(),
+                        capacity: dirs.iter().map(|d| d.capacity).collect(),
+                        per_node,
+                        grain,
+                        tier,
+                        pick,
+                        seconds,
+                    });
                 }
             }
         }

@@ -197,6 +197,7 @@ pub use report::{DirectionInfo, PhaseReport, Report, StepReport};
 pub use crate::limits::MAX_VECTOR_BYTES;
 
 use crate::{BufferId, Instr, LinkId, Machine, NodeId, Phase, Schedule};
+use rayon::prelude::*;
 
 /// A schedule that passed every check. Only [`verify`] makes one, so anything that takes a
 /// `&VerifiedSchedule` (the runtime, the emitters) can trust it.
@@ -230,9 +231,15 @@ pub fn verify(schedule: Schedule) -> Result<VerifiedSchedule, VerifyErrors> {
         return Err(VerifyErrors { errors });
     }
     let machine = &schedule.machine;
+    // The phases are checked side by side (each reads only itself and the machine) and their
+    // errors appended in phase order, so the result does not depend on which finishes first.
+    let checked: Vec<_> = schedule
+        .phases
+        .par_iter()
+        .map(|phase| check_phase(machine, phase))
+        .collect();
     let mut warnings = Vec::with_capacity(schedule.phases.len());
-    for phase in &schedule.phases {
-        let (found, phase_warnings) = check_phase(machine, phase);
+    for (found, phase_warnings) in checked {
         errors.extend(found);
         warnings.push(phase_warnings);
     }

@@ -81,6 +81,55 @@ fn skipping_shapes_keeps_the_pick() {
     }
 }
 
+/// Running syntheses ahead of their turn on a second core changes nothing the search keeps or
+/// rules out, whatever its scope: every synthesis run ahead (from the first reception) against
+/// none.
+#[test]
+fn running_ahead_keeps_what_the_search_keeps() {
+    for m in machines() {
+        let links = Links::of(&m).unwrap();
+        for collective in [Collective::AllGather, Collective::AllReduce] {
+            for elements in [1 << 10, 1 << 26] {
+                let spec = spec(collective, DType::F32, elements);
+                let out = |least: f64| least > 2e-5;
+                let scopes = [
+                    Scope::ALL,
+                    Scope {
+                        until_plateau: true,
+                        ..Scope::ALL
+                    },
+                    Scope {
+                        out: &out,
+                        ..Scope::ALL
+                    },
+                ];
+                for scope in scopes {
+                    let found = |ahead_from| {
+                        let found = search(
+                            &links,
+                            &spec,
+                            &Scope {
+                                ahead_from,
+                                ..scope
+                            },
+                        );
+                        found.map(|f| {
+                            let kept = f
+                                .kept
+                                .into_iter()
+                                .map(|b| (b.per_node, b.grain, b.pick, b.seconds, b.gather));
+                            (kept.collect::<Vec<_>>(), f.outpriced.to_bits())
+                        })
+                    };
+                    let (ahead, one_at_a_time) = (found(0), found(u64::MAX));
+                    assert!(ahead.is_ok(), "{}: {collective} found nothing", m.name);
+                    assert_eq!(ahead.ok(), one_at_a_time.ok(), "{} {collective}", m.name);
+                }
+            }
+        }
+    }
+}
+
 /// The search without skipping: every shape within the budget synthesised, in the search's
 /// order (every grain under one rule, then the next rule), the cheapest kept (of equal prices,
 /// the first tried). The machines above are small enough that the budget never runs out, so
