@@ -98,7 +98,8 @@ pub use chunk_ids::{ChunkBytes, ChunkIds, ChunkIdsIter, ChunkRun};
 pub use pattern::{Grid, Pattern};
 pub use ranks::Ranks;
 pub use verify::{
-    verify, verify_pattern, Report, VerifiedPattern, VerifiedSchedule, VerifyError, VerifyErrors,
+    verify, verify_beside, verify_pattern, Report, VerifiedPattern, VerifiedSchedule, VerifyError,
+    VerifyErrors,
 };
 
 /// The IR format version written into every schedule. Readers refuse other versions.

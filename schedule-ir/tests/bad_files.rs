@@ -7,7 +7,7 @@
 //! other versions), so that the verifier's own version check has a case too.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use schedule_ir::{serial, verify, Schedule};
+use schedule_ir::{serial, verify, verify_beside, Schedule};
 use std::path::Path;
 
 /// How many cases `tests/bad` holds at least.
@@ -46,10 +46,30 @@ fn every_bad_file_gives_its_errors() {
                 continue;
             }
         };
-        let actual: Vec<String> = match verify(schedule) {
-            Ok(_) => vec![],
-            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+        // Verified with work beside it, the same errors, and the work saw the same schedule.
+        let shape = |s: &Schedule| {
+            let phases = s.phases.iter().map(|p| (p.name.clone(), p.programs.len()));
+            (s.machine.nodes.len(), phases.collect::<Vec<_>>())
         };
+        let own = shape(&schedule);
+        let (beside, saw) = verify_beside(schedule.clone(), |s| shape(s) == own);
+        if !saw {
+            failures.push(format!(
+                "{name}: the work beside the checks saw another schedule"
+            ));
+        }
+        let errors = |verified: Result<_, schedule_ir::VerifyErrors>| match verified {
+            Ok(_) => vec![],
+            Err(e) => e
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<String>>(),
+        };
+        let actual = errors(verify(schedule));
+        if errors(beside) != actual {
+            failures.push(format!("{name}: verified beside other work, other errors"));
+        }
         if actual != expected {
             failures.push(format!(
                 "{name}:\n  expected:\n    {}\n  actual:\n    {}",

@@ -1,8 +1,8 @@
 //! `topoc compile`: topology file to schedule file.
 
 use super::{
-    output_file, read, report_error, write_atomic, write_atomic_with, write_stdout, Emit,
-    ReportFormat,
+    is_special, output_file, read, report_error, stage_with, write_atomic, write_atomic_with,
+    write_stdout, Emit, ReportFormat,
 };
 use schedule_ir::serial::{self, Form, Format};
 use schedule_ir::ProgramItem;
@@ -240,8 +240,22 @@ pub fn compile(
             Err(_) => {}
         }
     }
-    let compiled = topoc::compile::compile_sized(&loaded, options, at);
+    // A schedule's own file is written beside the proof and put in place once it is proved.
+    let format = if emit == Emit::Json {
+        Format::Json
+    } else {
+        Format::Ron
+    };
+    let staging = output.filter(|o| matches!(emit, Emit::Ron | Emit::Json) && !is_special(o));
+    let (compiled, staged) = match staging {
+        Some(o) => topoc::compile::compile_sized_beside(&loaded, options, at, |schedule| {
+            stage_with(o, |w| serial::write_with(schedule, format, form, w))
+        }),
+        None => (topoc::compile::compile_sized(&loaded, options, at), None),
+    };
     topoc::progress::finish();
+    // Not proved: its file is removed before anything else is written.
+    let staged = staged.filter(|_| compiled.is_ok());
     if compiled.is_err() && patterned && default_budget && !oversized {
         if let Some(done) = pattern(path, &text, &loaded, request, output)? {
             return Ok(done);
@@ -252,14 +266,17 @@ pub fn compile(
     let out = match emit {
         Emit::Ron | Emit::Json => {
             report(&compiled, report_format)?;
-            let format = if emit == Emit::Json {
-                Format::Json
-            } else {
-                Format::Ron
+            let what = "verified schedule";
+            return match (staged, output) {
+                (Some(staged), Some(o)) => {
+                    staged?.commit()?;
+                    written(o, what, report_format);
+                    Ok(ExitCode::SUCCESS)
+                }
+                _ => write_out(output, what, report_format, |w| {
+                    serial::write_with(schedule, format, form, w)
+                }),
             };
-            return write_out(output, "verified schedule", report_format, |w| {
-                serial::write_with(schedule, format, form, w)
-            });
         }
         Emit::Chakra => {
             let Some((options, prefix)) = traces else {
@@ -326,6 +343,14 @@ fn status(report: ReportFormat, line: impl FnOnce() -> String) {
     }
 }
 
+/// Says that `what` was written to `output` ([`status`]).
+fn written(output: &Path, what: &str, report: ReportFormat) {
+    let to = output.display().to_string();
+    status(report, || {
+        format!("{what} written to {}", topoc::visible::line(&to))
+    });
+}
+
 /// Writes what `write` writes to the output file (whole or not at all) and says so, or to
 /// standard output; streamed either way.
 fn write_out(
@@ -337,10 +362,7 @@ fn write_out(
     match output {
         Some(o) => {
             write_atomic_with(o, write)?;
-            let to = o.display().to_string();
-            status(report, || {
-                format!("{what} written to {}", topoc::visible::line(&to))
-            });
+            written(o, what, report);
         }
         None => write_stdout(write)?,
     }

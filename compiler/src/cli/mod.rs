@@ -550,14 +550,63 @@ pub fn write_atomic_with(
     path: &Path,
     write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<(), String> {
-    let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+    if is_special(path) {
+        let fail =
+            |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
         let out = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
             .map_err(|e| fail(&e))?;
         return buffered(out, write).map_err(|e| fail(&e));
     }
+    stage_with(path, write)?.commit()
+}
+
+/// Whether `path` is a file that cannot be replaced by renaming another over it (a FIFO, a
+/// device such as `/dev/stdout`): it is written directly.
+pub fn is_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// An output file written in full under a temporary name beside its target, not yet in place:
+/// [`Staged::commit`] renames it over the target; dropped, it is removed. The command line
+/// writes a schedule this way while the verifier checks it, and commits it once proved.
+pub struct Staged {
+    // Dropped in this order: the file (which removes it), then its record for the signal
+    // handler.
+    tmp: tempfile::NamedTempFile,
+    path: PathBuf,
+    _pending: Pending,
+}
+
+/// The temporary file recorded for removal on a signal ([`cleanup`]) until this is dropped:
+/// then the file has been renamed into place or removed.
+struct Pending;
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        cleanup::done();
+    }
+}
+
+impl Staged {
+    /// Renames the file over its target.
+    pub fn commit(self) -> Result<(), String> {
+        let Staged { tmp, path, .. } = self;
+        tmp.persist(&path)
+            .map(drop)
+            .map_err(|e| format!("error: cannot write {}: {}", path.display(), e.error))
+    }
+}
+
+/// Writes what `write` writes, through a buffer, to a new temporary file beside `path` (which
+/// must not be a special file, [`is_special`]) with the permissions of the file it will replace
+/// (or 0644), synced to disk: the [`Staged`] file, to commit. On error it is removed.
+pub fn stage_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<Staged, String> {
+    let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -576,9 +625,25 @@ pub fn write_atomic_with(
             created
         })
         .map_err(|e| fail(&e))?;
-    let written = write_temporary(tmp, path, write);
-    cleanup::done();
-    written
+    let staged = Staged {
+        tmp,
+        path: path.to_path_buf(),
+        _pending: Pending,
+    };
+    let file = staged.tmp.as_file();
+    buffered(file, write).map_err(|e| fail(&e))?;
+    // Temporary files are private (0600); give the result the permissions of the file it
+    // replaces, or those of an ordinary new file (0644).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let permissions = std::fs::metadata(path)
+            .map(|m| m.permissions())
+            .unwrap_or_else(|_| std::fs::Permissions::from_mode(0o644));
+        file.set_permissions(permissions).map_err(|e| fail(&e))?;
+    }
+    file.sync_all().map_err(|e| fail(&e))?;
+    Ok(staged)
 }
 
 /// Writes to `standard output` what `write` writes, through a buffer; an error (a closed pipe)
@@ -611,32 +676,6 @@ fn private_new_file(path: &Path) -> std::io::Result<std::fs::File> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     options.open(path)
-}
-
-/// Fills the temporary file and renames it over `path`; on error the temporary file is
-/// removed when `tmp` is dropped.
-fn write_temporary(
-    tmp: tempfile::NamedTempFile,
-    path: &Path,
-    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
-) -> Result<(), String> {
-    let fail = |e: &dyn std::fmt::Display| format!("error: cannot write {}: {e}", path.display());
-    buffered(tmp.as_file(), write).map_err(|e| fail(&e))?;
-    // Temporary files are private (0600); give the result the permissions of the file it
-    // replaces, or those of an ordinary new file (0644).
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let permissions = std::fs::metadata(path)
-            .map(|m| m.permissions())
-            .unwrap_or_else(|_| std::fs::Permissions::from_mode(0o644));
-        tmp.as_file()
-            .set_permissions(permissions)
-            .map_err(|e| fail(&e))?;
-    }
-    tmp.as_file().sync_all().map_err(|e| fail(&e))?;
-    tmp.persist(path).map_err(|e| fail(&e.error))?;
-    Ok(())
 }
 
 /// Whether a text is a topology file (rather than a schedule): its first word is `Topology`.
@@ -694,4 +733,58 @@ pub fn load_verified(path: &Path) -> Result<schedule_ir::VerifiedSchedule, Strin
             errors.errors.len()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A staged file is in place only once committed: dropped (a schedule the verifier refused)
+    /// or failed while written, it leaves the target as it was and nothing beside it.
+    #[test]
+    fn a_staged_file_is_in_place_only_once_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out.ron");
+        std::fs::write(&target, "before").unwrap();
+        let names = || {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let content = || std::fs::read_to_string(&target).unwrap();
+
+        let staged = stage_with(&target, |w| w.write_all(b"after")).unwrap();
+        assert_eq!(content(), "before");
+        assert_eq!(names().len(), 2, "the staged file beside the target");
+        drop(staged);
+        assert_eq!(
+            (content(), names()),
+            ("before".into(), vec!["out.ron".into()])
+        );
+
+        let failed = stage_with(&target, |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("refused"))
+        });
+        let error = failed.err().unwrap_or_default();
+        assert!(
+            error.contains("cannot write") && error.contains("refused"),
+            "{error}"
+        );
+        assert_eq!(
+            (content(), names()),
+            ("before".into(), vec!["out.ron".into()])
+        );
+
+        let staged = stage_with(&target, |w| w.write_all(b"after")).unwrap();
+        staged.commit().unwrap();
+        assert_eq!(
+            (content(), names()),
+            ("after".into(), vec!["out.ron".into()])
+        );
+    }
 }

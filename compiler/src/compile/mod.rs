@@ -128,6 +128,44 @@ pub fn compile(loaded: &Loaded, options: &Options) -> Result<Compiled, Error> {
 /// size, or once per size in bands (a [`ProgramItem::Bands`](schedule_ir::ProgramItem::Bands)
 /// per exchange), `auto` deciding at every size.
 pub fn compile_sized(loaded: &Loaded, options: &Options, sizes: &Sizes) -> Result<Compiled, Error> {
+    compile_sized_beside(loaded, options, sizes, |_| ()).0
+}
+
+/// [`compile_sized`], with `beside` given the schedule while the verifier checks it
+/// ([`schedule_ir::verify_beside`]), and its result (`None` where nothing was lowered to
+/// verify): the command line writes its output file beside the proof and keeps it only once
+/// the schedule is proved.
+pub fn compile_sized_beside<T: Send>(
+    loaded: &Loaded,
+    options: &Options,
+    sizes: &Sizes,
+    beside: impl FnOnce(&Schedule) -> T + Send,
+) -> (Result<Compiled, Error>, Option<T>) {
+    match lower_sized(loaded, options, sizes) {
+        Ok((machine, schedule, notes)) => {
+            crate::progress::doing(|| "verifying the schedule".to_string());
+            let (verified, aside) = schedule_ir::verify_beside(schedule, beside);
+            let compiled = match verified {
+                Ok(schedule) => Ok(Compiled {
+                    machine,
+                    schedule,
+                    notes,
+                }),
+                Err(errors) => Err(too_large_to_prove(&machine, errors)),
+            };
+            (compiled, Some(aside))
+        }
+        Err(e) => (Err(e), None),
+    }
+}
+
+/// Every exchange phase lowered as [`compile_sized`] says, assembled into one schedule not yet
+/// verified, with the machine and the phases' notes.
+fn lower_sized(
+    loaded: &Loaded,
+    options: &Options,
+    sizes: &Sizes,
+) -> Result<(Machine, Schedule, Vec<PhaseNote>), Error> {
     let loaded = loaded.failing(&options.fail_links, &options.fail_nodes)?;
     let requests = loaded.phases()?;
     let planned = sized::plan(&requests, sizes).map_err(Error::Topology)?;
@@ -161,14 +199,7 @@ pub fn compile_sized(loaded: &Loaded, options: &Options, sizes: &Sizes) -> Resul
         program: sized::program(program, &planned, &requests),
         phases,
     };
-    crate::progress::doing(|| "verifying the schedule".to_string());
-    let schedule =
-        schedule_ir::verify(schedule).map_err(|errors| too_large_to_prove(&machine, errors))?;
-    Ok(Compiled {
-        machine,
-        schedule,
-        notes,
-    })
+    Ok((machine, schedule, notes))
 }
 
 /// A schedule the verifier refused only for its size is the machine's size problem, not a

@@ -225,8 +225,27 @@ impl VerifiedSchedule {
 /// Checks `schedule` and returns the proof that it is valid, or every problem found (see the
 /// [module doc](self) for the checks and their order).
 pub fn verify(schedule: Schedule) -> Result<VerifiedSchedule, VerifyErrors> {
+    let report = check(&schedule)?;
+    Ok(VerifiedSchedule { schedule, report })
+}
+
+/// [`verify`], with `beside` given the schedule on another core while the checks run, and its
+/// result returned with theirs. What `beside` makes of the schedule is not proved until the
+/// checks pass: the command line writes its output file this way, under a temporary name that
+/// it renames into place only once the schedule is proved.
+pub fn verify_beside<T: Send>(
+    schedule: Schedule,
+    beside: impl FnOnce(&Schedule) -> T + Send,
+) -> (Result<VerifiedSchedule, VerifyErrors>, T) {
+    let (checked, aside) = rayon::join(|| check(&schedule), || beside(&schedule));
+    let verified = checked.map(|report| VerifiedSchedule { schedule, report });
+    (verified, aside)
+}
+
+/// Every check of [`verify`] on `schedule`: what the verifier measured, or every problem found.
+fn check(schedule: &Schedule) -> Result<Report, VerifyErrors> {
     let mut errors = Vec::new();
-    handles::check(&schedule, &mut errors);
+    handles::check(schedule, &mut errors);
     if !errors.is_empty() {
         return Err(VerifyErrors { errors });
     }
@@ -246,8 +265,7 @@ pub fn verify(schedule: Schedule) -> Result<VerifiedSchedule, VerifyErrors> {
     if !errors.is_empty() {
         return Err(VerifyErrors { errors });
     }
-    let report = report::build(&schedule, warnings);
-    Ok(VerifiedSchedule { schedule, report })
+    Ok(report::build(schedule, warnings))
 }
 
 /// The passes after the handles on one phase: its errors, in the order conflicts, matching,
