@@ -133,16 +133,24 @@ pub const MAX_EXCHANGE_GROUPS: usize = 16;
 /// `routes[d - 1][g][i]`: the route of rail `i` from group `g` to group `g + d` (cyclically),
 /// for every offset `d` from 1 to `G - 1`: the routes of a direct exchange along the rails,
 /// every member sending to each other group's member on its rail, for `G` from 3 to
-/// [`MAX_EXCHANGE_GROUPS`], and beyond for a prime `G`, which has no grid ([`grid_digits`]),
-/// while the searches, `G · k · (G - 1)`, fit [`PARTNER_SEARCH_BUDGET`] (on 31 eight-GPU
-/// hosts, rings along the rails priced at 51% of the bound). The rails of every offset are
+/// [`MAX_EXCHANGE_GROUPS`], and beyond while the searches, `G · k · (G - 1)`, fit
+/// [`PARTNER_SEARCH_BUDGET`] for a prime `G`, which has no grid ([`grid_digits`]; on 31
+/// eight-GPU hosts, rings along the rails priced at 51% of the bound), and where `rooted` (a
+/// broadcast or reduce, whose shards are scattered along the rails from the root's group and
+/// exchanged directly: the grid serves an allreduce and its halves only; on 32 eight-GPU hosts
+/// a broadcast of 256 MiB passed along the rails' chains priced at 38.9% of the bound, its
+/// pipeline filling through 31 hosts, and scattered at 75.7%). The rails of every offset are
 /// spread over the network together, since a direct exchange sends them all at once.
-pub fn exchange_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<Vec<LinkId>>>>> {
+pub fn exchange_routes(
+    machine: &Machine,
+    groups: &Groups,
+    rooted: bool,
+) -> Option<Vec<Vec<Vec<Vec<LinkId>>>>> {
     let g_count = groups.count();
     let searches = (g_count * groups.size() * g_count.saturating_sub(1)) as u64;
     let work = searches.saturating_mul((machine.node_count() + machine.link_count()) as u64);
-    let prime = g_count > MAX_EXCHANGE_GROUPS && grid_digits(g_count).is_none();
-    if !((3..=MAX_EXCHANGE_GROUPS).contains(&g_count) || prime && work <= PARTNER_SEARCH_BUDGET) {
+    let beyond = g_count > MAX_EXCHANGE_GROUPS && (rooted || grid_digits(g_count).is_none());
+    if !((3..=MAX_EXCHANGE_GROUPS).contains(&g_count) || beyond && work <= PARTNER_SEARCH_BUDGET) {
         return None;
     }
     let fast = fast_links(machine);

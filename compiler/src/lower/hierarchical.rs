@@ -74,6 +74,15 @@ fn beside_reach(groups: usize) -> f64 {
     1.0 + 0.1 / groups.max(1) as f64
 }
 
+/// The most transfers a broadcast's or reduce's shape that scatters along the rails
+/// ([`Rail::Scatter`]) may exchange between the groups, `pieces · slices · k · G²` (every member
+/// of every group sends each slice of each piece to its rail's members in the other groups):
+/// beyond [`groups::MAX_EXCHANGE_GROUPS`] groups the shapes of many pieces grow past what a
+/// compile of seconds can schedule. On 64 eight-GPU hosts at 256 MiB a broadcast took 19.8 s
+/// and 788 MiB with every shape, 7.8 s and 302 MiB under this cap, with the same pick; it
+/// leaves every shape of 16 groups of 16 members.
+const MAX_SCATTER_TRANSFERS: usize = 1 << 19;
+
 /// The piece counts tried.
 const PIECES: [usize; 6] = [1, 2, 3, 4, 6, 8];
 
@@ -119,7 +128,7 @@ impl Lowering for Hierarchical {
                 "`hierarchical`: the root is in none of the groups".to_string(),
             ));
         }
-        let routes = Routes::of(machine, &groups);
+        let routes = Routes::of(machine, &groups, has_root(spec.collective));
         let ir = machine.to_ir();
         // On group links of several lanes the list scheduler may stack transfers that fewer
         // lanes would have paired with others; timetables with fewer transfers per direction
@@ -1069,10 +1078,10 @@ impl Routes {
     /// The routes `machine` has for `groups`. Those of a direct exchange along the rails only
     /// where its links differ in speed: the exchange is tried only on shared link directions
     /// ([`candidates`]), and its routes take `G · k · (G - 1)` searches.
-    pub fn of(machine: &Machine, groups: &Groups) -> Routes {
+    pub fn of(machine: &Machine, groups: &Groups, rooted: bool) -> Routes {
         let partners = groups::partner_routes(machine, groups);
         let exchange = dag::links_differ(machine)
-            .then(|| groups::exchange_routes(machine, groups))
+            .then(|| groups::exchange_routes(machine, groups, rooted))
             .flatten();
         let grid = dag::links_differ(machine)
             .then(|| groups::grid_routes(machine, groups))
@@ -1150,8 +1159,8 @@ impl Routes {
 /// only where link directions are shared. A broadcast or reduce passes shards along the rails
 /// ([`Rail::Chain`]) in 1, 2 or 4 slices, and where every two groups have routes
 /// between them also scatters them ([`Rail::Scatter`]) in one or two slices, with a direct
-/// exchange inside the groups. Shapes with more chunks than elements are left out, except the
-/// first.
+/// exchange inside the groups, up to [`MAX_SCATTER_TRANSFERS`]. Shapes with more chunks than
+/// elements are left out, except the first.
 pub fn candidates(
     machine: &Machine,
     (groups, routes): (&Groups, &Routes),
@@ -1181,7 +1190,13 @@ pub fn candidates(
                     })
                 })
             });
-        return fitting(groups, shaped, elements);
+        // A scattering shape's exchange between the groups grows with the square of them.
+        let (k, g) = (groups.size(), groups.count());
+        let within = |s: &Shape| {
+            let exchanged = (s.pieces * s.slices).saturating_mul(k * g * g);
+            s.rail != Rail::Scatter || exchanged <= MAX_SCATTER_TRANSFERS
+        };
+        return fitting(groups, shaped.filter(within), elements);
     }
     let slowest = |route: &[schedule_ir::LinkId]| {
         route
@@ -2217,7 +2232,7 @@ mod tests {
         let (mut sized, mut offloading, mut exchanging) = (0, 0, 0);
         for machine in [fabric(4), seven] {
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-            let routes = Routes::of(&machine, &groups);
+            let routes = Routes::of(&machine, &groups, false);
             let ir = machine.to_ir();
             for collective in collectives(&groups) {
                 for elements in [7, 3001, 1 << 22] {
@@ -2289,7 +2304,7 @@ mod tests {
         for hosts in [4, 8] {
             let machine = fabric(hosts);
             let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-            let routes = Routes::of(&machine, &groups);
+            let routes = Routes::of(&machine, &groups, false);
             assert!(routes.partners.is_some(), "{hosts} groups have partners");
             assert!(
                 routes.exchange.is_some(),
@@ -2365,7 +2380,7 @@ mod tests {
             host_fabric: Switch(link: (bandwidth_gbps: 2000.0))))"#,
         );
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-        let routes = Routes::of(&machine, &groups);
+        let routes = Routes::of(&machine, &groups, false);
         for collective in collectives(&groups) {
             for elements in [8, 4099] {
                 let spec = crate::lower::testing::spec(collective, DType::I64, elements);
@@ -2392,7 +2407,7 @@ mod tests {
     fn broadcast_and_reduce_pass_each_element_along_the_rails_once() {
         let machine = fabric(4);
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-        let routes = Routes::of(&machine, &groups);
+        let routes = Routes::of(&machine, &groups, false);
         let (k, gc) = (groups.size(), groups.count());
         let group: std::collections::HashMap<NodeId, usize> = groups
             .members
@@ -2462,7 +2477,7 @@ mod tests {
     fn the_rails_take_log_g_rounds_halving_and_one_exchanging() {
         let machine = fabric(8);
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-        let routes = Routes::of(&machine, &groups);
+        let routes = Routes::of(&machine, &groups, false);
         let spec = crate::lower::testing::spec(Collective::AllReduce, DType::F32, 1 << 12);
         let steps = |inside, rail, lanes| {
             let shape = Shape {
@@ -2501,14 +2516,14 @@ mod tests {
     fn beyond_a_direct_exchange_the_rails_exchange_over_a_grid() {
         let machine = fabric(18);
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-        let routes = Routes::of(&machine, &groups);
+        let routes = Routes::of(&machine, &groups, false);
         assert_eq!(groups::grid_digits(18), Some([(3, 1), (6, 3)]));
         assert!(routes.exchange.is_none(), "18 groups exchange directly");
         assert!(routes.grid.is_some(), "18 groups have no grid routes");
         // A prime count has no grid: its rails exchange directly, however many.
         let prime = fabric(17);
         let prime_groups = groups::find(&prime).unwrap_or_else(|e| panic!("{e}"));
-        let prime_routes = Routes::of(&prime, &prime_groups);
+        let prime_routes = Routes::of(&prime, &prime_groups, false);
         assert_eq!(groups::grid_digits(17), None);
         assert!(
             prime_routes.exchange.is_some(),
@@ -2569,6 +2584,63 @@ mod tests {
         assert!(offloading > 0, "no grid shape sent through the NICs");
     }
 
+    /// Beyond [`groups::MAX_EXCHANGE_GROUPS`] groups, a broadcast or reduce still scatters
+    /// along the rails (the routes between every two groups are searched for it, within the
+    /// budget, while an allreduce exchanges over the grid): on 18 hosts its scattering shapes
+    /// verify and run bit-exact, no floor is above its estimate, and at 4 MiB the cheapest
+    /// prices below every chain along the rails, whose pipeline fills through 17 hosts.
+    #[test]
+    fn beyond_a_direct_exchange_a_broadcast_still_scatters_along_the_rails() {
+        let machine = fabric(18);
+        let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+        let routes = Routes::of(&machine, &groups, true);
+        assert!(
+            routes.exchange.is_some(),
+            "no routes between every two groups"
+        );
+        let ir = machine.to_ir();
+        for collective in collectives(&groups).into_iter().filter(|&c| has_root(c)) {
+            let spec = crate::lower::testing::spec(collective, DType::I64, 3001);
+            let large = crate::lower::testing::spec(collective, DType::F32, 1 << 20);
+            let shapes = candidates(&machine, (&groups, &routes), &large, true);
+            let cheapest = |rail: Rail| {
+                let mut least = f64::INFINITY;
+                for &shape in shapes.iter().filter(|s| s.rail == rail) {
+                    for lanes in lane_policies(shape, (groups.size(), groups.count()), true, true) {
+                        if let Ok(scheduled) =
+                            lower_shape(&machine, &groups, &routes, &large, shape, lanes)
+                        {
+                            least = least.min(scheduled.seconds(large.dtype, &ir));
+                        }
+                    }
+                }
+                least
+            };
+            let (scattered, chained) = (cheapest(Rail::Scatter), cheapest(Rail::Chain));
+            assert!(
+                scattered < chained,
+                "{collective:?}: scattered {scattered} against chained {chained}"
+            );
+            let scattering = shapes
+                .iter()
+                .filter(|s| s.rail == Rail::Scatter && s.pieces <= 2);
+            for &shape in scattering {
+                let least = floor(&machine, (&groups, &routes), &spec, shape, true);
+                for lanes in lane_policies(shape, (groups.size(), groups.count()), true, true) {
+                    let case = format!("{collective:?}, {shape:?}, {lanes:?}");
+                    verifies_and_runs(&machine, &groups, &spec, (&routes, shape, lanes), &case);
+                    let scheduled = lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
+                        .unwrap_or_else(|e| panic!("{case}: {e}"));
+                    let estimate = scheduled.seconds(spec.dtype, &ir);
+                    assert!(
+                        least * (1.0 - FLOOR_ROUNDING) <= estimate,
+                        "{case}: floor {least} above {estimate}"
+                    );
+                }
+            }
+        }
+    }
+
     /// Two NVSwitch hosts of 8 GPUs with a 400 Gbit/s NIC per GPU under one leaf
     /// (`examples/nvswitch-2x8.ron`).
     fn nvswitch_pair() -> Machine {
@@ -2590,7 +2662,7 @@ mod tests {
     fn the_groups_own_block_crosses_the_fabric_beside_the_rails() {
         let machine = nvswitch_pair();
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-        let routes = Routes::of(&machine, &groups);
+        let routes = Routes::of(&machine, &groups, false);
         let ir = machine.to_ir();
         let group_of = |n: NodeId| groups.members.iter().position(|m| m.contains(&n));
         let lanes = dag::Lanes::Shared(dag::SHARED_SENDS);
@@ -2662,7 +2734,7 @@ mod tests {
     fn the_end_pieces_send_through_the_nics_beside_nvlink() {
         let machine = nvswitch_pair();
         let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
-        let routes = Routes::of(&machine, &groups);
+        let routes = Routes::of(&machine, &groups, false);
         let ir = machine.to_ir();
         let elements = 1u64 << 26;
         let spec = crate::lower::testing::spec(Collective::AllReduce, DType::F32, elements);
