@@ -847,8 +847,8 @@ enum Admitted {
 /// **Running ahead.** A large synthesis is run beside the next shape the search would admit
 /// if the first priced at its least, on a second core (`rayon::join`). That shape's result is
 /// used only where its own turn admits it: a synthesis is a pure function of its shape, so
-/// the search synthesises, keeps and picks exactly what it does one shape at a time, and a
-/// wrong guess costs the second core's time only.
+/// the search synthesises, keeps and picks exactly what it does one shape at a time; a wrong
+/// guess costs the second core's time, and a wait where it runs longer than the first.
 struct Admit {
     held: f64,
     spent: u64,
