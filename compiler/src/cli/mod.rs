@@ -592,10 +592,18 @@ impl Drop for Pending {
 impl Staged {
     /// Renames the file over its target.
     pub fn commit(self) -> Result<(), String> {
-        let Staged { tmp, path, .. } = self;
-        tmp.persist(&path)
+        let Staged {
+            tmp,
+            path,
+            _pending: pending,
+        } = self;
+        // Renamed, or removed with the error: only then is its record for a signal dropped.
+        let persisted = tmp
+            .persist(&path)
             .map(drop)
-            .map_err(|e| format!("error: cannot write {}: {}", path.display(), e.error))
+            .map_err(|e| format!("error: cannot write {}: {}", path.display(), e.error));
+        drop(pending);
+        persisted
     }
 }
 
