@@ -79,7 +79,7 @@ fn beside_reach(groups: usize) -> f64 {
 /// of every group sends each slice of each piece to its rail's members in the other groups):
 /// beyond [`groups::MAX_EXCHANGE_GROUPS`] groups the shapes of many pieces grow past what a
 /// compile of seconds can schedule. On 64 eight-GPU hosts at 256 MiB a broadcast took 19.8 s
-/// and 788 MiB with every shape, 7.8 s and 302 MiB under this cap, with the same pick; it
+/// and 788 MiB with every shape, 7.1 s and 296 MiB under this cap, with the same pick; it
 /// leaves every shape of 16 groups of 16 members.
 const MAX_SCATTER_TRANSFERS: usize = 1 << 19;
 
