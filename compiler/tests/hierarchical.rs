@@ -239,6 +239,53 @@ fn finds_the_groups_and_rails_from_link_speeds() {
     );
 }
 
+/// Groups whose fabric is not twice as fast as what leaves them: a switch of 800 Gbit/s
+/// beside links of 512 to NICs of 400 (half the fastest link would count every link fast and
+/// make the machine one group, so the groups are found at the next faster bandwidth), and
+/// members linked to each other at the speed of their NICs' links (the links between compute
+/// nodes are then the fabric). Every collective verifies and runs, and at 1 MiB `auto` takes
+/// `hierarchical`'s allgather, cheaper than every method without the groups.
+#[test]
+fn fabrics_not_twice_as_fast_as_the_nics_still_make_groups() {
+    let switch = Rates {
+        fabric: 800.0,
+        ..NVSWITCH
+    };
+    let even = Rates {
+        fabric: 300.0,
+        host: 300.0,
+        nic: 300.0,
+        lanes: 1,
+    };
+    for (fabric, rates) in [(Fabric::Switch, switch), (Fabric::Clique, even)] {
+        let m = machine_at(3, 4, fabric, false, rates);
+        let loaded = topoc::compile::load(&topology(&m, "AllReduce", 64)).unwrap();
+        let found = Method::Hierarchical
+            .applies(&loaded.machine, &topoc::limits::Budget::default())
+            .unwrap();
+        assert_eq!(found.summary, "3 groups of 4, 4 rails", "{fabric:?}");
+        for collective in [
+            "AllReduce",
+            "ReduceScatter",
+            "AllGather",
+            "Broadcast(root: \"n1g2\")",
+            "Reduce(root: \"n0g0\")",
+        ] {
+            for elements in [5, 4099] {
+                let case = format!("{fabric:?} {}, {collective} × {elements}", rates.fabric);
+                let compiled = compile(&topology(&m, collective, elements), "hierarchical");
+                runs(&compiled.schedule, &case);
+            }
+        }
+        let picked = compile(&topology(&m, "AllGather", 1 << 20), "auto");
+        assert_eq!(
+            picked.schedule.schedule().phases[0].algorithm,
+            "hierarchical",
+            "{fabric:?}"
+        );
+    }
+}
+
 fn refusal(machine_text: &str) -> String {
     let source = topology(machine_text, "AllReduce", 64);
     let loaded = topoc::compile::load(&source).unwrap();

@@ -3,7 +3,8 @@
 //! network (NICs and switches). Found from the links' speeds, never from names.
 //!
 //! A link is *fast* when its bandwidth is at least half that of the fastest link at any compute
-//! node. The groups are the compute nodes of the components of the fast links. A machine has
+//! node (where that finds no groups, from the next faster bandwidth up, see [`find`]). The
+//! groups are the compute nodes of the components of the fast links. A machine has
 //! group structure when there are at least two groups, all of the same size (at least two),
 //! each group's fabric is a clique of fast links or a switch with a fast link to every member,
 //! and the member with local index `i` of every group (its *rail*) reaches the one of the next
@@ -31,6 +32,9 @@ pub struct Groups {
     /// `rail[g][i]`: the route from member `i` of group `g` to member `i` of group `g + 1`
     /// (the next group, cyclically) over the slow network.
     pub rail: Vec<Vec<Vec<LinkId>>>,
+    /// Which links are the groups' fabric (fast), by link: the other routes between groups
+    /// keep to the slow ones where they can, as the rails do.
+    pub fast: Fast,
 }
 
 impl Groups {
@@ -61,10 +65,35 @@ impl Groups {
 }
 
 /// Finds the groups of `machine`, or says which part of the structure is missing.
+///
+/// Links count as fast from half the fastest compute-node link's bandwidth up
+/// ([`FAST_FRACTION`]). Where that finds no groups, each faster bandwidth at a compute node is
+/// tried in turn, slowest first, and the first that finds groups is kept: a host fabric less
+/// than twice as fast as its NICs' links (an MI300X host's 512 Gbit/s links beside 400 Gbit/s
+/// NICs) would otherwise join every host into one group, and the machine would have no
+/// hierarchy. Last, the links that join two compute nodes directly are taken as the fabric,
+/// whatever their speed: hosts whose chips are linked to each other and reach other hosts
+/// through switches at the same bandwidth (chips with Ethernet ports of one kind for both).
+/// Where nothing finds groups, the reason given is the first rule's.
 pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
+    let mut thresholds = fast_thresholds(machine).into_iter();
+    let first = thresholds.next().unwrap_or(0.0);
+    let found = find_with(machine, fast_links(machine, first));
+    if found.is_ok() {
+        return found;
+    }
+    thresholds
+        .map(|threshold| fast_links(machine, threshold))
+        .chain(std::iter::once(direct_links(machine)))
+        .map(|fast| find_with(machine, fast))
+        .find(Result::is_ok)
+        .unwrap_or(found)
+}
+
+/// [`find`] with the links `fast` marks as the groups' fabric.
+fn find_with(machine: &Machine, fast: Fast) -> Result<Groups, EmbedError> {
     let refuse = |why: String| Err(EmbedError::NotApplicable(why));
     let compute = machine.compute_nodes();
-    let fast = fast_links(machine);
     let members = components(machine, &compute, &fast);
     if members.len() < 2 {
         return refuse("the machine is one group: no slower network joins groups".to_string());
@@ -98,6 +127,7 @@ pub fn find(machine: &Machine) -> Result<Groups, EmbedError> {
         members,
         inner,
         rail,
+        fast,
     })
 }
 
@@ -118,9 +148,9 @@ pub fn partner_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<
     if !g_count.is_power_of_two() || g_count < 4 || work > PARTNER_SEARCH_BUDGET {
         return None;
     }
-    let fast = fast_links(machine);
+    let fast = &groups.fast;
     (0..g_count.trailing_zeros())
-        .map(|r| rail_routes(machine, &groups.members, &fast, |g| g ^ (1 << r)).ok())
+        .map(|r| rail_routes(machine, &groups.members, fast, |g| g ^ (1 << r)).ok())
         .collect()
 }
 
@@ -153,12 +183,12 @@ pub fn exchange_routes(
     if !((3..=MAX_EXCHANGE_GROUPS).contains(&g_count) || beyond && work <= PARTNER_SEARCH_BUDGET) {
         return None;
     }
-    let fast = fast_links(machine);
+    let fast = &groups.fast;
     let mut load: Load = IdVec::filled(0, machine.link_count());
     (1..g_count)
         .map(|d| {
             let to = |g: usize| (g + d) % g_count;
-            rail_routes_loaded(machine, &groups.members, &fast, to, &mut load).ok()
+            rail_routes_loaded(machine, &groups.members, fast, to, &mut load).ok()
         })
         .collect()
 }
@@ -202,7 +232,7 @@ pub fn grid_routes(machine: &Machine, groups: &Groups) -> Option<Vec<RailRoutes>
     if work > PARTNER_SEARCH_BUDGET {
         return None;
     }
-    let fast = fast_links(machine);
+    let fast = &groups.fast;
     digits
         .iter()
         .map(|&(radix, stride)| {
@@ -210,7 +240,7 @@ pub fn grid_routes(machine: &Machine, groups: &Groups) -> Option<Vec<RailRoutes>
             (1..radix)
                 .map(|d| {
                     let to = |g: usize| peer(g, (radix, stride), d);
-                    rail_routes_loaded(machine, &groups.members, &fast, to, &mut load).ok()
+                    rail_routes_loaded(machine, &groups.members, fast, to, &mut load).ok()
                 })
                 .collect()
         })
@@ -222,7 +252,7 @@ pub fn grid_routes(machine: &Machine, groups: &Groups) -> Option<Vec<RailRoutes>
 /// of a group's own traffic through its NICs, beside the fabric. `None` where some member has
 /// no such route (its NIC is reached only over the group's fast links, or it has none).
 pub fn offload_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<LinkId>>>> {
-    let fast = fast_links(machine);
+    let fast = &groups.fast;
     let load: Load = IdVec::filled(0, machine.link_count());
     groups
         .members
@@ -230,22 +260,43 @@ pub fn offload_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<
         .map(|group| {
             let k = group.len();
             (0..k)
-                .map(|i| slow_route(machine, group[i], group[(i + 1) % k], Some(&fast), &load))
+                .map(|i| slow_route(machine, group[i], group[(i + 1) % k], Some(fast), &load))
                 .collect::<Option<Vec<_>>>()
         })
         .collect()
 }
 
-/// Whether each link is fast: at least [`FAST_FRACTION`] of the fastest link at a compute node.
-fn fast_links(machine: &Machine) -> Fast {
-    let fastest = machine
+/// The bandwidths from which [`find`] counts a link as fast, in the order it tries them:
+/// [`FAST_FRACTION`] of the fastest link at a compute node, then every faster bandwidth of a
+/// link at a compute node, slowest first.
+fn fast_thresholds(machine: &Machine) -> Vec<f64> {
+    let mut at_compute: Vec<f64> = machine
         .compute_nodes()
         .iter()
         .flat_map(|&n| machine.links_at(n))
         .map(|(l, _)| machine.link(l).bandwidth_gbps)
-        .fold(0.0, f64::max);
+        .collect();
+    at_compute.sort_by(f64::total_cmp);
+    at_compute.dedup();
+    let fastest = at_compute.last().copied().unwrap_or(0.0);
+    let first = FAST_FRACTION * fastest;
+    std::iter::once(first)
+        .chain(at_compute.into_iter().filter(|&b| b > first))
+        .collect()
+}
+
+/// Whether each link joins two compute nodes.
+fn direct_links(machine: &Machine) -> Fast {
     IdVec::from_fn(machine.link_count(), |l| {
-        machine.link(l).bandwidth_gbps >= FAST_FRACTION * fastest
+        let (a, b) = machine.endpoints(l);
+        machine.node(a).kind == NodeKind::Compute && machine.node(b).kind == NodeKind::Compute
+    })
+}
+
+/// Whether each link is fast: of at least `threshold` Gbit/s.
+fn fast_links(machine: &Machine, threshold: f64) -> Fast {
+    IdVec::from_fn(machine.link_count(), |l| {
+        machine.link(l).bandwidth_gbps >= threshold
     })
 }
 

@@ -83,6 +83,34 @@ fn beside_reach(groups: usize) -> f64 {
 /// leaves every shape of 16 groups of 16 members.
 const MAX_SCATTER_TRANSFERS: usize = 1 << 19;
 
+/// The size of the schedules [`Hierarchical`] lowers, for the limits: the larger of the
+/// generic estimate and the most pieces of [`PIECES`] of direct exchanges, one slice per
+/// block. Per piece and half every member sends each other member of its group one transfer
+/// and each group it exchanges with along its rail one more (`G - 1` of them, or `a + b - 2`
+/// over a grid). The generic estimate (a ring allreduce's size) fell six times short of the
+/// hybrid cube-mesh's schedule of six pieces, whose groups of four exchange directly.
+fn estimate(machine: &Machine, groups: &Groups) -> Estimate {
+    let generic = Estimate::generic(machine);
+    let (g, k) = (groups.count(), groups.size());
+    let peers = match groups::grid_digits(g) {
+        Some(digits) if g > groups::MAX_EXCHANGE_GROUPS => digits[0].0 + digits[1].0 - 2,
+        _ => g.saturating_sub(1),
+    };
+    let most = PIECES.into_iter().max().unwrap_or(1) as u64;
+    let per_piece = 2 * (g * k) as u64 * (k.saturating_sub(1) + peers) as u64;
+    let transfers = per_piece.saturating_mul(most);
+    // Per piece: the reduce-scatter inside the groups, along the rails, then the allgather
+    // along them and inside.
+    let pieces = Estimate::transfers(transfers, transfers, most * (g * k) as u64, 2)
+        .on(g * k)
+        .in_steps(most * 4);
+    if pieces.bytes() > generic.bytes() {
+        pieces
+    } else {
+        generic
+    }
+}
+
 /// The piece counts tried.
 const PIECES: [usize; 6] = [1, 2, 3, 4, 6, 8];
 
@@ -100,12 +128,11 @@ impl Lowering for Hierarchical {
         supports(collective)
     }
     /// Finds the groups first, so that a machine without them is refused for that reason and
-    /// not counted; then the generic size, which bounds the pipeline's (every piece moves
-    /// once up and once down each group and each rail).
+    /// not counted; then the size of its pipelines ([`estimate`]).
     fn estimate(&self, job: &Job<'_>) -> Result<Estimate, EmbedError> {
         let machine = job.machine;
-        groups::find(machine)?;
-        Ok(Estimate::generic(machine))
+        let groups = groups::find(machine)?;
+        Ok(estimate(machine, &groups))
     }
     fn applies(&self, job: &Job<'_>) -> Result<Embedding, EmbedError> {
         let machine = job.machine;
