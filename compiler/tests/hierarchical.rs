@@ -460,11 +460,18 @@ fn random_machines_built_from_groups_verify_run_and_respect_the_bound() {
         let fabric = rng.pick(&[Fabric::Switch, Fabric::Clique]);
         let per_pair = rng.pick(&[false, true]);
         let rates = Rates {
-            // Inside a group at least twice the host link: the groups are found from speeds.
-            fabric: rng.pick(&[1200.0, 2400.0, 3600.0]),
+            // Inside a group twice the host link or more, or less (the groups are then found
+            // at a faster bandwidth, or by their direct links).
+            fabric: rng.pick(&[300.0, 800.0, 1200.0, 2400.0, 3600.0]),
             host: rng.pick(&[256.0, 512.0]),
             nic: rng.pick(&[100.0, 200.0, 400.0]),
             lanes: rng.pick(&[1, 1, 2, 7, 18]),
+        };
+        // A switch no faster than the NICs' links is one network with them: no groups.
+        let fabric = if rates.fabric <= rates.nic {
+            Fabric::Clique
+        } else {
+            fabric
         };
         let switch_us = rng.pick(&[0.0, 0.3, 2.0]);
         let collective = rng.pick(&[

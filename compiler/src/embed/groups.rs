@@ -247,12 +247,17 @@ pub fn grid_routes(machine: &Machine, groups: &Groups) -> Option<Vec<RailRoutes>
         .collect()
 }
 
-/// `routes[g][i]`: a route from member `i` of group `g` to member `i + 1` (cyclically) over
-/// slow links and switches only, leaving its group's fabric: the way `hierarchical` moves part
-/// of a group's own traffic through its NICs, beside the fabric. `None` where some member has
-/// no such route (its NIC is reached only over the group's fast links, or it has none).
+/// `routes[g][i]`: a route from member `i` of group `g` to member `i + 1` (cyclically)
+/// through switches only, off its group's fabric (the links of the routes inside the groups):
+/// the way `hierarchical` moves part of a group's own traffic through its NICs, beside the
+/// fabric. A member's link to its NIC may be as fast as the fabric (on an MI300X host both are
+/// 512 Gbit/s) and still lead off it. `None` where some member has no such route (its NIC is
+/// reached only over the group's fabric, or it has none).
 pub fn offload_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<LinkId>>>> {
-    let fast = &groups.fast;
+    let mut fabric: Fast = IdVec::filled(false, machine.link_count());
+    for &l in groups.inner.iter().flatten().flatten().flatten() {
+        fabric[l] = true;
+    }
     let load: Load = IdVec::filled(0, machine.link_count());
     groups
         .members
@@ -260,7 +265,7 @@ pub fn offload_routes(machine: &Machine, groups: &Groups) -> Option<Vec<Vec<Vec<
         .map(|group| {
             let k = group.len();
             (0..k)
-                .map(|i| slow_route(machine, group[i], group[(i + 1) % k], Some(fast), &load))
+                .map(|i| slow_route(machine, group[i], group[(i + 1) % k], Some(&fabric), &load))
                 .collect::<Option<Vec<_>>>()
         })
         .collect()
@@ -451,9 +456,10 @@ fn fabric_routes(
         .collect())
 }
 
-/// The shortest route from `a` to `b` whose inner nodes are all switches, over slow links
-/// only when `fast` is given (breadth-first, links tried in id order, so the route is the same
-/// every run). Without `fast`, any link may be taken: where a member reaches the network only
+/// The shortest route from `a` to `b` whose inner nodes are all switches, off the links
+/// `fast` marks when it is given (the fast links, or a group's fabric; breadth-first, links
+/// tried in id order, so the route is the same every run). Without `fast`, any link may be
+/// taken: where a member reaches the network only
 /// through its group's switch (a host's ranks behind its NIC), the route leaves and enters
 /// the groups over their fast links; it still crosses the slow network between them, since
 /// the groups are the components of the fast links. Among shortest routes, walking back from

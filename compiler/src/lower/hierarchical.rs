@@ -1614,8 +1614,8 @@ impl Builder<'_> {
     }
 
     /// The direct exchange's send inside group `g` from member `i` to member `j`: where the
-    /// shape offloads ([`Shape::offload`]) and `j` is the next member, its last chunks go
-    /// through the NICs as a second transfer. Returns the transfers.
+    /// shape offloads ([`Shape::offload`]) and `j` is the next member, its last chunks (all
+    /// but one at most) go through the NICs as a second transfer. Returns the transfers.
     fn exchange(
         &mut self,
         g: usize,
@@ -1629,8 +1629,11 @@ impl Builder<'_> {
             Some((routes, c))
                 if j == (i + 1) % k
                     && (self.piece == 0 || self.piece + 1 == self.pieces)
-                    && c < chunks.len() =>
+                    && chunks.len() > 1 =>
             {
+                // A send that moves the group's own block beside the rails carries fewer
+                // chunks than a shard: all but one of them go through the NICs.
+                let c = c.min(chunks.len() - 1);
                 let members = &self.groups.members[g];
                 let through = chunks.split_off(chunks.len() - c);
                 let route = routes[g][i].as_slice();
@@ -2757,6 +2760,61 @@ mod tests {
     /// port, at least `1.75 V / 450 GB/s` of moving bytes. With the end pieces' sends to the
     /// next GPU partly through the NICs, the same pipeline (6 pieces, shared link directions,
     /// sized) moves its bytes in less; every collective of it verifies and runs bit-exact.
+    /// Hosts whose switch (800 Gbit/s) is as fast as the links to their NICs (512): the NICs
+    /// are found off the fabric, and a shape that moves the group's own block beside the rails
+    /// still sends part of its exchange through them, though its sends then carry fewer
+    /// chunks than its offload names (all but one go): it prices below its twin on the
+    /// fabric alone, and every collective verifies and runs.
+    #[test]
+    fn sends_that_carry_the_own_block_beside_still_offload() {
+        let machine = crate::lower::testing::machine(
+            r#"Topology(name: "f", machine: Fabric(hosts: 4, ranks_per_host: 4,
+            nics_per_host: 4, leaf_switches: 1,
+            host_fabric: Switch(link: (bandwidth_gbps: 800.0, latency_us: 0.5)),
+            host_link: (bandwidth_gbps: 512.0, latency_us: 0.5),
+            network_link: (bandwidth_gbps: 400.0)))"#,
+        );
+        let groups = groups::find(&machine).unwrap_or_else(|e| panic!("{e}"));
+        let routes = Routes::of(&machine, &groups, false);
+        assert!(routes.offload.is_some(), "the NICs lead off the fabric");
+        let ir = machine.to_ir();
+        let spec = crate::lower::testing::spec(Collective::AllGather, DType::F32, 1 << 24);
+        let plain = Shape {
+            pieces: 1,
+            slices: 1,
+            inside: Inside::Direct,
+            rail: Rail::Direct,
+            offload: 0,
+            beside: Beside::usual(Inside::Direct, spec.collective),
+        };
+        // A shard is 4 chunks; beside the rails, a send inside the group carries 3.
+        let offloaded = Shape {
+            offload: 3,
+            ..plain
+        };
+        let lanes = dag::Lanes::Shared(dag::SHARED_SENDS);
+        let priced = |shape: Shape| {
+            let scheduled = lower_shape(&machine, &groups, &routes, &spec, shape, lanes)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let phase = scheduled.phase(&spec, "hierarchical", &machine);
+            schedule_ir::cost::estimate(&ir, &phase).seconds
+        };
+        let (without, with) = (priced(plain), priced(offloaded));
+        assert!(
+            with < 0.95 * without,
+            "{with} s offloaded against {without} s"
+        );
+        for collective in COLLECTIVES {
+            let spec = crate::lower::testing::spec(collective, DType::I64, 4099);
+            let shape = Shape {
+                beside: Beside::usual(Inside::Direct, collective),
+                ..offloaded
+            };
+            let case = format!("{collective:?}, {shape:?}");
+            verifies_and_runs(&machine, &groups, &spec, (&routes, shape, lanes), &case);
+        }
+    }
+
     #[test]
     fn the_end_pieces_send_through_the_nics_beside_nvlink() {
         let machine = nvswitch_pair();
