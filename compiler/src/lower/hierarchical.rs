@@ -2755,11 +2755,6 @@ mod tests {
         assert_eq!(Beside::fewer(Collective::ReduceScatter).count(), 1);
     }
 
-    /// Two NVSwitch hosts of 8 GPUs with a 400 Gbit/s NIC each (`examples/nvswitch-2x8.ron`):
-    /// a schedule that keeps each host's own traffic on NVLink sends `1.75 V` over each GPU's
-    /// port, at least `1.75 V / 450 GB/s` of moving bytes. With the end pieces' sends to the
-    /// next GPU partly through the NICs, the same pipeline (6 pieces, shared link directions,
-    /// sized) moves its bytes in less; every collective of it verifies and runs bit-exact.
     /// Hosts whose switch (800 Gbit/s) is as fast as the links to their NICs (512): the NICs
     /// are found off the fabric, and a shape that moves the group's own block beside the rails
     /// still sends part of its exchange through them, though its sends then carry fewer
@@ -2815,6 +2810,11 @@ mod tests {
         }
     }
 
+    /// Two NVSwitch hosts of 8 GPUs with a 400 Gbit/s NIC each (`examples/nvswitch-2x8.ron`):
+    /// a schedule that keeps each host's own traffic on NVLink sends `1.75 V` over each GPU's
+    /// port, at least `1.75 V / 450 GB/s` of moving bytes. With the end pieces' sends to the
+    /// next GPU partly through the NICs, the same pipeline (6 pieces, shared link directions,
+    /// sized) moves its bytes in less; every collective of it verifies and runs bit-exact.
     #[test]
     fn the_end_pieces_send_through_the_nics_beside_nvlink() {
         let machine = nvswitch_pair();
