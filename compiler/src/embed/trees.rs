@@ -36,6 +36,8 @@ use crate::machine::Machine;
 use schedule_ir::{Collective, DirectionId, LinkId, NodeId, NodeKind};
 use std::collections::BTreeSet;
 
+mod disjoint;
+
 /// How strongly a direction's length grows with its load (`exp(η · load)`).
 const ETA: f64 = 1.0;
 
@@ -264,8 +266,18 @@ pub fn pack(machine: &Machine, collective: Collective) -> Result<Packing, EmbedE
 /// [`WIDE_GAIN`] lighter. More trees let the shares even out the links (on an 8 × 8 mesh the
 /// busiest direction carries 9% more than the average with the first, under 1% with the
 /// second), but they may be deeper or round worse into whole pipeline chunks, so the lowering
-/// prices both and keeps the cheaper schedule.
+/// prices both and keeps the cheaper schedule. A broadcast or a reduce also gets, where the
+/// machine holds two or more, trees that share no link direction ([`disjoint::disjoint`]):
+/// fewer levels than the weighted packing's, and no tree waits for another.
 pub fn packings(machine: &Machine, collective: Collective) -> Result<Vec<Packing>, EmbedError> {
+    let mut packed = weighted(machine, collective)?;
+    packed.extend(disjoint::disjoint(machine, collective)?);
+    Ok(packed)
+}
+
+/// [`packings`] by multiplicative weights: the shorter run's, and the wider run's where it
+/// is lighter.
+fn weighted(machine: &Machine, collective: Collective) -> Result<Vec<Packing>, EmbedError> {
     let routes = Routes::new(machine);
     let compute = machine.compute_nodes();
     let Some(&first) = compute.first() else {

@@ -416,8 +416,9 @@ impl Method {
             },
             Method::Trees => Entry {
                 name: "trees",
-                about: "spanning trees packed by a linear program, each carrying its share, pipelined to a \
-                 depth chosen for the size",
+                about: "spanning trees packed by a linear program (for a broadcast or a reduce also trees \
+                 that share no link direction), each carrying its share, pipelined to a depth chosen \
+                 for the size",
                 lowering: &trees::Trees,
             },
             Method::HalvingDoubling => Entry {

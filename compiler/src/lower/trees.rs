@@ -900,6 +900,46 @@ mod tests {
     }
 
     #[test]
+    fn a_broadcast_down_trees_that_share_no_direction_never_waits() {
+        // A 4 × 4 × 4 torus holds six trees from a root that share no link direction, seven
+        // levels high: `k` chunks down each take `k + 6` steps, and they beat the weighted
+        // packing, whose trees are deeper.
+        let m = crate::compile::load(
+            r#"Topology(name: "t", machine: Torus(dims: [4, 4, 4],
+                link: (bandwidth_gbps: 100.0, latency_us: 1.0)))"#,
+        )
+        .unwrap()
+        .machine;
+        let root = m.compute_nodes()[0];
+        let collective = Collective::Broadcast { root };
+        let mut packings = crate::embed::trees::packings(&m, collective).unwrap();
+        let disjoint = packings.pop().unwrap();
+        assert_eq!(disjoint.trees.len(), 6);
+        let spec = PhaseSpec {
+            name: "x".to_string(),
+            collective,
+            op: schedule_ir::ReduceOp::Sum,
+            dtype: schedule_ir::DType::F32,
+            elements: 1 << 18,
+        };
+        let (seconds, lowered) = lower(&spec, &m, &disjoint, 1).unwrap();
+        let height = disjoint.trees.iter().map(|t| t.height()).max().unwrap();
+        let deepest = lowered.chunks_per_tree.iter().copied().max().unwrap();
+        let steps = lowered.scheduled.timetable.steps as usize;
+        assert!(
+            steps < deepest + height,
+            "{steps} steps for {deepest} chunks, {height} high"
+        );
+        for weighted in &packings {
+            let (other, _) = lower(&spec, &m, weighted, 1).unwrap();
+            assert!(
+                seconds < other,
+                "{seconds} s down disjoint trees, {other} s weighted"
+            );
+        }
+    }
+
+    #[test]
     fn links_without_latency_do_not_deepen_the_pipeline_to_the_cap() {
         // Every doubling is a little cheaper when steps cost no latency: the search stops
         // where doublings gain less than `DOUBLING_GAIN`, far below the transfer cap.
