@@ -46,8 +46,9 @@ use std::collections::{BTreeMap, BTreeSet};
 const MOST_TREES: usize = 16;
 
 /// The most route checks the constructions for one packing may make together before they give
-/// up: each rescans a level's open attachments after each one it makes, which is quadratic in
-/// a level's width.
+/// up: where routes run through switches every node has one to every other, so a level's
+/// choices grow with the square of the nodes, and each of [`ATTEMPTS`] orders reads them
+/// again.
 const WORK: u64 = 1 << 26;
 
 /// How many orders among attachments of as few choices are tried, beyond the first, before
