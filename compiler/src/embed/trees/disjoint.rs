@@ -70,8 +70,11 @@ pub fn disjoint(machine: &Machine, collective: Collective) -> Result<Option<Pack
     // Each tree enters every node over a link of its own: at most as many trees as the fewest
     // links any compute node's routes start on.
     let links_used = |v: NodeId| {
-        let mut first: Vec<LinkId> = routes.from[v]
-            .iter()
+        let mut first: Vec<LinkId> = routes
+            .from
+            .get(v)
+            .into_iter()
+            .flatten()
             .filter_map(|(_, r)| r.first().copied())
             .collect();
         first.sort();
