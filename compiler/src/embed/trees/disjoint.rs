@@ -10,7 +10,7 @@
 //! (arc-disjoint arborescences) a machine holds: as many as the fewest link directions
 //! entering any set of nodes without the root. The multiplicative-weights packing spreads the
 //! load as well but grows its trees by Prim's algorithm, which hangs each node from the
-//! lightest link wherever it is: on a 4 × 4 × 4 torus its trees were ten levels high where
+//! lightest link wherever it is: on a 4 × 4 × 4 torus its trees were up to ten levels high where
 //! the machine's diameter is six, and the broadcast of 1 MiB took 50.5 µs against 38.3 µs
 //! for six disjoint trees seven levels high.
 //!
