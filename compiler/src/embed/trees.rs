@@ -662,20 +662,30 @@ fn route_length(
     collective: Collective,
     length: &dyn Fn(DirectionId) -> f64,
 ) -> f64 {
-    let mut at = from;
-    let mut cost = 0.0;
-    for &l in links {
+    directions(machine, from, links)
+        .map(|away| {
+            let back = DirectionId::new(away.link(), !away.backward());
+            match collective {
+                Collective::Broadcast { .. } => length(away),
+                Collective::Reduce { .. } => length(back),
+                _ => length(away) + length(back),
+            }
+        })
+        .sum()
+}
+
+/// The link directions a route `links` from `from` crosses, in order, away from `from`.
+fn directions<'a>(
+    machine: &'a Machine,
+    from: NodeId,
+    links: &'a [LinkId],
+) -> impl Iterator<Item = DirectionId> + 'a {
+    links.iter().scan(from, move |at, &l| {
         let (a, b) = machine.endpoints(l);
-        let away = DirectionId::new(l, at != a);
-        let back = DirectionId::new(l, at == a);
-        at = if at == a { b } else { a };
-        cost += match collective {
-            Collective::Broadcast { .. } => length(away),
-            Collective::Reduce { .. } => length(back),
-            _ => length(away) + length(back),
-        };
-    }
-    cost
+        let away = DirectionId::new(l, *at != a);
+        *at = if *at == a { b } else { a };
+        Some(away)
+    })
 }
 
 /// Proves that every tree spans exactly the compute nodes with `p - 1` real links and reaches

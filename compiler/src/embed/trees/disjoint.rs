@@ -32,7 +32,7 @@
 //! Nothing here is trusted: the trees are proved like every other packing's
 //! ([`super::prove_trees`]) and the schedule built on them is verified.
 
-use super::{choose_shares, prove_trees, traffic, Packing, Routes, Tree};
+use super::{choose_shares, directions, prove_trees, traffic, Packing, Routes, Tree};
 use crate::embed::EmbedError;
 use crate::ids::{IdVec, TreeId};
 use crate::lower::matching::synth::Rng;
@@ -100,20 +100,6 @@ pub fn disjoint(machine: &Machine, collective: Collective) -> Result<Option<Pack
         }
     }
     Ok(None)
-}
-
-/// The link directions a route from `from` crosses, in order.
-fn directions<'a>(
-    machine: &'a Machine,
-    from: NodeId,
-    links: &'a [LinkId],
-) -> impl Iterator<Item = DirectionId> + 'a {
-    links.iter().scan(from, move |at, &l| {
-        let (a, b) = machine.endpoints(l);
-        let away = DirectionId::new(l, *at != a);
-        *at = if *at == a { b } else { a };
-        Some(away)
-    })
 }
 
 /// One tree's growth: every node's depth (`u32::MAX` outside), its parent with the route
